@@ -1,0 +1,39 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+)
+
+func newConfigCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Work with ferrofed.toml"}
+	var path string
+	check := &cobra.Command{
+		Use:   "check --config F",
+		Short: "Load F exactly as serve does; exit 0, or list every problem and exit 1",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path)
+			if err != nil {
+				var ps *config.Problems
+				if errors.As(err, &ps) {
+					fmt.Fprintln(cmd.ErrOrStderr(), ps.Error())
+				} else {
+					fmt.Fprintln(cmd.ErrOrStderr(), err)
+				}
+				return exitError{1}
+			}
+			r := cfg.Lifecycle()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (drain %s = delay %s + shutdown %s + bindings %s)\n",
+				path, r.Drain(), r.DrainDelay, r.ShutdownTimeout, r.BindingsDrainTimeout)
+			return nil
+		},
+	}
+	check.Flags().StringVar(&path, "config", "ferrofed.toml", "path of ferrofed.toml")
+	cmd.AddCommand(check)
+	return cmd
+}

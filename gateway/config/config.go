@@ -1,0 +1,376 @@
+// Package config is the gateway's configuration: the TOML schema of ferrofed.toml, the
+// default of every key, and the validation that `config check`, `serve`, a SIGHUP reload
+// and the operator's webhook all share. Every problem it reports names its key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+)
+
+// Defaults of the keys that are not lifecycle budgets (those live in gateway/lifecycle).
+const (
+	DefaultListen              = "0.0.0.0:8080"
+	DefaultBasePath            = "/"
+	DefaultReadHeaderTimeoutMS = 5000
+	DefaultCheckTimeoutMS      = 100
+	DefaultCacheTTLMS          = 1000
+	DefaultMetricsPath         = "/metrics"
+)
+
+// Config is a loaded, defaulted ferrofed.toml. Durations are integers in milliseconds.
+type Config struct {
+	Server   Server   `toml:"server"`
+	Health   Health   `toml:"health"`
+	Metrics  Metrics  `toml:"metrics"`
+	Auth     Auth     `toml:"auth"`
+	Registry Registry `toml:"registry"`
+}
+
+// Server is the [server] table.
+type Server struct {
+	// Listen is host:port of the listener; a wildcard host ("0.0.0.0", "[::]", "") listens on all.
+	Listen string `toml:"listen"`
+	// BasePath prefixes every route; any other path answers 404.
+	BasePath string `toml:"base_path"`
+	// RequestTimeoutMS is the longest a client request may run.
+	RequestTimeoutMS *int64 `toml:"request_timeout_ms"`
+	// DrainDelayMS is step 1 of the drain.
+	DrainDelayMS *int64 `toml:"drain_delay_ms"`
+	// ShutdownTimeoutMS is step 3 of the drain; it defaults to RequestTimeoutMS.
+	ShutdownTimeoutMS *int64 `toml:"shutdown_timeout_ms"`
+	// BindingsDrainTimeoutMS is step 4 of the drain.
+	BindingsDrainTimeoutMS *int64 `toml:"bindings_drain_timeout_ms"`
+	// ReadHeaderTimeoutMS cuts off clients that dribble their headers.
+	ReadHeaderTimeoutMS int64 `toml:"read_header_timeout_ms"`
+	// TLS turns the listener to https when CertificateFile is set.
+	TLS TLS `toml:"tls"`
+}
+
+// TLS is the [server.tls] table.
+type TLS struct {
+	CertificateFile string `toml:"certificate_file"`
+	KeyFile         string `toml:"key_file"`
+	// ClientCAFile makes client certificates required, verified against this CA.
+	ClientCAFile string `toml:"client_ca_file"`
+	// HealthcheckIdentityFile is a PEM file with the certificate and key that
+	// `ferrofed healthcheck` presents when client certificates are required.
+	HealthcheckIdentityFile string `toml:"healthcheck_identity_file"`
+}
+
+// Enabled reports whether the listener serves https.
+func (t TLS) Enabled() bool { return t.CertificateFile != "" }
+
+// Health is the [health] table.
+type Health struct {
+	// CheckTimeoutMS is the budget of each readiness check; expiry fails closed.
+	CheckTimeoutMS int64 `toml:"check_timeout_ms"`
+	// CacheTTLMS is how long a check result is reused.
+	CacheTTLMS int64 `toml:"cache_ttl_ms"`
+	// MemberReadyCheck makes readiness also need one member up. Off by default: one
+	// member's outage must not make the whole gateway unready.
+	MemberReadyCheck bool `toml:"member_ready_check"`
+	// Minimal makes readiness answer status and phase only, as ?verbose=0 does.
+	Minimal bool `toml:"minimal"`
+}
+
+// Metrics is the [metrics] table.
+type Metrics struct {
+	// Disabled turns the Prometheus endpoint off.
+	Disabled bool `toml:"disabled"`
+	// Path is where Prometheus metrics are served, under server.base_path.
+	Path string `toml:"path"`
+}
+
+// Auth is the [auth] table.
+type Auth struct {
+	Issuers []Issuer `toml:"issuers"`
+}
+
+// Issuer is one [[auth.issuers]] entry: who may sign operator tokens.
+type Issuer struct {
+	Issuer        string   `toml:"issuer"`
+	Audience      string   `toml:"audience"`
+	JWKSFile      string   `toml:"jwks_file"`
+	JWKSURL       string   `toml:"jwks_url"`
+	OperatorScope string   `toml:"operator_scope"`
+	Algorithms    []string `toml:"algorithms"`
+	// JWKSRefreshMS is how often a jwks_url is fetched again.
+	JWKSRefreshMS int64 `toml:"jwks_refresh_ms"`
+}
+
+// DefaultAlgorithms are the signature algorithms an issuer accepts when none are listed.
+var DefaultAlgorithms = []string{"RS256", "ES256"}
+
+// SupportedAlgorithms are the algorithms an issuer may list. "none" and HMAC are not
+// among them: operator tokens are verified with the issuer's public keys only.
+var SupportedAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// DefaultJWKSRefreshMS is how often a jwks_url is refreshed when nothing is set.
+const DefaultJWKSRefreshMS = 300000
+
+// Registry is the [registry] table.
+type Registry struct {
+	Members []Member `toml:"members"`
+}
+
+// Member is one [[registry.members]] entry.
+type Member struct {
+	ID string `toml:"id"`
+	// QueryEndpoint is the base URL of the member's FHIR API.
+	QueryEndpoint string `toml:"query_endpoint"`
+	// EndpointID names the query endpoint in the dependency report; default "<id>-query".
+	EndpointID string `toml:"endpoint_id"`
+}
+
+// Configured reports whether a registry is configured (it gates readiness then).
+func (r Registry) Configured() bool { return len(r.Members) > 0 }
+
+// Problem is one thing wrong with a configuration, named by its key.
+type Problem struct {
+	// Key is the dotted TOML key, e.g. "server.shutdown_timeout_ms".
+	Key string
+	// Line is the 1-based line of the key in the file, or 0 when not known.
+	Line    int
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s (line %d): %s", p.Key, p.Line, p.Message)
+	}
+	return p.Key + ": " + p.Message
+}
+
+// Problems is every problem found in one configuration. It is the error Load and Parse
+// return; its text lists each problem on its own line.
+type Problems struct {
+	Source string
+	List   []Problem
+}
+
+func (p *Problems) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d problem(s)", p.Source, len(p.List))
+	for _, q := range p.List {
+		b.WriteString("\n  ")
+		b.WriteString(q.String())
+	}
+	return b.String()
+}
+
+// Load reads and parses the file at path. The error, when the file loaded but is wrong,
+// is a *Problems listing every problem.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	return Parse(data, path, Options{})
+}
+
+// Options tune Parse.
+type Options struct {
+	// SkipFiles leaves out the checks that read referenced files (TLS certificates,
+	// JWKS files): the operator's webhook validates a configuration for another machine.
+	SkipFiles bool
+}
+
+// Parse decodes data strictly (an unknown key is a problem naming the key and its line),
+// applies defaults and validates. source names the data in the error.
+func Parse(data []byte, source string, opts Options) (*Config, error) {
+	var c Config
+	var ps []Problem
+	err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c)
+	if err != nil {
+		ps = decodeProblems(err)
+		var strict *toml.StrictMissingError
+		if !errors.As(err, &strict) {
+			return nil, &Problems{Source: source, List: ps}
+		}
+		// Unknown keys alone leave a readable document: decode it again without them
+		// so that the report lists the other problems too.
+		c = Config{}
+		if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
+			return nil, &Problems{Source: source, List: ps}
+		}
+	}
+	c.applyDefaults()
+	found := c.Validate(opts)
+	lines := keyLines(data)
+	for i := range found {
+		found[i].Line = lines.find(found[i].Key)
+	}
+	ps = append(ps, found...)
+	if len(ps) > 0 {
+		return nil, &Problems{Source: source, List: ps}
+	}
+	return &c, nil
+}
+
+func decodeProblems(err error) []Problem {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		out := make([]Problem, 0, len(strict.Errors))
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			out = append(out, Problem{Key: strings.Join(e.Key(), "."), Line: row, Message: "unknown key"})
+		}
+		return out
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key == "" {
+			key = "(document)"
+		}
+		return []Problem{{Key: key, Line: row, Message: de.Error()}}
+	}
+	return []Problem{{Key: "(document)", Message: err.Error()}}
+}
+
+func (c *Config) applyDefaults() {
+	if c.Server.Listen == "" {
+		c.Server.Listen = DefaultListen
+	}
+	if c.Server.BasePath == "" {
+		c.Server.BasePath = DefaultBasePath
+	}
+	if c.Server.ReadHeaderTimeoutMS == 0 {
+		c.Server.ReadHeaderTimeoutMS = DefaultReadHeaderTimeoutMS
+	}
+	if c.Health.CheckTimeoutMS == 0 {
+		c.Health.CheckTimeoutMS = DefaultCheckTimeoutMS
+	}
+	if c.Health.CacheTTLMS == 0 {
+		c.Health.CacheTTLMS = DefaultCacheTTLMS
+	}
+	if c.Metrics.Path == "" {
+		c.Metrics.Path = DefaultMetricsPath
+	}
+	for i := range c.Registry.Members {
+		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
+			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"
+		}
+	}
+	for i := range c.Auth.Issuers {
+		if len(c.Auth.Issuers[i].Algorithms) == 0 {
+			c.Auth.Issuers[i].Algorithms = append([]string(nil), DefaultAlgorithms...)
+		}
+		if c.Auth.Issuers[i].JWKSRefreshMS == 0 {
+			c.Auth.Issuers[i].JWKSRefreshMS = DefaultJWKSRefreshMS
+		}
+	}
+}
+
+// Budgets are the drain budgets this configuration sets, for gateway/lifecycle.
+func (c *Config) Budgets() lifecycle.Budgets {
+	return lifecycle.Budgets{
+		RequestTimeout:       msPtr(c.Server.RequestTimeoutMS),
+		DrainDelay:           msPtr(c.Server.DrainDelayMS),
+		ShutdownTimeout:      msPtr(c.Server.ShutdownTimeoutMS),
+		BindingsDrainTimeout: msPtr(c.Server.BindingsDrainTimeoutMS),
+	}
+}
+
+// Lifecycle is the resolved drain budgets, every default applied.
+func (c *Config) Lifecycle() lifecycle.Resolved { return c.Budgets().Resolve() }
+
+// ReadHeaderTimeout is server.read_header_timeout_ms as a duration.
+func (c *Config) ReadHeaderTimeout() time.Duration { return ms(c.Server.ReadHeaderTimeoutMS) }
+
+// CheckTimeout is health.check_timeout_ms as a duration.
+func (c *Config) CheckTimeout() time.Duration { return ms(c.Health.CheckTimeoutMS) }
+
+// CacheTTL is health.cache_ttl_ms as a duration.
+func (c *Config) CacheTTL() time.Duration { return ms(c.Health.CacheTTLMS) }
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+func msPtr(v *int64) *time.Duration {
+	if v == nil {
+		return nil
+	}
+	d := ms(*v)
+	return &d
+}
+
+// lineIndex maps dotted keys to the line they are set on, for problems found after decoding.
+type lineIndex map[string]int
+
+func keyLines(data []byte) lineIndex {
+	idx := lineIndex{}
+	table := ""
+	for i, raw := range strings.Split(string(data), "\n") {
+		line := strings.TrimSpace(raw)
+		switch {
+		case strings.HasPrefix(line, "[["):
+			table = strings.TrimSpace(strings.Trim(line, "[] "))
+			if _, ok := idx[table]; !ok {
+				idx[table] = i + 1
+			}
+		case strings.HasPrefix(line, "["):
+			table = strings.TrimSpace(strings.Trim(line, "[] "))
+			idx[table] = i + 1
+		default:
+			if k, _, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+				full := strings.TrimSpace(k)
+				if table != "" {
+					full = table + "." + full
+				}
+				if _, seen := idx[full]; !seen {
+					idx[full] = i + 1
+				}
+			}
+		}
+	}
+	return idx
+}
+
+// find returns the line of key, or of its nearest enclosing table; entries of arrays of
+// tables ("registry.members[1].id") are looked up without their index.
+func (l lineIndex) find(key string) int {
+	k := stripIndexes(key)
+	for k != "" {
+		if n, ok := l[k]; ok {
+			return n
+		}
+		i := strings.LastIndex(k, ".")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+func stripIndexes(key string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range key {
+		switch {
+		case r == '[':
+			depth++
+		case r == ']':
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// sortProblems orders problems by key so that reports are stable.
+func sortProblems(ps []Problem) {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Key < ps[j].Key })
+}

@@ -1,0 +1,216 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+)
+
+var idPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Validate returns every problem of a defaulted configuration, sorted by key.
+func (c *Config) Validate(opts Options) []Problem {
+	var ps []Problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+
+	if _, port, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		add("server.listen", "%q is not host:port: %v", c.Server.Listen, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		add("server.listen", "port %q is not a number from 0 to 65535", port)
+	}
+	if msg := basePathProblem(c.Server.BasePath); msg != "" {
+		add("server.base_path", "%q %s", c.Server.BasePath, msg)
+	}
+	for _, p := range c.Budgets().Validate(lifecycle.TOMLFields) {
+		add(p.Field, "%s", p.Message)
+	}
+	if c.Server.ReadHeaderTimeoutMS < 0 {
+		add("server.read_header_timeout_ms", "must be greater than zero")
+	}
+	ps = append(ps, c.Server.TLS.validate(opts)...)
+
+	if c.Health.CheckTimeoutMS < 0 {
+		add("health.check_timeout_ms", "must be greater than zero")
+	}
+	if c.Health.CacheTTLMS < 0 {
+		add("health.cache_ttl_ms", "must not be negative")
+	}
+	if c.Health.MemberReadyCheck && !c.Registry.Configured() {
+		add("health.member_ready_check", "is on but no [[registry.members]] is configured")
+	}
+	if msg := basePathProblem(c.Metrics.Path); msg != "" || c.Metrics.Path == "/" {
+		if msg == "" {
+			msg = "must name a path, not the root"
+		}
+		add("metrics.path", "%q %s", c.Metrics.Path, msg)
+	}
+
+	ps = append(ps, c.Registry.validate()...)
+	for i, is := range c.Auth.Issuers {
+		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
+	}
+	sortProblems(ps)
+	return ps
+}
+
+func basePathProblem(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return "must start with /"
+	case len(p) > 1 && strings.HasSuffix(p, "/"):
+		return "must not end with /"
+	case strings.Contains(p, "//"):
+		return "must not contain //"
+	case strings.ContainsAny(p, "?#%*: \t"):
+		return "must be a plain path (no ?, #, %, *, : or spaces)"
+	}
+	return ""
+}
+
+func (t TLS) validate(opts Options) []Problem {
+	var ps []Problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Key: "server.tls." + key, Message: fmt.Sprintf(format, args...)})
+	}
+	if (t.CertificateFile == "") != (t.KeyFile == "") {
+		if t.CertificateFile == "" {
+			add("certificate_file", "is required when server.tls.key_file is set")
+		} else {
+			add("key_file", "is required when server.tls.certificate_file is set")
+		}
+		return ps
+	}
+	if !t.Enabled() {
+		if t.ClientCAFile != "" {
+			add("client_ca_file", "needs server.tls.certificate_file and server.tls.key_file")
+		}
+		if t.HealthcheckIdentityFile != "" {
+			add("healthcheck_identity_file", "needs server.tls.certificate_file and server.tls.key_file")
+		}
+		return ps
+	}
+	if t.HealthcheckIdentityFile != "" && t.ClientCAFile == "" {
+		add("healthcheck_identity_file", "is only presented when server.tls.client_ca_file requires client certificates")
+	}
+	if opts.SkipFiles {
+		return ps
+	}
+	if _, err := tls.LoadX509KeyPair(t.CertificateFile, t.KeyFile); err != nil {
+		add("certificate_file", "does not load with server.tls.key_file: %v", err)
+	}
+	if t.ClientCAFile != "" {
+		if _, err := LoadCertPool(t.ClientCAFile); err != nil {
+			add("client_ca_file", "%v", err)
+		}
+	}
+	if t.HealthcheckIdentityFile != "" {
+		if _, err := tls.LoadX509KeyPair(t.HealthcheckIdentityFile, t.HealthcheckIdentityFile); err != nil {
+			add("healthcheck_identity_file", "must hold a PEM certificate and its key: %v", err)
+		}
+	}
+	return ps
+}
+
+// LoadCertPool reads a PEM file of one or more certificates into a pool.
+func LoadCertPool(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+func (r Registry) validate() []Problem {
+	var ps []Problem
+	ids := map[string]int{}
+	endpoints := map[string]int{}
+	for i, m := range r.Members {
+		key := fmt.Sprintf("registry.members[%d]", i)
+		add := func(field, format string, args ...any) {
+			ps = append(ps, Problem{Key: key + "." + field, Message: fmt.Sprintf(format, args...)})
+		}
+		switch {
+		case m.ID == "":
+			add("id", "is required")
+		case !idPattern.MatchString(m.ID):
+			add("id", "%q must be lower-case letters, digits and '-', at most 63 characters", m.ID)
+		default:
+			if j, dup := ids[m.ID]; dup {
+				add("id", "%q is already the id of registry.members[%d]", m.ID, j)
+			}
+			ids[m.ID] = i
+		}
+		if m.QueryEndpoint == "" {
+			add("query_endpoint", "is required")
+		} else if u, err := url.Parse(m.QueryEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("query_endpoint", "must be an absolute http or https URL")
+		} else if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			add("query_endpoint", "must not carry credentials, a query or a fragment")
+		}
+		if m.EndpointID != "" {
+			if !idPattern.MatchString(m.EndpointID) {
+				add("endpoint_id", "%q must be lower-case letters, digits and '-', at most 63 characters", m.EndpointID)
+			} else if j, dup := endpoints[m.EndpointID]; dup {
+				add("endpoint_id", "%q is already the endpoint id of registry.members[%d]", m.EndpointID, j)
+			}
+			endpoints[m.EndpointID] = i
+		}
+	}
+	return ps
+}
+
+func (is Issuer) validate(key string, opts Options) []Problem {
+	var ps []Problem
+	add := func(field, format string, args ...any) {
+		ps = append(ps, Problem{Key: key + "." + field, Message: fmt.Sprintf(format, args...)})
+	}
+	if is.Issuer == "" {
+		add("issuer", "is required")
+	}
+	if is.Audience == "" {
+		add("audience", "is required")
+	}
+	if is.OperatorScope == "" {
+		add("operator_scope", "is required")
+	} else if strings.ContainsAny(is.OperatorScope, " \t") {
+		add("operator_scope", "%q must be one scope, without spaces", is.OperatorScope)
+	}
+	switch {
+	case is.JWKSFile == "" && is.JWKSURL == "":
+		add("jwks_file", "one of jwks_file or jwks_url is required")
+	case is.JWKSFile != "" && is.JWKSURL != "":
+		add("jwks_url", "set only one of jwks_file and jwks_url")
+	case is.JWKSURL != "":
+		if u, err := url.Parse(is.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("jwks_url", "must be an absolute http or https URL")
+		}
+	case !opts.SkipFiles:
+		if _, err := os.Stat(is.JWKSFile); err != nil {
+			add("jwks_file", "%v", err)
+		}
+	}
+	for _, a := range is.Algorithms {
+		if !slices.Contains(SupportedAlgorithms, a) {
+			add("algorithms", "%q is not one of %s", a, strings.Join(SupportedAlgorithms, ", "))
+		}
+	}
+	if is.JWKSRefreshMS < 0 {
+		add("jwks_refresh_ms", "must be greater than zero")
+	}
+	return ps
+}

@@ -1,0 +1,72 @@
+// Command ferrofed is the federation gateway for clinical data and its Kubernetes
+// operator, in one binary:
+//
+//	ferrofed serve --config F          run the gateway
+//	ferrofed config check --config F   load F as serve does and list every problem
+//	ferrofed healthcheck --config F    ask the local gateway's readiness (exit 0 or 1)
+//	ferrofed operator                  run the Gateway operator
+//	ferrofed version                   print the version
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		if _, quiet := err.(exitError); !quiet {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a process exit code through cobra without printing usage.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func exitCode(err error) int {
+	if e, ok := err.(exitError); ok {
+		return e.code
+	}
+	return 1
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ferrofed",
+		Short:         "Federation gateway for clinical data (FHIR) and its Kubernetes operator",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newVersionCommand(),
+		newConfigCommand(),
+	)
+	for _, add := range extraCommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// extraCommands are registered by the other cmd_*.go files in init, so that each
+// subcommand lives in its own file.
+var extraCommands []func() *cobra.Command
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "ferrofed", version)
+		},
+	}
+}
