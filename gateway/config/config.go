@@ -50,6 +50,11 @@ type Server struct {
 	ShutdownTimeoutMS *int64 `toml:"shutdown_timeout_ms"`
 	// BindingsDrainTimeoutMS is step 4 of the drain.
 	BindingsDrainTimeoutMS *int64 `toml:"bindings_drain_timeout_ms"`
+	// TerminationGracePeriodSeconds is, when set, the grace period of the runtime this
+	// gateway runs under (Kubernetes' terminationGracePeriodSeconds, compose's
+	// stop_grace_period). The operator renders it; config check then refuses a drain
+	// that does not fit within it.
+	TerminationGracePeriodSeconds *int64 `toml:"termination_grace_period_seconds"`
 	// ReadHeaderTimeoutMS cuts off clients that dribble their headers.
 	ReadHeaderTimeoutMS int64 `toml:"read_header_timeout_ms"`
 	// TLS turns the listener to https when CertificateFile is set.
@@ -280,6 +285,9 @@ func (c *Config) Budgets() lifecycle.Budgets {
 		DrainDelay:           msPtr(c.Server.DrainDelayMS),
 		ShutdownTimeout:      msPtr(c.Server.ShutdownTimeoutMS),
 		BindingsDrainTimeout: msPtr(c.Server.BindingsDrainTimeoutMS),
+		// The headroom is the runtime's business, not the process's: the grace period,
+		// when known, is checked against the drain alone.
+		TerminationGracePeriodSeconds: c.Server.TerminationGracePeriodSeconds,
 	}
 }
 

@@ -127,7 +127,7 @@ var TOMLFields = Fields{
 	ShutdownTimeout:               "server.shutdown_timeout_ms",
 	BindingsDrainTimeout:          "server.bindings_drain_timeout_ms",
 	TerminationHeadroom:           "termination headroom",
-	TerminationGracePeriodSeconds: "terminationGracePeriodSeconds",
+	TerminationGracePeriodSeconds: "server.termination_grace_period_seconds",
 }
 
 // Problem is one rule a set of budgets breaks.

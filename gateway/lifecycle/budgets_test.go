@@ -81,10 +81,10 @@ func TestValidateNamesEveryFieldInvolved(t *testing.T) {
 		{"an hour exactly fits", Budgets{RequestTimeout: dur(time.Hour)}, nil},
 		{"an explicit grace period equal to the drain is refused",
 			Budgets{TerminationGracePeriodSeconds: secs(35)},
-			[][]string{{"terminationGracePeriodSeconds", "server.drain_delay_ms", "server.shutdown_timeout_ms", "server.bindings_drain_timeout_ms", "35s"}}},
+			[][]string{{"server.termination_grace_period_seconds", "server.drain_delay_ms", "server.shutdown_timeout_ms", "server.bindings_drain_timeout_ms", "35s"}}},
 		{"an explicit grace period one second past the drain fits", Budgets{TerminationGracePeriodSeconds: secs(36)}, nil},
 		{"a negative grace period is refused", Budgets{TerminationGracePeriodSeconds: secs(-1)},
-			[][]string{{"terminationGracePeriodSeconds", "negative"}}},
+			[][]string{{"server.termination_grace_period_seconds", "negative"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +113,7 @@ func TestWarnings(t *testing.T) {
 		{"a delay covering the poll with default headroom warns of nothing", Budgets{DrainDelay: dur(10 * time.Second)}, 10 * time.Second, nil},
 		{"a delay shorter than the poll warns", Budgets{DrainDelay: dur(5 * time.Second)}, 10 * time.Second, []string{"server.drain_delay_ms (5s) is shorter than the readiness poll (10s"}},
 		{"headroom under 5s warns", Budgets{TerminationHeadroom: dur(time.Second)}, 0, []string{"termination headroom leaves 1s"}},
-		{"an explicit grace period with little room warns", Budgets{TerminationGracePeriodSeconds: secs(36)}, 0, []string{"terminationGracePeriodSeconds leaves 1s"}},
+		{"an explicit grace period with little room warns", Budgets{TerminationGracePeriodSeconds: secs(36)}, 0, []string{"server.termination_grace_period_seconds leaves 1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
