@@ -1,0 +1,90 @@
+package members
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func get(t *testing.T, ctx context.Context, url string) (*http.Response, []byte, error) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return res, body, err
+}
+
+func TestAMemberAnswersASearchWithASearchset(t *testing.T) {
+	m := Start(t, Options{ID: "node-a", Entries: 3})
+	res, body, err := get(t, context.Background(), m.URL+"/Patient?name=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b struct {
+		ResourceType, Type string
+		Entry              []json.RawMessage
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || b.ResourceType != "Bundle" || b.Type != "searchset" || len(b.Entry) != 3 {
+		t.Fatalf("status %d, bundle %+v", res.StatusCode, b)
+	}
+	if !strings.Contains(string(body), m.Opts.Marker) {
+		t.Fatal("the body does not carry the marker")
+	}
+	if got := m.LastRequest(); got.Path != "/fhir/Patient" || got.RawQuery != "name=x" {
+		t.Fatalf("last request %+v", got)
+	}
+}
+
+func TestAMemberAnswersItsStatusWithAnOperationOutcome(t *testing.T) {
+	m := Start(t, Options{Status: 500})
+	res, body, err := get(t, context.Background(), m.URL+"/Patient")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 500 || !strings.Contains(string(body), "OperationOutcome") {
+		t.Fatalf("status %d body %s", res.StatusCode, body)
+	}
+}
+
+func TestARefusingMemberRefuses(t *testing.T) {
+	m := Start(t, Options{Fault: FaultRefused})
+	_, _, err := get(t, context.Background(), m.URL+"/metadata")
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want connection refused", err)
+	}
+}
+
+func TestAResettingMemberBreaksOffItsBody(t *testing.T) {
+	m := Start(t, Options{Fault: FaultReset})
+	res, _, err := get(t, context.Background(), m.URL+"/Patient")
+	if err == nil || res == nil || res.StatusCode != 200 {
+		t.Fatalf("res %v err %v, want a 200 whose body breaks off", res, err)
+	}
+}
+
+func TestAHangingMemberSeesItsCallerGiveUp(t *testing.T) {
+	m := Start(t, Options{Fault: FaultHang})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := get(t, ctx, m.URL+"/Patient"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+	select {
+	case <-m.Cancelled():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the member did not see the request cancelled")
+	}
+}
