@@ -1,0 +1,75 @@
+// Package federation is the gateway's federated data plane: the member registry and
+// its HTTP clients, the parallel search over every member answered as one FHIR
+// searchset Bundle with a meta.federation record per member, requests routed to one
+// member and streamed back, the ask-all probe, and the Surface that plugs all of it
+// (and the operator surface: probe, dependency report) into the gateway's server.
+//
+// Every request sent to a member for a client updates that member endpoint's state in
+// the dependency tracker (package dependencies), from the member's own HTTP status and
+// reachability; nothing here ever sends a request of its own to find out.
+package federation
+
+import (
+	"net/http"
+
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+)
+
+// Outcome is the result of one member's part in a federated request, as
+// meta.federation and the probe report it.
+type Outcome string
+
+const (
+	// OK: the member answered 2xx with a body the gateway could use.
+	OK Outcome = "ok"
+	// NodeError: the member answered, but not with something usable: 4xx or 5xx, a
+	// redirect, a body over the cap or one that is not the expected FHIR resource.
+	NodeError Outcome = "node-error"
+	// Timeout: the member did not answer (or finish its body) within the budget.
+	Timeout Outcome = "timeout"
+	// Unreachable: no answer: refused, reset, or a broken body.
+	Unreachable Outcome = "unreachable"
+	// Cancelled: the client went away first. Never sent to anyone (there is no one to
+	// send it to); it marks a call whose result must not be recorded.
+	Cancelled Outcome = "cancelled"
+)
+
+// Call is what the gateway saw of one request it sent to a member.
+type Call struct {
+	// Status is the member's HTTP status, 0 when no status line came back.
+	Status int
+	// Broken is true when the exchange failed: no answer at all, or a body broken off
+	// (reset, or still arriving when the budget ran out).
+	Broken bool
+	// Expired is true when the member's budget ran out (the request budget, or the
+	// client's own deadline).
+	Expired bool
+	// ClientGone is true when the client cancelled its request (disconnected).
+	ClientGone bool
+	// Unusable is true when the member answered 2xx with a body the gateway refused
+	// (over the size cap, not a Bundle).
+	Unusable bool
+}
+
+// Classify maps one call to its outcome and to the state it observed of the member's
+// endpoint. record is false when the call says nothing about the member: the client
+// went away and took the request with it, so the member is neither up nor down.
+//
+// The outcome speaks of the request (a 400 is a node-error); the state speaks of the
+// member (a member that answers 400 is up).
+func Classify(c Call) (outcome Outcome, state dependencies.State, record bool) {
+	switch {
+	case c.Broken && c.ClientGone && !c.Expired:
+		return Cancelled, "", false
+	case c.Broken && c.Expired:
+		return Timeout, dependencies.Down, true
+	case c.Broken:
+		return Unreachable, dependencies.Down, true
+	case c.Status < http.StatusOK || c.Status >= http.StatusMultipleChoices:
+		return NodeError, dependencies.FromHTTP(true, c.Status), true
+	case c.Unusable:
+		return NodeError, dependencies.Up, true
+	default:
+		return OK, dependencies.Up, true
+	}
+}
