@@ -1,5 +1,13 @@
 // Package health holds the gateway's health checks, the readiness gate, the probe
 // handlers and their cached, bounded evaluation.
+//
+// Readiness is the AND of named checks, "config" first. An Evaluator runs them in
+// parallel, each within health.check_timeout_ms (one that does not answer fails closed
+// with "<check>_timeout"), and reuses the report for health.cache_ttl_ms; concurrent
+// probes share one evaluation, so a probe flood costs at most one per TTL. The public
+// body carries reason codes only; the full errors go to the log. Liveness depends on
+// nothing. State is the process phase; Gate closes the data plane until the first time
+// every check passed, with one atomic load per request.
 package health
 
 import "context"

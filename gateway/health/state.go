@@ -1,0 +1,64 @@
+package health
+
+import (
+	"sync/atomic"
+
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+)
+
+// State is the process phase, read on every data-plane request by the readiness gate:
+// it is one atomic integer so that the gate costs a load and nothing else.
+type State struct {
+	phase atomic.Int32
+	// onChange, when set, is called after every phase change (metrics, logs).
+	onChange func(lifecycle.Phase)
+}
+
+const (
+	phaseBooting int32 = iota
+	phaseServing
+	phaseDraining
+)
+
+var phases = [...]lifecycle.Phase{lifecycle.PhaseBooting, lifecycle.PhaseServing, lifecycle.PhaseDraining}
+
+// NewState starts in phase booting. onChange may be nil.
+func NewState(onChange func(lifecycle.Phase)) *State {
+	return &State{onChange: onChange}
+}
+
+// Phase is the current phase.
+func (s *State) Phase() lifecycle.Phase { return phases[s.phase.Load()] }
+
+// Booting reports whether the process has not yet been fully ready once. It is the
+// gate's whole question: the data plane is closed only before the first time every
+// check passed. During the drain it serves normally (DESIGN §2.5 step 1).
+func (s *State) Booting() bool { return s.phase.Load() == phaseBooting }
+
+// Draining reports whether the drain has begun.
+func (s *State) Draining() bool { return s.phase.Load() == phaseDraining }
+
+// MarkServing moves booting to serving; it reports whether this call did it. It never
+// leaves draining: a drain is not undone by a passing probe.
+func (s *State) MarkServing() bool {
+	if s.phase.CompareAndSwap(phaseBooting, phaseServing) {
+		s.changed()
+		return true
+	}
+	return false
+}
+
+// StartDraining moves any phase to draining; it reports whether this call did it.
+func (s *State) StartDraining() bool {
+	if s.phase.Swap(phaseDraining) != phaseDraining {
+		s.changed()
+		return true
+	}
+	return false
+}
+
+func (s *State) changed() {
+	if s.onChange != nil {
+		s.onChange(s.Phase())
+	}
+}
