@@ -1,0 +1,297 @@
+// Package auth verifies the bearer tokens of the gateway's operator surface
+// ({base}/operator/*): JWTs signed by one of the configured [[auth.issuers]], checked
+// against that issuer's published keys, algorithms, audience and validity window, and
+// carrying the issuer's operator_scope.
+//
+// Verification is ordered so that hostile input costs little: the header's size is
+// checked before anything is parsed, the token's shape before it is decoded, its
+// algorithm against the allow-list before any key is looked at, and only then is a
+// signature verified. Error descriptions are short and fixed: they tell a caller what
+// to fix without echoing the token or naming a key source.
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+)
+
+const (
+	// MaxAuthorizationBytes is the longest Authorization header the gateway reads. A
+	// real operator token is 1-2 KiB; Go's server accepts 1 MiB of headers, and
+	// nothing of such a header is parsed.
+	MaxAuthorizationBytes = 8 << 10
+	// DefaultLeeway is the clock skew allowed on exp, nbf and iat.
+	DefaultLeeway = 30 * time.Second
+	// DefaultMinRefetchInterval is the least time between two fetches of one issuer's
+	// jwks_url, whatever triggers them (refresh, unknown kid).
+	DefaultMinRefetchInterval = 10 * time.Second
+)
+
+// Options tune a Verifier. The zero value is production's.
+type Options struct {
+	// HTTPClient fetches jwks_url key sets; default a client with a 5 s timeout.
+	HTTPClient *http.Client
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Leeway is the allowed clock skew; default DefaultLeeway.
+	Leeway time.Duration
+	// MinRefetchInterval rate-limits fetches per issuer; default DefaultMinRefetchInterval.
+	MinRefetchInterval time.Duration
+}
+
+// Verifier checks operator tokens against the configured issuers. It is safe for
+// concurrent use. A Verifier with no issuer refuses every token.
+type Verifier struct {
+	byIssuer map[string][]*issuer
+	algs     []jose.SignatureAlgorithm // every algorithm any issuer allows
+	now      func() time.Time
+	leeway   time.Duration
+}
+
+type issuer struct {
+	cfg  config.Issuer
+	algs []string
+	keys *keySource
+}
+
+// New builds a Verifier for issuers. A jwks_file is read now (an unreadable or empty
+// one is an error naming its key); a jwks_url is fetched on first use, so that an
+// issuer that is down at start does not stop the gateway from starting.
+func New(issuers []config.Issuer, opts Options) (*Verifier, error) {
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: fetchTimeout}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Leeway == 0 {
+		opts.Leeway = DefaultLeeway
+	}
+	if opts.MinRefetchInterval == 0 {
+		opts.MinRefetchInterval = DefaultMinRefetchInterval
+	}
+	v := &Verifier{byIssuer: map[string][]*issuer{}, now: opts.Now, leeway: opts.Leeway}
+	for i, ic := range issuers {
+		key := fmt.Sprintf("auth.issuers[%d]", i)
+		algs := ic.Algorithms
+		if len(algs) == 0 {
+			algs = config.DefaultAlgorithms
+		}
+		for _, a := range algs {
+			if !slices.Contains(config.SupportedAlgorithms, a) {
+				return nil, fmt.Errorf("%s.algorithms: %q is not allowed", key, a)
+			}
+			if !slices.Contains(v.algs, jose.SignatureAlgorithm(a)) {
+				v.algs = append(v.algs, jose.SignatureAlgorithm(a))
+			}
+		}
+		if ic.Issuer == "" || ic.Audience == "" || ic.OperatorScope == "" {
+			return nil, fmt.Errorf("%s: issuer, audience and operator_scope are required", key)
+		}
+		is := &issuer{cfg: ic, algs: algs}
+		switch {
+		case ic.JWKSFile != "":
+			ks, err := fileKeySource(ic.JWKSFile, opts.Now)
+			if err != nil {
+				return nil, fmt.Errorf("%s.jwks_file: %w", key, err)
+			}
+			is.keys = ks
+		case ic.JWKSURL != "":
+			refresh := time.Duration(ic.JWKSRefreshMS) * time.Millisecond
+			if refresh <= 0 {
+				refresh = config.DefaultJWKSRefreshMS * time.Millisecond
+			}
+			is.keys = &keySource{url: ic.JWKSURL, client: opts.HTTPClient, refresh: refresh, minInterval: opts.MinRefetchInterval, now: opts.Now}
+		default:
+			return nil, fmt.Errorf("%s.jwks_file: one of jwks_file or jwks_url is required", key)
+		}
+		v.byIssuer[ic.Issuer] = append(v.byIssuer[ic.Issuer], is)
+	}
+	return v, nil
+}
+
+// Configured reports whether any issuer is configured; without one the operator
+// surface is closed.
+func (v *Verifier) Configured() bool { return v != nil && len(v.byIssuer) > 0 }
+
+// Principal is who a verified token speaks for.
+type Principal struct {
+	Issuer  string
+	Subject string
+	Scopes  []string
+}
+
+// Error is a refused token: the status to answer (401 or 403), the RFC 6750 error
+// code ("" when no credentials were sent at all), and a short public description.
+type Error struct {
+	Status      int
+	Code        string
+	Description string
+	// Scope is the scope a 403 lacked, for the challenge.
+	Scope string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Description) }
+
+// Challenge is the WWW-Authenticate value for the refusal (RFC 6750 §3).
+func (e *Error) Challenge() string {
+	var b strings.Builder
+	b.WriteString(`Bearer realm="ferrofed"`)
+	if e.Code != "" {
+		fmt.Fprintf(&b, `, error=%q`, e.Code)
+	}
+	if e.Description != "" {
+		fmt.Fprintf(&b, `, error_description=%q`, e.Description)
+	}
+	if e.Scope != "" {
+		fmt.Fprintf(&b, `, scope=%q`, e.Scope)
+	}
+	return b.String()
+}
+
+// The refusals. Descriptions are fixed strings: they never echo the token.
+var (
+	ErrNoIssuer     = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "no token issuer is configured ([[auth.issuers]]): the operator surface accepts no token"}
+	ErrMissing      = &Error{Status: http.StatusUnauthorized, Description: "a bearer token is required"}
+	ErrTooLarge     = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the authorization header is too large"}
+	ErrNotBearer    = &Error{Status: http.StatusUnauthorized, Code: "invalid_request", Description: "the authorization scheme must be Bearer"}
+	ErrMalformed    = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token is not a signed JWT"}
+	ErrAlgorithm    = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token's algorithm is not allowed"}
+	ErrIssuer       = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token's issuer is not trusted"}
+	ErrUnknownKey   = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token's signing key is not known"}
+	ErrSignature    = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token's signature does not verify"}
+	ErrAudience     = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token is not for this audience"}
+	ErrExpired      = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token has expired"}
+	ErrNoExpiry     = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token has no expiry"}
+	ErrNotYetValid  = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token is not valid yet"}
+	ErrClaims       = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token's claims are invalid"}
+	errInsufficient = "the token lacks the operator scope"
+)
+
+// tokenClaims are the claims the gateway reads.
+type tokenClaims struct {
+	jwt.Claims
+	Scope json.RawMessage `json:"scope,omitempty"`
+	Scp   json.RawMessage `json:"scp,omitempty"`
+}
+
+// Verify checks the value of an Authorization header. ctx bounds a key fetch the
+// token may trigger.
+func (v *Verifier) Verify(ctx context.Context, authorization string) (*Principal, *Error) {
+	if !v.Configured() {
+		return nil, ErrNoIssuer
+	}
+	if authorization == "" {
+		return nil, ErrMissing
+	}
+	if len(authorization) > MaxAuthorizationBytes {
+		return nil, ErrTooLarge
+	}
+	scheme, token, _ := strings.Cut(authorization, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return nil, ErrNotBearer
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return nil, ErrMissing
+	}
+	// A compact JWS is three base64url parts; anything else is refused before the
+	// library decodes a byte of it.
+	if strings.Count(token, ".") != 2 {
+		return nil, ErrMalformed
+	}
+	tok, err := jwt.ParseSigned(token, v.algs)
+	if err != nil {
+		var alg *jose.ErrUnexpectedSignatureAlgorithm
+		if errors.As(err, &alg) {
+			return nil, ErrAlgorithm
+		}
+		return nil, ErrMalformed
+	}
+	if len(tok.Headers) != 1 {
+		return nil, ErrMalformed
+	}
+	hdr := tok.Headers[0]
+	var unverified tokenClaims
+	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
+		return nil, ErrMalformed
+	}
+	// The issuer named by the unverified token only picks whose keys to try; every
+	// claim is checked again once the signature has verified.
+	candidates := v.byIssuer[unverified.Issuer]
+	if len(candidates) == 0 {
+		return nil, ErrIssuer
+	}
+	refusal := ErrAlgorithm
+	for _, is := range candidates {
+		p, e := v.verifyWith(ctx, is, tok, hdr)
+		if e == nil {
+			return p, nil
+		}
+		// A 403 from an issuer that verified the token is the most precise answer
+		// there is; otherwise keep the last refusal.
+		if e.Status == http.StatusForbidden {
+			return nil, e
+		}
+		refusal = e
+	}
+	return nil, refusal
+}
+
+func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebToken, hdr jose.Header) (*Principal, *Error) {
+	if !slices.Contains(is.algs, hdr.Algorithm) {
+		return nil, ErrAlgorithm
+	}
+	keys := is.keys.lookup(ctx, hdr.KeyID, hdr.Algorithm)
+	if len(keys) == 0 {
+		return nil, ErrUnknownKey
+	}
+	var claims tokenClaims
+	verified := false
+	for _, k := range keys {
+		if tok.Claims(k.Key, &claims) == nil {
+			verified = true
+			break
+		}
+	}
+	if !verified {
+		return nil, ErrSignature
+	}
+	if claims.Expiry == nil {
+		return nil, ErrNoExpiry
+	}
+	err := claims.ValidateWithLeeway(jwt.Expected{
+		Issuer:      is.cfg.Issuer,
+		AnyAudience: jwt.Audience{is.cfg.Audience},
+		Time:        v.now(),
+	}, v.leeway)
+	switch {
+	case err == nil:
+	case errors.Is(err, jwt.ErrInvalidAudience):
+		return nil, ErrAudience
+	case errors.Is(err, jwt.ErrExpired):
+		return nil, ErrExpired
+	case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
+		return nil, ErrNotYetValid
+	case errors.Is(err, jwt.ErrInvalidIssuer):
+		return nil, ErrIssuer
+	default:
+		return nil, ErrClaims
+	}
+	scopes := Scopes(claims.Scope, claims.Scp)
+	if !HasScope(scopes, is.cfg.OperatorScope) {
+		return nil, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Description: errInsufficient, Scope: is.cfg.OperatorScope}
+	}
+	return &Principal{Issuer: claims.Issuer, Subject: claims.Subject, Scopes: scopes}, nil
+}

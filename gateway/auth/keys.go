@@ -1,0 +1,200 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// maxJWKSBytes caps a key set read from a file or an issuer: a key set is a few KiB,
+// and an issuer that answers megabytes must not cost the gateway its memory.
+const maxJWKSBytes = 1 << 20
+
+// keySet is one accepted key set and when it was fetched.
+type keySet struct {
+	keys      []jose.JSONWebKey
+	fetchedAt time.Time
+}
+
+// match returns the keys a token with this kid and alg may be verified with: the key
+// with that kid, or, for a token without a kid, every key whose declared algorithm (if
+// any) is alg.
+func (s *keySet) match(kid, alg string) []jose.JSONWebKey {
+	if s == nil {
+		return nil
+	}
+	var out []jose.JSONWebKey
+	for _, k := range s.keys {
+		if kid != "" && k.KeyID != kid {
+			continue
+		}
+		if k.Algorithm != "" && k.Algorithm != alg {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// parseKeySet reads a JWKS and keeps the keys that can verify an operator token: public
+// RSA, EC and Ed25519 keys meant for signatures. Private material is dropped (an issuer
+// that publishes it has a problem, but the gateway needs only the public half), and
+// symmetric ("oct") keys are dropped outright: an HMAC key next to an RSA one is how
+// algorithm-confusion attacks start.
+func parseKeySet(data []byte) ([]jose.JSONWebKey, error) {
+	var raw struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("not a JWKS: %w", err)
+	}
+	var keys []jose.JSONWebKey
+	for _, r := range raw.Keys {
+		var k jose.JSONWebKey
+		// One key the library cannot read (a new key type) must not hide the others.
+		if err := k.UnmarshalJSON(r); err != nil {
+			continue
+		}
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		pub := k.Public()
+		switch pub.Key.(type) {
+		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+			keys = append(keys, pub)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("the JWKS holds no public signing key")
+	}
+	return keys, nil
+}
+
+// keySource is where one issuer's keys come from: a file read once, or a URL fetched
+// on first use, refreshed when older than refresh, and refetched when a token names a
+// kid the set does not hold. Every fetch, whatever its reason, waits at least
+// minInterval after the previous one: a stream of tokens with made-up kids must not
+// turn the gateway into a load generator against the issuer.
+type keySource struct {
+	url         string
+	client      *http.Client
+	refresh     time.Duration
+	minInterval time.Duration
+	now         func() time.Time
+
+	set        atomic.Pointer[keySet]
+	mu         sync.Mutex // serialises fetches
+	lastFetch  time.Time  // guarded by mu
+	refreshing atomic.Bool
+	fetches    atomic.Int64
+}
+
+func fileKeySource(path string, now func() time.Time) (*keySource, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxJWKSBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxJWKSBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxJWKSBytes)
+	}
+	keys, err := parseKeySet(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s := &keySource{now: now}
+	s.set.Store(&keySet{keys: keys, fetchedAt: now()})
+	return s, nil
+}
+
+// lookup returns the keys for kid and alg, fetching as the rules above allow.
+func (s *keySource) lookup(ctx context.Context, kid, alg string) []jose.JSONWebKey {
+	if s.url == "" {
+		return s.set.Load().match(kid, alg)
+	}
+	cur := s.set.Load()
+	if cur == nil {
+		s.fetch(ctx)
+		cur = s.set.Load()
+	} else if s.now().Sub(cur.fetchedAt) >= s.refresh && s.refreshing.CompareAndSwap(false, true) {
+		// A stale set still verifies the tokens it knows: refresh beside the request
+		// rather than in front of it.
+		go func() {
+			defer s.refreshing.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+			defer cancel()
+			s.fetch(ctx)
+		}()
+	}
+	keys := cur.match(kid, alg)
+	if len(keys) == 0 && kid != "" && s.fetch(ctx) {
+		keys = s.set.Load().match(kid, alg)
+	}
+	return keys
+}
+
+// fetchTimeout bounds one JWKS fetch, whoever waits for it.
+const fetchTimeout = 5 * time.Second
+
+// fetch gets the key set from the URL unless the last fetch was less than minInterval
+// ago. It reports whether a new set was stored.
+func (s *keySource) fetch(ctx context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if !s.lastFetch.IsZero() && now.Sub(s.lastFetch) < s.minInterval {
+		return false
+	}
+	s.lastFetch = now
+	s.fetches.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	keys, err := s.get(ctx)
+	if err != nil {
+		// The last accepted set keeps serving; the next fetch is allowed after
+		// minInterval. The reason is not the client's business, and names a URL.
+		return false
+	}
+	s.set.Store(&keySet{keys: keys, fetchedAt: now})
+	return true
+}
+
+func (s *keySource) get(ctx context.Context) ([]jose.JSONWebKey, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	res, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("JWKS answered %d", res.StatusCode)
+	}
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxJWKSBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxJWKSBytes {
+		return nil, fmt.Errorf("JWKS is larger than %d bytes", maxJWKSBytes)
+	}
+	return parseKeySet(data)
+}
