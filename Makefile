@@ -44,3 +44,27 @@ test: ## Run every test (needs the local control plane; builds it on first use).
 .PHONY: bench
 bench: ## Run the benchmarks that back the figures in the issues.
 	KUBEBUILDER_ASSETS="$(CONTROLPLANE)" $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+##@ End-to-end
+
+# The kubeconfig hack/local-cluster.sh writes; `make e2e` uses it when KUBECONFIG is unset.
+LOCAL_KUBECONFIG ?= /var/lib/ferrofed-cluster/kubeconfig
+E2E_TIMEOUT      ?= 40m
+
+.PHONY: cluster-up
+cluster-up: ## Start a real single-node Kubernetes here (root; builds it once, ~6 min cold).
+	hack/local-cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and restore every host setting it changed (root).
+	hack/local-cluster.sh down
+
+.PHONY: e2e
+e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local one.
+	@kc="$${KUBECONFIG:-}"; \
+	if [ -z "$$kc" ] && [ -f "$(LOCAL_KUBECONFIG)" ]; then kc="$(LOCAL_KUBECONFIG)"; fi; \
+	if [ -z "$$kc" ] || [ ! -f "$${kc%%:*}" ]; then \
+	  echo "e2e: no cluster: set KUBECONFIG to a cluster's kubeconfig, or run 'make cluster-up' (root) first" >&2; exit 1; fi; \
+	if [ "$$kc" = "$(LOCAL_KUBECONFIG)" ]; then hack/local-cluster.sh images || exit 1; fi; \
+	echo "e2e: KUBECONFIG=$$kc"; \
+	KUBECONFIG="$$kc" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
