@@ -1,0 +1,120 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+)
+
+// caller sends the gateway's requests to members and records what each one observed.
+type caller struct {
+	client  *http.Client
+	tracker *dependencies.Tracker
+	// maxBody caps what the gateway reads of one member's answer to a fan-out or probe.
+	maxBody int64
+}
+
+// exchange is one finished member call: what the gateway saw, and the body it read.
+type exchange struct {
+	call     Call
+	body     []byte
+	duration time.Duration
+}
+
+// get sends GET url to m within ctx (already carrying the member budget) and reads at
+// most maxBody bytes of the answer. client is the client's own request context, used
+// only to tell a client that left from a member that did not answer.
+func (c *caller) get(ctx, client context.Context, m *member, url string) exchange {
+	start := time.Now()
+	ex := exchange{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		// A URL built from a validated registry does not fail to parse; were it to,
+		// nothing left the gateway and nothing is recorded.
+		ex.call = Call{Broken: true, ClientGone: true}
+		return ex
+	}
+	req.Header.Set("Accept", FHIRJSON)
+	res, err := c.client.Do(req)
+	if err == nil {
+		ex.call.Status = res.StatusCode
+		ex.body, err = io.ReadAll(io.LimitReader(res.Body, c.maxBody+1))
+		res.Body.Close()
+		if err == nil && int64(len(ex.body)) > c.maxBody {
+			ex.body = nil
+			ex.call.Unusable = true
+		}
+	}
+	if err != nil {
+		ex.body = nil
+		ex.call.Broken = true
+		ex.call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		ex.call.ClientGone = errors.Is(client.Err(), context.Canceled)
+	}
+	ex.duration = time.Since(start)
+	return ex
+}
+
+// observe records the state a call observed of m's endpoint, unless the call says
+// nothing about the member (the client left first). It returns the call's outcome.
+func (c *caller) observe(m *member, call Call) Outcome {
+	outcome, state, record := Classify(call)
+	if record {
+		c.tracker.ObserveEndpoint(m.endpointID, state)
+	}
+	return outcome
+}
+
+// search runs path?rawQuery on every member in parallel, each within budget, and
+// merges the answers. It returns when the last member has answered or given up, which
+// is never later than the budget (bounded by the client's own context).
+func (c *caller) search(ctx context.Context, members []*member, budget time.Duration, path, rawQuery string) Bundle {
+	mctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	parts := make([]memberPart, len(members))
+	done := make(chan struct{}, len(members))
+	for i, m := range members {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ex := c.get(mctx, ctx, m, m.url(path, rawQuery))
+			part := memberPart{record: Record{ID: m.id, Status: ex.call.Status, DurationMS: millis(ex.duration)}}
+			if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
+				es, err := decodeSearchset(ex.body)
+				if err != nil {
+					ex.call.Unusable = true
+				} else {
+					part.entries = es
+				}
+			}
+			part.record.Outcome = c.observe(m, ex.call)
+			parts[i] = part
+		}()
+	}
+	for range members {
+		<-done
+	}
+	return mergeBundle(parts, time.Now())
+}
+
+// probe asks every member's /metadata in parallel within budget.
+func (c *caller) probe(ctx context.Context, members []*member, budget time.Duration) []ProbeRecord {
+	mctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	out := make([]ProbeRecord, len(members))
+	done := make(chan struct{}, len(members))
+	for i, m := range members {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ex := c.get(mctx, ctx, m, m.url("/metadata", ""))
+			out[i] = ProbeRecord{ID: m.id, Outcome: c.observe(m, ex.call), Status: ex.call.Status, DurationMS: millis(ex.duration)}
+		}()
+	}
+	for range members {
+		<-done
+	}
+	return out
+}

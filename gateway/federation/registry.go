@@ -1,0 +1,103 @@
+package federation
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+)
+
+// member is one [[registry.members]] entry, its query endpoint parsed once.
+type member struct {
+	id         string
+	endpointID string
+	base       *url.URL
+}
+
+// url is the member's URL for a path under its FHIR API (path starts with "/"), with
+// the given raw query.
+func (m *member) url(path, rawQuery string) string {
+	u := *m.base
+	u.Path = strings.TrimSuffix(m.base.Path, "/") + path
+	u.RawPath = ""
+	u.RawQuery = rawQuery
+	return u.String()
+}
+
+// registry is the members of one loaded configuration, in document order.
+type registry struct {
+	members []*member
+	byID    map[string]*member
+}
+
+// loadRegistry builds the registry of a validated configuration. config.Parse has
+// checked the same rules; they are checked again because a Surface may be built from
+// a Config assembled in code (tests, the operator), and a member without a usable URL
+// must fail here, not on the first query.
+func loadRegistry(r config.Registry) (*registry, error) {
+	reg := &registry{byID: make(map[string]*member, len(r.Members))}
+	for i, m := range r.Members {
+		key := fmt.Sprintf("registry.members[%d]", i)
+		if m.ID == "" {
+			return nil, fmt.Errorf("%s.id: is required", key)
+		}
+		if _, dup := reg.byID[m.ID]; dup {
+			return nil, fmt.Errorf("%s.id: %q is not unique", key, m.ID)
+		}
+		u, err := url.Parse(m.QueryEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s.query_endpoint: must be an absolute http or https URL", key)
+		}
+		endpointID := m.EndpointID
+		if endpointID == "" {
+			endpointID = m.ID + "-query"
+		}
+		mem := &member{id: m.ID, endpointID: endpointID, base: u}
+		reg.members = append(reg.members, mem)
+		reg.byID[m.ID] = mem
+	}
+	return reg, nil
+}
+
+func (r *registry) endpointIDs() []string {
+	ids := make([]string, len(r.members))
+	for i, m := range r.members {
+		ids[i] = m.endpointID
+	}
+	return ids
+}
+
+// newTransport is the one connection pool every member call shares. Its limits are
+// about the gateway's own safety: a member that accepts connections and then says
+// nothing must not hold a dial or a TLS handshake past a few seconds, and keep-alive
+// connections are kept so that a fan-out does not pay a handshake per member per query.
+func newTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// A routed answer goes back byte for byte as the member sent it, headers
+		// included; members sit on cluster networks where compression buys little.
+		DisableCompression: true,
+	}
+}
+
+// newClient wraps the transport. Redirects are not followed: a member that redirects
+// is answering, and following it could take a client's query to a host that is not a
+// member. The budget is carried by each request's context, not by Client.Timeout.
+func newClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{
+		Transport:     rt,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

@@ -1,0 +1,163 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+)
+
+// hopByHop are the headers that describe one connection, not the message: a proxy
+// must not pass them on (RFC 9110 §7.6.1), in either direction.
+var hopByHop = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// clientCredentials are request headers that carry the client's credentials for the
+// gateway. They are the gateway's to read, never a member's: forwarding a bearer
+// token would let every member replay it against the gateway or its peers.
+var clientCredentials = []string{"Authorization", "Cookie"}
+
+// copyHeaders copies src into dst without the hop-by-hop headers (the fixed list, and
+// any header src's Connection names) and without the headers listed in drop.
+func copyHeaders(dst, src http.Header, drop ...string) {
+	skip := make(map[string]bool, len(hopByHop)+len(drop))
+	for _, h := range hopByHop {
+		skip[h] = true
+	}
+	for _, h := range drop {
+		skip[textproto.CanonicalMIMEHeaderKey(h)] = true
+	}
+	for _, v := range src.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				skip[textproto.CanonicalMIMEHeaderKey(f)] = true
+			}
+		}
+	}
+	for k, vs := range src {
+		if skip[textproto.CanonicalMIMEHeaderKey(k)] {
+			continue
+		}
+		dst[k] = append(dst[k][:0:0], vs...)
+	}
+}
+
+// routedPath checks the path a client asked for under {base}/nodes/{id}/fhir and
+// returns it as it is sent under the member's FHIR API. A dot segment is refused: it
+// would walk the member's URL out of its FHIR API (../admin), and a member's own path
+// cleaning is not ours to rely on.
+func routedPath(p string) (string, bool) {
+	if p == "" {
+		p = "/"
+	}
+	if !strings.HasPrefix(p, "/") {
+		return "", false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return "", false
+		}
+	}
+	if p == "/" {
+		return "", true
+	}
+	return p, true
+}
+
+// route sends the client's request to m and streams the answer back: status,
+// headers (without hop-by-hop ones) and body, flushed as it arrives, so a large
+// answer is neither held in memory nor delayed. It never answers the client itself
+// once the member's status is known: a body that breaks off aborts the client's
+// connection, so a truncated answer can never pass for a whole one.
+func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path string, budget time.Duration) {
+	ctx, cancel := context.WithTimeout(r.Context(), budget)
+	defer cancel()
+	out, err := http.NewRequestWithContext(ctx, r.Method, m.url(path, r.URL.RawQuery), r.Body)
+	if err != nil {
+		writeFHIR(w, http.StatusBadGateway, operationOutcome("exception", "the request cannot be sent to member "+m.id))
+		return
+	}
+	copyHeaders(out.Header, r.Header, clientCredentials...)
+	out.ContentLength = r.ContentLength
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	// Without a User-Agent of its own Go would send "Go-http-client"; an empty one
+	// keeps the client's absent header absent.
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = nil
+	}
+
+	res, err := c.client.Do(out)
+	if err != nil {
+		call := Call{Broken: true, Expired: errors.Is(ctx.Err(), context.DeadlineExceeded), ClientGone: errors.Is(r.Context().Err(), context.Canceled)}
+		switch c.observe(m, call) {
+		case Cancelled:
+			// Nobody is listening; nothing to write.
+		case Timeout:
+			writeFHIR(w, http.StatusGatewayTimeout, operationOutcome("timeout", "member "+m.id+" did not answer within the request budget"))
+		default:
+			writeFHIR(w, http.StatusBadGateway, operationOutcome("transient", "member "+m.id+" is unreachable"))
+		}
+		return
+	}
+	defer res.Body.Close()
+
+	copyHeaders(w.Header(), res.Header)
+	w.WriteHeader(res.StatusCode)
+	call := Call{Status: res.StatusCode}
+	// A client that goes away mid-body (the write fails) stops the copy; the member
+	// answered, which is all its state needs to know.
+	if readErr := stream(w, res.Body); readErr != nil {
+		call.Broken = true
+		call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		call.ClientGone = errors.Is(r.Context().Err(), context.Canceled)
+		c.observe(m, call)
+		abort(w)
+		return
+	}
+	c.observe(m, call)
+}
+
+// stream copies body to w, flushing after every read so that the client sees the
+// member's bytes as soon as the gateway has them. It returns the member's side
+// failing; the client's side failing just stops the copy.
+func stream(w http.ResponseWriter, body io.Reader) (readErr error) {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				return nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// abort breaks the client's connection off after a partial answer. Hijacking and
+// closing is the one way that works under middleware that recovers panics (gin's
+// Recovery swallows http.ErrAbortHandler, and the server would then end a chunked
+// body cleanly, passing a truncated answer for a whole one). Where hijacking is not
+// possible (HTTP/2), the panic is the server's own way to reset the stream.
+func abort(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
