@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/health"
+)
+
+// Data-plane prefixes under the base path.
+const (
+	fhirPrefix  = "/fhir/"
+	nodesPrefix = "/nodes/"
+)
+
+var notConfigured = health.OperationOutcome("not-supported", "federation not configured")
+
+// buildEngine registers every route. gin panics on colliding routes; that panic becomes
+// an error naming the collision, because it is a configuration mistake (a metrics.path
+// on a health route), not a bug to crash on.
+func (s *Server) buildEngine(cfg *config.Config) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("server: routes collide (check metrics.path and the surfaces' routes): %v", p)
+		}
+	}()
+	e := gin.New()
+	// Probes and clients must hit exact paths: a redirect is not a 404.
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.HandleMethodNotAllowed = false
+	e.ContextWithFallback = true // c.Done()/c.Deadline() follow the request's context
+	e.Use(s.recoverer(), s.inFlight(), s.closeWhileDraining(), s.accessLog())
+	e.NoRoute(s.count(surfaceNone), func(c *gin.Context) {
+		c.Data(http.StatusNotFound, "application/json", []byte(`{"status":"not found"}`+"\n"))
+	})
+
+	base := e.Group(cfg.Server.BasePath)
+
+	probes := base.Group("", s.count(surfaceHealth))
+	h := &health.Handlers{State: s.state, Eval: s.eval, Minimal: func() bool { return s.cfg.Load().Health.Minimal }}
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		probes.Handle(m, health.LivenessPath, h.Liveness)
+		probes.Handle(m, health.ReadinessPath, h.Readiness)
+		probes.Handle(m, health.ReadinessPath+"/:check", h.ReadinessCheck)
+	}
+
+	if !cfg.Metrics.Disabled {
+		mh := s.metrics.handler()
+		base.Group("", s.count(surfaceMetrics)).GET(cfg.Metrics.Path, gin.WrapH(mh))
+	}
+
+	operator := base.Group("/operator", s.count(surfaceOperator))
+	data := base.Group("", s.count(surfaceDataPlane), health.Gate(s.state), s.requestTimeout())
+	for _, sf := range s.surfaces {
+		sf.RegisterOperator(operator)
+		sf.RegisterDataPlane(data)
+	}
+
+	// The placeholder data plane keeps the gate in place (and testable) until the
+	// federation surface registers the real routes.
+	prefix := strings.TrimSuffix(cfg.Server.BasePath, "/")
+	var haveFHIR, haveNodes bool
+	for _, r := range e.Routes() {
+		haveFHIR = haveFHIR || strings.HasPrefix(r.Path, prefix+fhirPrefix)
+		haveNodes = haveNodes || strings.HasPrefix(r.Path, prefix+nodesPrefix)
+	}
+	if !haveFHIR {
+		data.Any("/fhir/*path", notConfiguredHandler)
+	}
+	if !haveNodes {
+		data.Any("/nodes/:id/fhir/*path", notConfiguredHandler)
+	}
+	s.engine = e
+	return nil
+}
+
+func notConfiguredHandler(c *gin.Context) {
+	c.Data(http.StatusNotImplemented, "application/fhir+json", notConfigured)
+}
+
+// count counts each request of a surface by status code, after it was served.
+func (s *Server) count(surface string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		s.metrics.requests.WithLabelValues(surface, strconv.Itoa(c.Writer.Status())).Inc()
+	}
+}
+
+func (s *Server) inFlight() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		s.metrics.inFlight.Inc()
+		defer s.metrics.inFlight.Dec()
+		c.Next()
+	}
+}
+
+// closeWhileDraining asks every client to close its connection once the drain began:
+// during the drain delay the listener still accepts and serves, and this is how
+// keep-alive clients learn to open their next connection to another replica.
+func (s *Server) closeWhileDraining() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if s.state.Draining() {
+			c.Header("Connection", "close")
+		}
+	}
+}
+
+// requestTimeout gives a data-plane request server.request_timeout_ms as its context
+// deadline (read per request: a reload may change it).
+func (s *Server) requestTimeout() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		d := s.cfg.Load().Lifecycle().RequestTimeout
+		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+		c.Next()
+	}
+}
+
+// accessLog logs each request at V(1): routine traffic is not worth an Info line.
+func (s *Server) accessLog() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		log := s.log.V(1)
+		if !log.Enabled() {
+			c.Next()
+			return
+		}
+		start := time.Now()
+		c.Next()
+		log.Info("Served request", "method", c.Request.Method, "path", c.Request.URL.Path,
+			"status", c.Writer.Status(), "took", time.Since(start).String(), "remote", c.ClientIP())
+	}
+}
+
+// recoverer turns a handler panic into a 500 and a logged error instead of a dropped
+// connection. http.ErrAbortHandler is re-raised: it is net/http's way to abort.
+func (s *Server) recoverer() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error(fmt.Errorf("panic: %v", p), "Handler panicked", "path", c.Request.URL.Path)
+				if !c.Writer.Written() {
+					c.Data(http.StatusInternalServerError, "application/json", []byte(`{"status":"internal error"}`+"\n"))
+				}
+				c.Abort()
+			}
+		}()
+		c.Next()
+	}
+}

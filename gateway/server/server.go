@@ -1,0 +1,298 @@
+// Package server is the gateway's HTTP server: the gin engine and its routes under
+// server.base_path, the readiness gate in front of the data plane, the four-step drain,
+// TLS on the listener, configuration reload and the Prometheus metrics.
+//
+// # Routes (all under server.base_path; every other path answers 404)
+//
+//	/health                     liveness: 200 {"status":"alive"}, depends on nothing
+//	/health/readiness           readiness: AND of the checks ("config", then the surfaces')
+//	/health/readiness/{check}   one check alone
+//	/operator/*                 the surfaces' operator routes: no gate, their own auth
+//	/fhir/*, /nodes/{id}/fhir/* the data plane: behind the readiness gate (503, Retry-After: 5)
+//	{metrics.path}              Prometheus metrics (default /metrics), unless metrics.disabled
+//
+// Health, operator and metrics routes bypass the gate. Until a Surface registers the
+// data plane, /fhir/* and /nodes/{id}/fhir/* answer 501 "federation not configured"
+// once the gateway is ready.
+//
+// # Metrics
+//
+// Served at {base}{metrics.path} on the main listener from a registry of the server's
+// own (never the global one):
+//
+//	ferrofed_readiness                          gauge 0/1, the last readiness answer
+//	ferrofed_phase{phase}                       gauge, 1 for the current phase
+//	ferrofed_http_requests_in_flight            gauge
+//	ferrofed_http_requests_total{surface,code}  counter; surface is health, operator, data_plane, metrics or none
+//	ferrofed_drain_total{outcome}               counter; outcome is completed or cut
+//	ferrofed_drain_cut_connections_total        counter
+//	ferrofed_drain_bindings_abandoned_total{surface}  counter
+//	ferrofed_readiness_check_evaluations_total{check} counter (evaluations, not cached answers)
+//	ferrofed_readiness_check_failures_total{check,reason} counter
+//
+// plus the Go runtime and process collectors.
+//
+// # Drain
+//
+// Run drains on context cancellation (the serve command cancels on SIGTERM or SIGINT)
+// in the steps of DESIGN §2.5, each a lifecycle.Signal observable by tests (Signaled,
+// WithSignalObserver) and logged with its duration; see drain.go.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-logr/logr"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/health"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+)
+
+// Surface plugs routes into the server. The data-plane group is under {base} and carries the readiness gate; the operator group is {base}/operator and has no gate (the surface applies its own auth).
+type Surface interface {
+	RegisterDataPlane(g *gin.RouterGroup)
+	RegisterOperator(g *gin.RouterGroup)
+	// Checks are readiness checks this surface adds (e.g. registry, clients).
+	Checks() []health.Check
+	// Stop is drain step 4 for this surface's bindings; it must return when ctx ends.
+	Stop(ctx context.Context) error
+	// Name names it in the drain log ("federation").
+	Name() string
+}
+
+// Reloader is implemented by a Surface that applies a reloaded configuration. The
+// configuration it gets has been validated; an error is logged and the surface keeps
+// what it had.
+type Reloader interface {
+	Reload(cfg *config.Config) error
+}
+
+// Option tunes New.
+type Option func(*Server)
+
+// WithSurfaces adds surfaces, in order: their checks follow "config" in that order, and
+// their routes are registered in that order.
+func WithSurfaces(s ...Surface) Option {
+	return func(srv *Server) { srv.surfaces = append(srv.surfaces, s...) }
+}
+
+// WithSignalObserver calls f as each drain signal fires, with the time it fired; tests
+// use it to assert the order and timing of the drain.
+func WithSignalObserver(f func(lifecycle.Signal, time.Time)) Option {
+	return func(srv *Server) { srv.observer = f }
+}
+
+// WithBootPoll sets how often Run re-evaluates readiness while booting, so that the
+// gate opens without waiting for a probe (default 100 ms; the cache TTL still bounds
+// how often checks actually run).
+func WithBootPoll(d time.Duration) Option { return func(srv *Server) { srv.bootPoll = d } }
+
+// Server is one gateway's HTTP server. Create it with New, bind with Listen (or let Run
+// do it), and Run it until its context ends.
+type Server struct {
+	log      logr.Logger
+	cfg      atomic.Pointer[config.Config]
+	surfaces []Surface
+	observer func(lifecycle.Signal, time.Time)
+	bootPoll time.Duration
+
+	state   *health.State
+	eval    *health.Evaluator
+	metrics *Metrics
+	engine  *gin.Engine
+
+	// lastReasons is the last logged set of failing reasons, so that a failure is logged
+	// in full when it starts or changes, not on every evaluation.
+	reasonsMu   sync.Mutex
+	lastReasons string
+
+	signalsMu sync.Mutex
+	signals   map[lifecycle.Signal]chan struct{}
+
+	run runState
+}
+
+// New builds the server for cfg (already validated by config.Load or config.Parse).
+// It registers every route; an error means two routes collide (for instance a
+// metrics.path on a health route).
+func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
+	if cfg == nil {
+		return nil, errors.New("server: no configuration")
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{log: log, bootPoll: 100 * time.Millisecond, signals: map[lifecycle.Signal]chan struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
+	for _, sig := range lifecycle.DrainSignals {
+		s.signals[sig] = make(chan struct{})
+	}
+	s.cfg.Store(cfg)
+	s.metrics = newMetrics()
+	s.state = health.NewState(func(p lifecycle.Phase) {
+		s.metrics.setPhase(p)
+		s.log.Info("Phase changed", "phase", p)
+	})
+
+	checks := []health.Check{health.ConfigCheck(func() bool { return s.cfg.Load() != nil })}
+	for _, sf := range s.surfaces {
+		checks = append(checks, sf.Checks()...)
+	}
+	eval, err := health.NewEvaluator(checks, healthSettings(cfg), health.OnReport(s.observeReport))
+	if err != nil {
+		return nil, err
+	}
+	s.eval = eval
+	if err := s.buildEngine(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func healthSettings(cfg *config.Config) health.Settings {
+	return health.Settings{CheckTimeout: cfg.CheckTimeout(), CacheTTL: cfg.CacheTTL()}
+}
+
+// observeReport counts the evaluation and logs failures in full: the public body only
+// carries reason codes.
+func (s *Server) observeReport(r *health.Report) {
+	s.metrics.observeReport(r)
+	ready := r.Ready() && !s.state.Draining()
+	if ready {
+		s.metrics.ready.Set(1)
+	} else {
+		s.metrics.ready.Set(0)
+	}
+	key := strings.Join(r.Reasons(), ",")
+	s.reasonsMu.Lock()
+	changed := key != s.lastReasons
+	s.lastReasons = key
+	s.reasonsMu.Unlock()
+	log := s.log.V(1)
+	if changed {
+		log = s.log
+	}
+	for _, res := range r.Results {
+		if !res.OK() {
+			log.Info("Readiness check failed", "check", res.Name, "reason", res.Reason, "error", errString(res.Err), "took", res.Took)
+		}
+	}
+	if changed && key == "" {
+		s.log.Info("Readiness checks passed", "checks", s.eval.Names())
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Config is the configuration serving now.
+func (s *Server) Config() *config.Config { return s.cfg.Load() }
+
+// Phase is the process phase.
+func (s *Server) Phase() lifecycle.Phase { return s.state.Phase() }
+
+// Metrics are the server's metrics; tests read them through Metrics().Registry.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Handler is the server's whole HTTP handler (what the listener serves).
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Signaled returns a channel closed when sig has fired.
+func (s *Server) Signaled(sig lifecycle.Signal) <-chan struct{} {
+	s.signalsMu.Lock()
+	defer s.signalsMu.Unlock()
+	ch, ok := s.signals[sig]
+	if !ok {
+		ch = make(chan struct{})
+		s.signals[sig] = ch
+	}
+	return ch
+}
+
+func (s *Server) fire(sig lifecycle.Signal, since time.Time, keysAndValues ...any) {
+	now := time.Now()
+	s.signalsMu.Lock()
+	ch := s.signals[sig]
+	s.signalsMu.Unlock()
+	close(ch)
+	if s.observer != nil {
+		s.observer(sig, now)
+	}
+	s.log.Info("Drain step finished", append([]any{"signal", sig, "took", now.Sub(since).String()}, keysAndValues...)...)
+}
+
+// RestartKeys are the keys whose change a reload cannot apply: they shape the listener
+// or the routes, built once at start.
+func RestartKeys(old, new *config.Config) []string {
+	var keys []string
+	if old.Server.Listen != new.Server.Listen {
+		keys = append(keys, "server.listen")
+	}
+	if old.Server.BasePath != new.Server.BasePath {
+		keys = append(keys, "server.base_path")
+	}
+	if old.Server.ReadHeaderTimeoutMS != new.Server.ReadHeaderTimeoutMS {
+		keys = append(keys, "server.read_header_timeout_ms")
+	}
+	if old.Server.TLS != new.Server.TLS {
+		keys = append(keys, "server.tls")
+	}
+	if old.Metrics != new.Metrics {
+		keys = append(keys, "metrics")
+	}
+	return keys
+}
+
+// Reload applies a new, already validated configuration: health budgets, minimal mode,
+// the request timeout and the drain budgets take effect at once; keys that need a
+// restart are logged as such, never silently ignored. Surfaces that implement Reloader
+// get the new configuration too. It returns the keys that need a restart.
+func (s *Server) Reload(cfg *config.Config) []string {
+	old := s.cfg.Load()
+	restart := RestartKeys(old, cfg)
+	for _, k := range restart {
+		s.log.Info("Configuration changed but needs a restart: "+k, "key", k)
+	}
+	s.cfg.Store(cfg)
+	s.eval.SetSettings(healthSettings(cfg))
+	for _, sf := range s.surfaces {
+		if r, ok := sf.(Reloader); ok {
+			if err := r.Reload(cfg); err != nil {
+				s.log.Error(err, "Surface refused the reloaded configuration; it keeps the previous one", "surface", sf.Name())
+			}
+		}
+	}
+	s.log.Info("Reloaded configuration", "restartNeeded", restart)
+	return restart
+}
+
+// ReloadFile loads path as serve does and applies it. An invalid file is refused, logged
+// with the same messages `config check` prints, and the old configuration keeps serving.
+func (s *Server) ReloadFile(path string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		var ps *config.Problems
+		if errors.As(err, &ps) {
+			for _, p := range ps.List {
+				s.log.Info("Refused reloaded configuration: "+p.String(), "key", p.Key, "line", p.Line)
+			}
+		}
+		s.log.Error(err, "Refused reloaded configuration; the previous configuration keeps serving", "path", path)
+		return fmt.Errorf("reload %s: %w", path, err)
+	}
+	s.Reload(cfg)
+	return nil
+}
