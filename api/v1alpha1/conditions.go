@@ -1,0 +1,42 @@
+package v1alpha1
+
+// Condition types of a Gateway's status.
+const (
+	// ConditionReady is True when the Deployment has as many ready pods as
+	// spec.replicas asks for, with the configuration of the current generation.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while the Deployment rolls out a new pod template
+	// or scales; False once the rollout is complete.
+	ConditionProgressing = "Progressing"
+	// ConditionConfigValid is True when the rendered ferrofed.toml passes the
+	// gateway's own `config check`; False when it does not, and then nothing is rolled out.
+	ConditionConfigValid = "ConfigValid"
+)
+
+// Condition reasons.
+const (
+	// ReasonConfigValid surfaces on ConfigValid=True: the rendered configuration passed.
+	ReasonConfigValid = "ConfigValid"
+	// ReasonInvalidConfig surfaces on ConfigValid=False (and Ready/Progressing=False when
+	// no Deployment exists yet) when the rendered configuration is refused; the
+	// message is the configuration's own problem list.
+	ReasonInvalidConfig = "InvalidConfig"
+	// ReasonConfigMapNotFound surfaces on ConfigValid=False when spec.config.configMapRef
+	// names a ConfigMap, or a key, that does not exist.
+	ReasonConfigMapNotFound = "ConfigMapNotFound"
+
+	// ReasonReplicasReady surfaces on Ready=True: every desired pod is ready.
+	ReasonReplicasReady = "ReplicasReady"
+	// ReasonReplicasNotReady surfaces on Ready=False while fewer pods than desired are ready.
+	ReasonReplicasNotReady = "ReplicasNotReady"
+	// ReasonDeploymentNotFound surfaces on Ready=False and Progressing=False when the
+	// Deployment does not exist (yet).
+	ReasonDeploymentNotFound = "DeploymentNotFound"
+
+	// ReasonRollingOut surfaces on Progressing=True while the Deployment has not
+	// observed or finished rolling out its latest pod template.
+	ReasonRollingOut = "RollingOut"
+	// ReasonRolloutComplete surfaces on Progressing=False once every pod runs the
+	// latest pod template.
+	ReasonRolloutComplete = "RolloutComplete"
+)

@@ -1,0 +1,402 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The CEL rules below mirror gateway/lifecycle (Budgets.Validate) so that they hold with
+// no operator running. Two choices make them agree with the Go side exactly:
+//   - An absent drainDelay is the readiness poll, spec.probes.readiness.periodSeconds ×
+//     failureThreshold, read from the defaulted probe fields (the CRD defaults are applied
+//     before validation); Gateway.Budgets derives it the same way.
+//   - The grace period the pod gets must outlast the drain whether it is explicit or
+//     derived: ceil(drain + terminationHeadroom) equals the drain only when the headroom
+//     is 0s and the drain is a whole number of seconds, so that case is refused too.
+//     `g > drain.getSeconds()` is `g seconds > drain` for a whole g and a drain ≥ 0.
+
+// GatewaySpec is the desired state of a ferrofed gateway.
+//
+// +kubebuilder:validation:XValidation:rule="cel.bind(l, self.lifecycle, cel.bind(r, self.probes.readiness, cel.bind(drain, (has(l.drainDelay) ? duration(l.drainDelay) : duration(string(r.periodSeconds * r.failureThreshold) + 's')) + (has(l.shutdownTimeout) ? duration(l.shutdownTimeout) : duration(l.requestTimeout)) + duration(l.bindingsDrainTimeout), !has(l.terminationGracePeriodSeconds) || l.terminationGracePeriodSeconds > drain.getSeconds())))",message="spec.lifecycle.terminationGracePeriodSeconds must be greater than spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout (an unset drainDelay is spec.probes.readiness.periodSeconds × failureThreshold, an unset shutdownTimeout is spec.lifecycle.requestTimeout)",fieldPath=".lifecycle.terminationGracePeriodSeconds"
+// +kubebuilder:validation:XValidation:rule="cel.bind(l, self.lifecycle, cel.bind(r, self.probes.readiness, cel.bind(drain, (has(l.drainDelay) ? duration(l.drainDelay) : duration(string(r.periodSeconds * r.failureThreshold) + 's')) + (has(l.shutdownTimeout) ? duration(l.shutdownTimeout) : duration(l.requestTimeout)) + duration(l.bindingsDrainTimeout), has(l.terminationGracePeriodSeconds) || duration(l.terminationHeadroom) > duration('0s') || drain != duration(string(drain.getSeconds()) + 's'))))",message="spec.lifecycle.terminationHeadroom of 0s makes the derived terminationGracePeriodSeconds equal to spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout: the kill would land when the drain may still run; set a headroom above 0s",fieldPath=".lifecycle.terminationHeadroom"
+type GatewaySpec struct {
+	// replicas is the number of gateway pods. Default 1, minimum 0. With more than one
+	// replica the operator adds a PodDisruptionBudget (maxUnavailable 1).
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// image is the ferrofed container image, e.g. "ghcr.io/ferrofed/ferrofed:v0.1.0".
+	// Required, no default.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// basePath is the path every route of the gateway lives under (server.base_path);
+	// the probes use it. Default "/". It starts with "/", does not end with "/" (except
+	// "/" itself) and holds no "//".
+	// +optional
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/([A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*)?$`
+	BasePath string `json:"basePath,omitempty"`
+
+	// port is the TCP port the gateway listens on (server.listen) and the Service
+	// exposes as "http". Default 8080, from 1 to 65535.
+	// +optional
+	// +kubebuilder:default=8080
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// lifecycle holds the drain budgets, from which the operator derives the pod's
+	// terminationGracePeriodSeconds. Default: every field at its own default.
+	// +optional
+	// +kubebuilder:default={}
+	Lifecycle Lifecycle `json:"lifecycle,omitempty"`
+
+	// probes overrides the timing of the pod's probes. Default: every field at its own
+	// default. The readiness timing also sets the derived drainDelay.
+	// +optional
+	// +kubebuilder:default={}
+	Probes Probes `json:"probes,omitempty"`
+
+	// config is the rest of the gateway's configuration (ferrofed.toml without the keys
+	// this resource owns), inline or from a ConfigMap. Default: none, the gateway's
+	// defaults apply.
+	// +optional
+	Config *GatewayConfig `json:"config,omitempty"`
+
+	// tls turns the listener to https with the certificate of a Secret. Default: off.
+	// +optional
+	TLS *TLS `json:"tls,omitempty"`
+
+	// resources are the gateway container's compute resources. Default: none.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// nodeSelector constrains the gateway pods to nodes with these labels. Default: none.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the gateway pods. Default: none.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// affinity of the gateway pods. Default: none.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+}
+
+// Lifecycle holds the budgets of the gateway's four-step drain (see gateway/lifecycle).
+// Every duration is a Kubernetes duration string ("10s", "1m30s", "250ms"), from 0s to
+// 1h, in whole milliseconds, since ferrofed.toml counts milliseconds.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.shutdownTimeout) || duration(self.shutdownTimeout) >= (has(self.requestTimeout) ? duration(self.requestTimeout) : duration('30s'))",message="spec.lifecycle.shutdownTimeout must not be shorter than spec.lifecycle.requestTimeout: a request accepted just before the listener closes may run for the whole request timeout",fieldPath=".shutdownTimeout"
+type Lifecycle struct {
+	// requestTimeout is the longest a client request may run (server.request_timeout_ms).
+	// Default "30s"; greater than 0s, at most 1h.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.requestTimeout must be greater than 0s and at most 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.requestTimeout must be a whole number of milliseconds"
+	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
+
+	// drainDelay is step 1 of the drain: how long the listener keeps accepting after
+	// readiness turned 503 (server.drain_delay_ms). Default: derived, one readiness poll,
+	// spec.probes.readiness.periodSeconds × failureThreshold. From 0s to 1h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.drainDelay must be from 0s to 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.drainDelay must be a whole number of milliseconds"
+	DrainDelay *metav1.Duration `json:"drainDelay,omitempty"`
+
+	// shutdownTimeout is step 3 of the drain: how long in-flight requests get to finish
+	// (server.shutdown_timeout_ms). Default: requestTimeout. Not shorter than
+	// requestTimeout, at most 1h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.shutdownTimeout must be from 0s to 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.shutdownTimeout must be a whole number of milliseconds"
+	ShutdownTimeout *metav1.Duration `json:"shutdownTimeout,omitempty"`
+
+	// bindingsDrainTimeout is step 4 of the drain: how long the bindings get to stop
+	// their processes (server.bindings_drain_timeout_ms). Default "5s", from 0s to 1h.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.bindingsDrainTimeout must be from 0s to 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.bindingsDrainTimeout must be a whole number of milliseconds"
+	BindingsDrainTimeout *metav1.Duration `json:"bindingsDrainTimeout,omitempty"`
+
+	// terminationHeadroom is the room left after the drain, before the kubelet's
+	// SIGKILL, for the last metrics and spans to be pushed. Default "5s", from 0s to 1h;
+	// under 5s draws an admission warning.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.terminationHeadroom must be from 0s to 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.terminationHeadroom must be a whole number of milliseconds"
+	TerminationHeadroom *metav1.Duration `json:"terminationHeadroom,omitempty"`
+
+	// terminationGracePeriodSeconds, when set, replaces the derived grace period
+	// ceil(drainDelay + shutdownTimeout + bindingsDrainTimeout + terminationHeadroom).
+	// Default: unset (derived). In seconds, minimum 0; it must be greater than
+	// drainDelay + shutdownTimeout + bindingsDrainTimeout.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+}
+
+// Probes holds the timing of the gateway pod's probes. The paths, port and scheme are
+// derived from basePath, port and tls.
+type Probes struct {
+	// readiness is the readinessProbe on {basePath}/health/readiness. Default: period
+	// 5s, failure threshold 2, timeout 1s; their product is the derived drainDelay.
+	// +optional
+	// +kubebuilder:default={}
+	Readiness ReadinessProbe `json:"readiness,omitempty"`
+
+	// startup is the startupProbe on {basePath}/health/readiness. Default: period 2s,
+	// failure threshold 30 (a minute to start), timeout 1s.
+	// +optional
+	// +kubebuilder:default={}
+	Startup StartupProbe `json:"startup,omitempty"`
+
+	// liveness is the livenessProbe on {basePath}/health. Default: period 10s, failure
+	// threshold 3, timeout 1s.
+	// +optional
+	// +kubebuilder:default={}
+	Liveness LivenessProbe `json:"liveness,omitempty"`
+}
+
+// ReadinessProbe is the timing of the readiness probe. periodSeconds × failureThreshold
+// is at most 1h, the bound of a drainDelay.
+type ReadinessProbe struct {
+	// periodSeconds is how often the kubelet probes readiness. Default 5, from 1 to 120.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=120
+	PeriodSeconds *int32 `json:"periodSeconds,omitempty"`
+	// failureThreshold is how many failed probes in a row make the pod unready.
+	// Default 2, from 1 to 30.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=30
+	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
+	// timeoutSeconds is how long one probe may take. Default 1, from 1 to 60.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// StartupProbe is the timing of the startup probe.
+type StartupProbe struct {
+	// initialDelaySeconds is how long after start the first probe runs. Default 0,
+	// from 0 to 3600.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	InitialDelaySeconds *int32 `json:"initialDelaySeconds,omitempty"`
+	// periodSeconds is how often the kubelet probes. Default 2, from 1 to 120.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=120
+	PeriodSeconds *int32 `json:"periodSeconds,omitempty"`
+	// failureThreshold is how many failed probes in a row restart the container.
+	// Default 30, from 1 to 1000.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
+	// timeoutSeconds is how long one probe may take. Default 1, from 1 to 60.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// LivenessProbe is the timing of the liveness probe.
+type LivenessProbe struct {
+	// periodSeconds is how often the kubelet probes liveness. Default 10, from 1 to 300.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=300
+	PeriodSeconds *int32 `json:"periodSeconds,omitempty"`
+	// failureThreshold is how many failed probes in a row restart the container.
+	// Default 3, from 1 to 30.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=30
+	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
+	// timeoutSeconds is how long one probe may take. Default 1, from 1 to 60.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// GatewayConfig is the rest of ferrofed.toml: inline, or read from a ConfigMap. The keys
+// the resource owns (server.listen, server.base_path, the lifecycle *_ms keys,
+// server.termination_grace_period_seconds, server.tls.*) are refused in it.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.inline) && has(self.configMapRef))",message="spec.config.inline and spec.config.configMapRef are mutually exclusive: set one of them"
+type GatewayConfig struct {
+	// inline is TOML, the rest of ferrofed.toml. Default: empty. At most 256 KiB.
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	Inline *string `json:"inline,omitempty"`
+
+	// configMapRef names a ConfigMap in the Gateway's namespace holding the rest of
+	// ferrofed.toml. Default: none.
+	// +optional
+	ConfigMapRef *ConfigMapKeyRef `json:"configMapRef,omitempty"`
+}
+
+// ConfigMapKeyRef names one key of a ConfigMap in the Gateway's namespace.
+type ConfigMapKeyRef struct {
+	// name of the ConfigMap. Required.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key holding the TOML. Default "ferrofed.toml".
+	// +optional
+	// +kubebuilder:default="ferrofed.toml"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// TLS turns the gateway's listener to https.
+type TLS struct {
+	// secretName names a kubernetes.io/tls Secret in the Gateway's namespace; its
+	// tls.crt and tls.key are mounted and rendered into server.tls.certificate_file and
+	// server.tls.key_file. Required.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+}
+
+// GatewayStatus is the observed state of a Gateway.
+type GatewayStatus struct {
+	// observedGeneration is the metadata.generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, Progressing and ConfigValid (see the ConditionType constants).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// terminationGracePeriodSeconds is the grace period written into the pods, in
+	// seconds: the explicit value, or the derived one.
+	// +optional
+	TerminationGracePeriodSeconds int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// gracePeriod is the breakdown of terminationGracePeriodSeconds.
+	// +optional
+	GracePeriod *GracePeriodBreakdown `json:"gracePeriod,omitempty"`
+
+	// replicas is the number of gateway pods the Deployment has.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of gateway pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// selector is the label selector of the gateway pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+}
+
+// GracePeriodBreakdown shows where terminationGracePeriodSeconds comes from, as
+// duration strings.
+type GracePeriodBreakdown struct {
+	// drainDelay is step 1 of the drain.
+	// +optional
+	DrainDelay string `json:"drainDelay,omitempty"`
+	// drainDelayDerived is true when drainDelay is the readiness poll, not spec.
+	// +optional
+	DrainDelayDerived bool `json:"drainDelayDerived,omitempty"`
+	// shutdownTimeout is step 3 of the drain.
+	// +optional
+	ShutdownTimeout string `json:"shutdownTimeout,omitempty"`
+	// bindingsDrainTimeout is step 4 of the drain.
+	// +optional
+	BindingsDrainTimeout string `json:"bindingsDrainTimeout,omitempty"`
+	// terminationHeadroom is the room after the drain.
+	// +optional
+	TerminationHeadroom string `json:"terminationHeadroom,omitempty"`
+	// explicit is true when spec.lifecycle.terminationGracePeriodSeconds set the value.
+	// +optional
+	Explicit bool `json:"explicit,omitempty"`
+}
+
+// Gateway is a ferrofed federation gateway: the operator runs it as a Deployment whose
+// grace period and probes it derives from the drain budgets.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=fgw,scope=Namespaced
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Grace",type=integer,JSONPath=`.status.terminationGracePeriodSeconds`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Gateway struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired gateway.
+	// +required
+	Spec GatewaySpec `json:"spec"`
+
+	// status is what the operator observed and derived.
+	// +optional
+	Status GatewayStatus `json:"status,omitempty"`
+}
+
+// GatewayList is a list of Gateways.
+//
+// +kubebuilder:object:root=true
+type GatewayList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Gateway `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Gateway{}, &GatewayList{})
+}

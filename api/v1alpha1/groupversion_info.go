@@ -1,0 +1,24 @@
+// Package v1alpha1 is the ferrofed.io/v1alpha1 API: the Gateway resource, its
+// defaults and CEL rules (markers read by controller-gen), the mapping of its lifecycle
+// fields onto gateway/lifecycle, the rendering of its ferrofed.toml, and the validating
+// admission webhook the operator serves.
+//
+// +kubebuilder:object:generate=true
+// +groupName=ferrofed.io
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every type in this package.
+	GroupVersion = schema.GroupVersion{Group: "ferrofed.io", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the types of this package with a scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types of this package to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

@@ -1,0 +1,106 @@
+package v1alpha1
+
+import (
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+)
+
+// Validate is the Go side of admission: the CEL rules' Go twins (whole milliseconds,
+// config exclusivity), gateway/lifecycle on the pod's budgets, and then the gateway's own
+// `config check` on the ferrofed.toml rendered from the spec and its inline
+// configuration. It returns the problems as field errors and lifecycle's warnings.
+//
+// A referenced ConfigMap is not read here (admission has no business reading other
+// objects); the controller checks it, with the same functions, before any rollout.
+func (g *Gateway) Validate() (field.ErrorList, []string) {
+	s := &g.Spec
+	errs := validateMilliseconds(s)
+	errs = append(errs, s.ValidateLifecycle()...)
+	cfgPath := field.NewPath("spec", "config")
+	if c := s.Config; c != nil && c.Inline != nil && c.ConfigMapRef != nil {
+		errs = append(errs, field.Invalid(cfgPath, "inline and configMapRef",
+			"spec.config.inline and spec.config.configMapRef are mutually exclusive: set one of them"))
+	}
+	warnings := s.LifecycleWarnings()
+	if len(errs) > 0 {
+		// The rendered configuration would only restate these problems in TOML keys.
+		return errs, warnings
+	}
+	var user []byte
+	if s.Config != nil && s.Config.Inline != nil {
+		user = []byte(*s.Config.Inline)
+	}
+	if _, err := RenderAndCheck(s, user); err != nil {
+		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
+	}
+	return errs, warnings
+}
+
+// RenderAndCheck renders ferrofed.toml and runs `config check` on it: what the webhook
+// and the controller both call, so that they refuse the same documents.
+func RenderAndCheck(s *GatewaySpec, user []byte) ([]byte, error) {
+	rendered, err := RenderConfig(s, user)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ParseRendered(rendered); err != nil {
+		return nil, err
+	}
+	return rendered, nil
+}
+
+// ConfigMessage is the text of a configuration problem list, as the ConfigValid
+// condition and the webhook show it: one problem per line, each naming its key. Line
+// numbers are left out, since they count lines of a rendered file no one edits.
+func ConfigMessage(err error) string {
+	var ps *config.Problems
+	if !errors.As(err, &ps) {
+		return err.Error()
+	}
+	msg := fmt.Sprintf("%s: %d problem(s)", ps.Source, len(ps.List))
+	for _, p := range ps.List {
+		p.Line = 0
+		msg += "\n  " + p.String()
+	}
+	return msg
+}
+
+func configErrors(path *field.Path, err error) field.ErrorList {
+	var ps *config.Problems
+	if !errors.As(err, &ps) {
+		return field.ErrorList{field.Invalid(path, "(omitted)", err.Error())}
+	}
+	out := make(field.ErrorList, 0, len(ps.List))
+	for _, p := range ps.List {
+		p.Line = 0
+		out = append(out, field.Invalid(path, p.Key, p.String()))
+	}
+	return out
+}
+
+func validateMilliseconds(s *GatewaySpec) field.ErrorList {
+	l := s.Lifecycle
+	path := field.NewPath("spec", "lifecycle")
+	var errs field.ErrorList
+	for _, d := range []struct {
+		name  string
+		value *metav1.Duration
+	}{
+		{"requestTimeout", l.RequestTimeout},
+		{"drainDelay", l.DrainDelay},
+		{"shutdownTimeout", l.ShutdownTimeout},
+		{"bindingsDrainTimeout", l.BindingsDrainTimeout},
+		{"terminationHeadroom", l.TerminationHeadroom},
+	} {
+		if d.value != nil && !wholeMilliseconds(d.value.Duration) {
+			errs = append(errs, field.Invalid(path.Child(d.name), d.value.Duration.String(),
+				fmt.Sprintf("spec.lifecycle.%s must be a whole number of milliseconds", d.name)))
+		}
+	}
+	return errs
+}
