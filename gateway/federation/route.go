@@ -108,20 +108,21 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	}
 	defer res.Body.Close()
 
+	// The status line is the member's answer: record it before the body is passed
+	// on, so the report is never behind what the client already saw. A body that
+	// then breaks off is recorded again, as down.
+	call := Call{Status: res.StatusCode}
+	c.observe(m, call)
 	copyHeaders(w.Header(), res.Header)
 	w.WriteHeader(res.StatusCode)
-	call := Call{Status: res.StatusCode}
-	// A client that goes away mid-body (the write fails) stops the copy; the member
-	// answered, which is all its state needs to know.
+	// A client that goes away mid-body (the write fails) only stops the copy.
 	if readErr := stream(w, res.Body); readErr != nil {
 		call.Broken = true
 		call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		call.ClientGone = errors.Is(r.Context().Err(), context.Canceled)
 		c.observe(m, call)
 		abort(w)
-		return
 	}
-	c.observe(m, call)
 }
 
 // stream copies body to w, flushing after every read so that the client sees the

@@ -1,0 +1,221 @@
+package federation
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/test/members"
+)
+
+const (
+	testIssuer   = "https://issuer.test"
+	testAudience = "ferrofed"
+	testScope    = "ferrofed.operator"
+	testBase     = "/api"
+)
+
+// node is one member of a harness: its registry id and how it behaves.
+type node struct {
+	id   string
+	opts members.Options
+	url  string // instead of a members.Server: any loopback server's FHIR base
+}
+
+// harness is a gateway made of the federation surface alone, mounted the way the
+// server mounts it (base path, a data-plane group with the request deadline, an
+// operator group), in front of real loopback members.
+type harness struct {
+	t        *testing.T
+	surface  *Surface
+	gw       *httptest.Server
+	members  map[string]*members.Server
+	urls     []string
+	token    string
+	registry *prometheus.Registry
+}
+
+type harnessOptions struct {
+	requestTimeout time.Duration
+	noIssuer       bool
+	memberReady    bool
+	maxBody        int64
+}
+
+func newHarness(t *testing.T, o harnessOptions, nodes ...node) *harness {
+	t.Helper()
+	if o.requestTimeout == 0 {
+		o.requestTimeout = 5 * time.Second
+	}
+	h := &harness{t: t, members: map[string]*members.Server{}}
+	var toml strings.Builder
+	fmt.Fprintf(&toml, "[server]\nbase_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds())
+	if o.memberReady {
+		toml.WriteString("[health]\nmember_ready_check = true\n")
+	}
+	for _, n := range nodes {
+		u := n.url
+		if u == "" {
+			if n.opts.ID == "" {
+				n.opts.ID = n.id
+			}
+			m := members.Start(t, n.opts)
+			h.members[n.id] = m
+			u = m.URL
+		}
+		h.urls = append(h.urls, u)
+		fmt.Fprintf(&toml, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n", n.id, u)
+	}
+	if !o.noIssuer {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
+		file := filepath.Join(t.TempDir(), "jwks.json")
+		if err := os.WriteFile(file, set, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&toml, "[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n", testIssuer, testAudience, file, testScope)
+		h.token = signToken(t, key, testScope)
+	}
+	cfg, err := config.Parse([]byte(toml.String()), "test.toml", config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.registry = prometheus.NewPedanticRegistry()
+	s, err := New(cfg, Options{Registerer: h.registry, MaxBodyBytes: o.maxBody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.surface = s
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.ContextWithFallback = true
+	base := e.Group(testBase)
+	s.RegisterOperator(base.Group("/operator"))
+	s.RegisterDataPlane(base.Group("", func(c *gin.Context) {
+		// The server's request deadline (gateway/server requestTimeout).
+		ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+		c.Next()
+	}))
+	h.gw = httptest.NewServer(e)
+	t.Cleanup(h.gw.Close)
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	return h
+}
+
+func signToken(t testing.TB, key *ecdsa.PrivateKey, scope string) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := jwt.Signed(signer).Claims(map[string]any{
+		"iss": testIssuer, "aud": testAudience, "sub": "test",
+		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// do sends a request to the gateway; authorization is the whole header value, "" for none.
+func (h *harness) do(ctx context.Context, method, path, authorization string, header http.Header) (*http.Response, []byte, error) {
+	h.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, h.gw.URL+testBase+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	res, err := h.gw.Client().Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return res, body, err
+}
+
+func (h *harness) get(path string) (*http.Response, []byte) {
+	h.t.Helper()
+	res, body, err := h.do(context.Background(), http.MethodGet, path, "", nil)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	return res, body
+}
+
+// report reads the dependency report with the operator token; it returns the raw body
+// too, for the assertions on what it must never contain.
+func (h *harness) report() (map[string]string, []byte) {
+	h.t.Helper()
+	res, body, err := h.do(context.Background(), http.MethodGet, "/operator/dependencies", "Bearer "+h.token, nil)
+	if err != nil || res.StatusCode != 200 {
+		h.t.Fatalf("dependency report: %v %v %s", res, err, body)
+	}
+	var r struct {
+		Endpoints map[string]string `json:"endpoints"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		h.t.Fatal(err)
+	}
+	return r.Endpoints, body
+}
+
+func (h *harness) wantStates(want map[string]string) []byte {
+	h.t.Helper()
+	got, raw := h.report()
+	if len(got) != len(want) {
+		h.t.Fatalf("report %s, want %v", raw, want)
+	}
+	for id, s := range want {
+		if got[id] != s {
+			h.t.Fatalf("report %s, want %v", raw, want)
+		}
+	}
+	return raw
+}
+
+// searchAnswer is the federated Bundle as a client reads it.
+type searchAnswer struct {
+	ResourceType string `json:"resourceType"`
+	Type         string `json:"type"`
+	Meta         struct {
+		Federation []Record `json:"federation"`
+	} `json:"meta"`
+	Entry []struct {
+		Resource struct {
+			ResourceType string `json:"resourceType"`
+			ID           string `json:"id"`
+		} `json:"resource"`
+	} `json:"entry"`
+}
+
+type configMember = config.Member

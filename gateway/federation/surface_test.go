@@ -1,0 +1,470 @@
+package federation
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrofed/ferrofed/test/members"
+)
+
+// faultyMembers are one member of each kind the issue names, plus a late good one.
+func faultyMembers() []node {
+	return []node{
+		{id: "node-ok", opts: members.Options{Entries: 2}},
+		{id: "node-400", opts: members.Options{Status: 400}},
+		{id: "node-500", opts: members.Options{Status: 500}},
+		{id: "node-hang", opts: members.Options{Fault: members.FaultHang}},
+		{id: "node-refused", opts: members.Options{Fault: members.FaultRefused}},
+		{id: "node-reset", opts: members.Options{Fault: members.FaultReset}},
+		{id: "node-late", opts: members.Options{Entries: 1, Delay: 50 * time.Millisecond}},
+	}
+}
+
+func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) {
+	const requestTimeout = 600 * time.Millisecond
+	h := newHarness(t, harnessOptions{requestTimeout: requestTimeout}, faultyMembers()...)
+
+	h.wantStates(map[string]string{
+		"node-ok-query": "unknown", "node-400-query": "unknown", "node-500-query": "unknown", "node-hang-query": "unknown",
+		"node-refused-query": "unknown", "node-reset-query": "unknown", "node-late-query": "unknown",
+	})
+
+	start := time.Now()
+	res, body := h.get("/fhir/Patient?name=smith&_count=10")
+	took := time.Since(start)
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != FHIRJSON {
+		t.Fatalf("status %d, content type %q: %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+	// The hanging member is given up at the budget, not later.
+	if took > requestTimeout+200*time.Millisecond {
+		t.Fatalf("the query took %v with a request timeout of %v", took, requestTimeout)
+	}
+	var b searchAnswer
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.ResourceType != "Bundle" || b.Type != "searchset" {
+		t.Fatalf("not a searchset: %s", body)
+	}
+	want := []Record{
+		{ID: "node-ok", Outcome: OK, Status: 200, Entries: 2},
+		{ID: "node-400", Outcome: NodeError, Status: 400},
+		{ID: "node-500", Outcome: NodeError, Status: 500},
+		{ID: "node-hang", Outcome: Timeout},
+		{ID: "node-refused", Outcome: Unreachable},
+		{ID: "node-reset", Outcome: Unreachable, Status: 200},
+		{ID: "node-late", Outcome: OK, Status: 200, Entries: 1},
+	}
+	if len(b.Meta.Federation) != len(want) {
+		t.Fatalf("meta.federation %+v", b.Meta.Federation)
+	}
+	for i, w := range want {
+		got := b.Meta.Federation[i]
+		if got.ID != w.ID || got.Outcome != w.Outcome || got.Status != w.Status || got.Entries != w.Entries {
+			t.Errorf("record %d = %+v, want %+v", i, got, w)
+		}
+	}
+	if d := b.Meta.Federation[3].DurationMS; d < (requestTimeout - 200*time.Millisecond).Milliseconds() {
+		t.Errorf("the hanging member's duration is %d ms", d)
+	}
+	if d := b.Meta.Federation[6].DurationMS; d < 50 {
+		t.Errorf("the late member's duration is %d ms, below its 50 ms delay", d)
+	}
+	var ids []string
+	for _, e := range b.Entry {
+		ids = append(ids, e.Resource.ResourceType+"/"+e.Resource.ID)
+	}
+	if strings.Join(ids, ",") != "Patient/node-ok-1,Patient/node-ok-2,Patient/node-late-1" {
+		t.Fatalf("entries %v", ids)
+	}
+	if got := h.members["node-ok"].LastRequest(); got.Path != "/fhir/Patient" || got.RawQuery != "name=smith&_count=10" {
+		t.Fatalf("the member was asked %+v", got)
+	}
+
+	raw := h.wantStates(map[string]string{
+		"node-ok-query": "up", "node-400-query": "up", "node-500-query": "failing", "node-hang-query": "down",
+		"node-refused-query": "down", "node-reset-query": "down", "node-late-query": "up",
+	})
+	h.assertReportLeaksNothing(raw)
+}
+
+// assertReportLeaksNothing checks the raw report against everything it must never
+// hold: a URL, an address, a port, a member's body, a credential.
+func (h *harness) assertReportLeaksNothing(raw []byte) {
+	h.t.Helper()
+	body := string(raw)
+	forbidden := []string{"http", "://", "127.0.0.1", "localhost", "/fhir", h.token, "Bearer", "OperationOutcome", "Bundle", "MEMBER-BODY"}
+	for _, u := range h.urls {
+		pu, _ := url.Parse(u)
+		forbidden = append(forbidden, u, pu.Host, ":"+pu.Port(), pu.Port())
+	}
+	for _, m := range h.members {
+		forbidden = append(forbidden, m.Opts.Marker, m.Addr)
+	}
+	for _, f := range forbidden {
+		if f != "" && strings.Contains(body, f) {
+			h.t.Fatalf("the report %s contains %q", body, f)
+		}
+	}
+}
+
+func TestARequestThatNeverLeftTheGatewayChangesNothing(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
+	for _, path := range []string{"/fhir/patient", "/fhir/Pat1ent", "/fhir/P", "/fhir/Patient_"} {
+		res, body := h.get(path)
+		if res.StatusCode != 400 || res.Header.Get("Content-Type") != FHIRJSON || !strings.Contains(string(body), `"resourceType":"OperationOutcome"`) {
+			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
+		}
+	}
+	res, body := h.get("/nodes/node-a/fhir/../../admin")
+	if res.StatusCode != 400 && res.StatusCode != 404 {
+		t.Fatalf("a dot-segment path answered %d %s", res.StatusCode, body)
+	}
+	if res, body := h.get("/nodes/nobody/fhir/Patient"); res.StatusCode != 404 || !strings.Contains(string(body), `"code":"not-found"`) {
+		t.Fatalf("an unknown member answered %d %s", res.StatusCode, body)
+	}
+	if n := h.members["node-a"].Requests(); n != 0 {
+		t.Fatalf("the member got %d requests", n)
+	}
+	h.wantStates(map[string]string{"node-a-query": "unknown"})
+}
+
+func TestRoutedDotSegmentsAreRefused(t *testing.T) {
+	for _, p := range []string{"/..", "/a/../b", "/./a", "/a/.."} {
+		if _, ok := routedPath(p); ok {
+			t.Errorf("routedPath(%q) accepted", p)
+		}
+	}
+	for in, want := range map[string]string{"/Patient/1": "/Patient/1", "/": "", "": "", "/a..b/c": "/a..b/c"} {
+		if got, ok := routedPath(in); !ok || got != want {
+			t.Errorf("routedPath(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+func TestAClientThatLeavesCancelsTheMemberCallsAndRecordsNothing(t *testing.T) {
+	h := newHarness(t, harnessOptions{requestTimeout: 10 * time.Second},
+		node{id: "node-hang", opts: members.Options{Fault: members.FaultHang}},
+		node{id: "node-slow", opts: members.Options{Delay: 5 * time.Second}})
+	for _, path := range []string{"/fhir/Patient", "/nodes/node-hang/fhir/Patient/1"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		_, _, err := h.do(ctx, http.MethodGet, path, "", nil)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("GET %s: err %v", path, err)
+		}
+		for _, id := range []string{"node-hang", "node-slow"} {
+			if path != "/fhir/Patient" && id == "node-slow" {
+				continue
+			}
+			select {
+			case <-h.members[id].Cancelled():
+			case <-time.After(2 * time.Second):
+				t.Fatalf("GET %s: %s did not see its request cancelled", path, id)
+			}
+		}
+	}
+	h.wantStates(map[string]string{"node-hang-query": "unknown", "node-slow-query": "unknown"})
+}
+
+func TestARoutedRequestIsStreamedBackWithoutTheClientsCredentials(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
+	header := http.Header{
+		"Cookie":     {"session=secret"},
+		"Connection": {"X-Hop"},
+		"X-Hop":      {"1"},
+		"X-Keep":     {"kept"},
+		"Accept":     {FHIRJSON},
+	}
+	res, body, err := h.do(context.Background(), http.MethodGet, "/nodes/node-a/fhir/Patient/node-a-7?_elements=id", "Bearer "+h.token, header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != FHIRJSON || !strings.Contains(string(body), `"id":"node-a-7"`) {
+		t.Fatalf("status %d %q %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+	got := h.members["node-a"].LastRequest()
+	if got.Path != "/fhir/Patient/node-a-7" || got.RawQuery != "_elements=id" {
+		t.Fatalf("the member was asked %s?%s", got.Path, got.RawQuery)
+	}
+	for _, k := range []string{"Authorization", "Cookie", "X-Hop"} {
+		if v := got.Header.Get(k); v != "" {
+			t.Errorf("the member got %s: %q", k, v)
+		}
+	}
+	if got.Header.Get("X-Keep") != "kept" || got.Header.Get("Accept") != FHIRJSON {
+		t.Errorf("end-to-end headers were dropped: %v", got.Header)
+	}
+	h.wantStates(map[string]string{"node-a-query": "up"})
+}
+
+func TestRoutedRequestsReportTheMembersState(t *testing.T) {
+	h := newHarness(t, harnessOptions{requestTimeout: 500 * time.Millisecond}, faultyMembers()...)
+	cases := []struct {
+		id     string
+		status int // 0: the connection breaks
+		state  string
+	}{
+		{"node-ok", 200, "up"},
+		{"node-400", 400, "up"},
+		{"node-500", 500, "failing"},
+		{"node-hang", 504, "down"},
+		{"node-refused", 502, "down"},
+		{"node-reset", 0, "down"},
+	}
+	for _, c := range cases {
+		t.Run(c.id, func(t *testing.T) {
+			res, body, err := h.do(context.Background(), http.MethodGet, "/nodes/"+c.id+"/fhir/Patient/1", "", nil)
+			if c.status == 0 {
+				if err == nil {
+					t.Fatalf("a body broken off at the member reached the client whole: %d %s", res.StatusCode, body)
+				}
+			} else if err != nil || res.StatusCode != c.status {
+				t.Fatalf("status %v err %v, want %d", res, err, c.status)
+			}
+			if c.status >= 502 && !strings.Contains(string(body), "OperationOutcome") {
+				t.Fatalf("a gateway error without an OperationOutcome: %s", body)
+			}
+			if s, _ := h.surface.tracker.Endpoint(c.id + "-query"); string(s) != c.state {
+				t.Fatalf("state %s, want %s", s, c.state)
+			}
+		})
+	}
+}
+
+func TestARoutedAnswerIsFlushedAsItArrives(t *testing.T) {
+	release := make(chan struct{})
+	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", FHIRJSON)
+		w.Write([]byte(`{"part":1}` + "\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Write([]byte(`{"part":2}` + "\n"))
+	}))
+	defer member.Close()
+	h := newHarness(t, harnessOptions{}, node{id: "node-s", url: member.URL + "/fhir"})
+	res, err := h.gw.Client().Get(h.gw.URL + testBase + "/nodes/node-s/fhir/Binary/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := bufio.NewReader(res.Body)
+	first, err := r.ReadString('\n')
+	if err != nil || first != `{"part":1}`+"\n" {
+		t.Fatalf("first line %q %v (before the member finished)", first, err)
+	}
+	close(release)
+	second, _ := r.ReadString('\n')
+	if second != `{"part":2}`+"\n" {
+		t.Fatalf("second line %q", second)
+	}
+}
+
+func TestTheProbeAsksEveryMembersMetadata(t *testing.T) {
+	h := newHarness(t, harnessOptions{requestTimeout: 500 * time.Millisecond}, faultyMembers()...)
+	res, body, err := h.do(context.Background(), http.MethodPost, "/operator/probe", "", nil)
+	if err != nil || res.StatusCode != 401 {
+		t.Fatalf("a probe without a token: %v %v", res, err)
+	}
+	for id, m := range h.members {
+		if m.Requests() != 0 {
+			t.Fatalf("a refused probe reached %s", id)
+		}
+	}
+	res, body, err = h.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+h.token, nil)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("probe: %v %v %s", res, err, body)
+	}
+	var answer struct {
+		Members []ProbeRecord `json:"members"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		t.Fatal(err)
+	}
+	want := []ProbeRecord{
+		{ID: "node-ok", Outcome: OK, Status: 200},
+		{ID: "node-400", Outcome: NodeError, Status: 400},
+		{ID: "node-500", Outcome: NodeError, Status: 500},
+		{ID: "node-hang", Outcome: Timeout},
+		{ID: "node-refused", Outcome: Unreachable},
+		{ID: "node-reset", Outcome: Unreachable, Status: 200},
+		{ID: "node-late", Outcome: OK, Status: 200},
+	}
+	if len(answer.Members) != len(want) {
+		t.Fatalf("probe %s", body)
+	}
+	for i, w := range want {
+		got := answer.Members[i]
+		got.DurationMS = 0
+		if got != w {
+			t.Errorf("probe record %d = %+v, want %+v", i, got, w)
+		}
+	}
+	if p := h.members["node-ok"].LastRequest().Path; p != "/fhir/metadata" {
+		t.Fatalf("the probe asked %s", p)
+	}
+	for _, k := range []string{"http", "127.0.0.1", "MEMBER-BODY", "CapabilityStatement"} {
+		if strings.Contains(string(body), k) {
+			t.Fatalf("the probe answer holds %q: %s", k, body)
+		}
+	}
+	raw := h.wantStates(map[string]string{
+		"node-ok-query": "up", "node-400-query": "up", "node-500-query": "failing", "node-hang-query": "down",
+		"node-refused-query": "down", "node-reset-query": "down", "node-late-query": "up",
+	})
+	h.assertReportLeaksNothing(raw)
+}
+
+func TestTheOperatorSurfaceNeedsTheOperatorScope(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
+	for _, c := range []struct {
+		method, path, auth string
+		status             int
+	}{
+		{http.MethodGet, "/operator/dependencies", "", 401},
+		{http.MethodGet, "/operator/dependencies", "Bearer nope", 401},
+		{http.MethodPost, "/operator/probe", "Bearer nope", 401},
+		{http.MethodGet, "/operator/dependencies", "Bearer " + h.token, 200},
+	} {
+		res, body, err := h.do(context.Background(), c.method, c.path, c.auth, nil)
+		if err != nil || res.StatusCode != c.status {
+			t.Fatalf("%s %s with %q: %v %v %s", c.method, c.path, c.auth, res, err, body)
+		}
+		if c.status == 401 && !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Fatalf("a 401 without a Bearer challenge")
+		}
+	}
+}
+
+func TestWithoutAnIssuerTheOperatorSurfaceIsClosed(t *testing.T) {
+	h := newHarness(t, harnessOptions{noIssuer: true}, node{id: "node-a"})
+	res, body, err := h.do(context.Background(), http.MethodGet, "/operator/dependencies", "Bearer a.b.c", nil)
+	if err != nil || res.StatusCode != 401 || !strings.Contains(string(body), "no token issuer is configured") {
+		t.Fatalf("%v %v %s", res, err, body)
+	}
+}
+
+func TestUnusableMemberAnswersAreNodeErrorsOfMembersThatAreUp(t *testing.T) {
+	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html>MEMBER-BODY-html</html>")
+	}))
+	defer html.Close()
+	h := newHarness(t, harnessOptions{maxBody: 4096},
+		node{id: "node-big", opts: members.Options{Entries: 200}},
+		node{id: "node-html", url: html.URL + "/fhir"},
+		node{id: "node-ok", opts: members.Options{Entries: 1}})
+	_, body := h.get("/fhir/Observation")
+	var b searchAnswer
+	json.Unmarshal(body, &b)
+	want := []Record{
+		{ID: "node-big", Outcome: NodeError, Status: 200},
+		{ID: "node-html", Outcome: NodeError, Status: 200},
+		{ID: "node-ok", Outcome: OK, Status: 200, Entries: 1},
+	}
+	for i, w := range want {
+		got := b.Meta.Federation[i]
+		got.DurationMS = 0
+		if got != w {
+			t.Errorf("record %d = %+v, want %+v", i, got, w)
+		}
+	}
+	if len(b.Entry) != 1 {
+		t.Fatalf("%d entries", len(b.Entry))
+	}
+	h.wantStates(map[string]string{"node-big-query": "up", "node-html-query": "up", "node-ok-query": "up"})
+}
+
+func TestTheMetricFollowsTheReport(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Status: 503}})
+	h.get("/fhir/Patient")
+	families, err := h.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if f.GetName() == "ferrofed_dependency_state" && labels["endpoint"] == "node-a-query" && labels["state"] == "failing" {
+				found = m.GetGauge().GetValue() == 1
+			}
+		}
+	}
+	if !found {
+		t.Fatal("ferrofed_dependency_state{endpoint=node-a-query,state=failing} is not 1")
+	}
+}
+
+func TestReadinessChecks(t *testing.T) {
+	names := func(s *Surface) string {
+		var out []string
+		for _, c := range s.Checks() {
+			out = append(out, c.Name())
+		}
+		return strings.Join(out, ",")
+	}
+	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Status: 500}})
+	if got := names(h.surface); got != "registry,clients" {
+		t.Fatalf("checks %s", got)
+	}
+	for _, c := range h.surface.Checks() {
+		if err := c.Check(context.Background()); err != nil {
+			t.Fatalf("%s: %v", c.Name(), err)
+		}
+	}
+	// A failing member does not make the gateway unready.
+	h.get("/fhir/Patient")
+	for _, c := range h.surface.Checks() {
+		if err := c.Check(context.Background()); err != nil {
+			t.Fatalf("%s with a failing member: %v", c.Name(), err)
+		}
+	}
+
+	gated := newHarness(t, harnessOptions{memberReady: true}, node{id: "node-a"})
+	if got := names(gated.surface); got != "registry,clients,members" {
+		t.Fatalf("checks %s", got)
+	}
+	members := gated.surface.Checks()[2]
+	if err := members.Check(context.Background()); err == nil {
+		t.Fatal("the members check passed with no member observed")
+	}
+	gated.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+gated.token, nil)
+	if err := members.Check(context.Background()); err != nil {
+		t.Fatalf("the members check after a probe saw one up: %v", err)
+	}
+}
+
+func TestReloadKeepsTheStatesOfMembersThatStay(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, node{id: "node-a"}, node{id: "node-b"})
+	h.get("/fhir/Patient")
+	st := h.surface.state.Load()
+	cfg := *st.cfg
+	cfg.Registry.Members = []configMember{cfg.Registry.Members[0], {ID: "node-c", QueryEndpoint: "http://127.0.0.1:1/fhir", EndpointID: "node-c-query"}}
+	if err := h.surface.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	h.wantStates(map[string]string{"node-a-query": "up", "node-c-query": "unknown"})
+	bad := cfg
+	bad.Registry.Members = []configMember{{ID: "x", QueryEndpoint: "not a url"}}
+	if err := h.surface.Reload(&bad); err == nil {
+		t.Fatal("a registry without a usable URL was accepted")
+	}
+	h.wantStates(map[string]string{"node-a-query": "up", "node-c-query": "unknown"})
+}
