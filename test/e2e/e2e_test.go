@@ -1,0 +1,771 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+)
+
+// The gateway under test: 2 replicas, a readiness poll of 2 s × 2 (the derived
+// drainDelay, 4 s), request timeout 15 s, bindings 2 s; the slow member answers in 6 s,
+// longer than the drain delay.
+const (
+	gatewayName      = "e2e"
+	readinessPeriod  = 2
+	readinessFailure = 2
+	requestTimeout   = 15 * time.Second
+	bindingsDrain    = 2 * time.Second
+	slowMemberDelay  = 6 * time.Second
+	releaseName      = "ferrofed"
+)
+
+// e2e is the state the steps share, in order.
+type e2e struct {
+	c        *cluster
+	members  []*member
+	issuer   *issuer
+	gateway  *unstructured.Unstructured
+	service  *corev1.Service
+	baseURL  string    // http://<ClusterIP>:<port>, empty when not on this machine
+	recorder *recorder // of the rollout run in progress, for log tails
+	summary  []string
+}
+
+// TestEndToEnd runs the steps in order; a failed step skips the rest.
+func TestEndToEnd(t *testing.T) {
+	s := &e2e{c: connect(t)}
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"the chart installs the operator and its webhook is served through its Service", s.installChart},
+		{"the webhook refuses a Gateway whose inline configuration config check refuses", s.webhookRefuses},
+		{"the CRD's CEL rules refuse invalid budgets with the operator scaled to zero", s.celRefuses},
+		{"member nodes run as pods", s.deployMembers},
+		{"a Gateway with 2 replicas becomes Ready through the derived probes", s.gatewayReady},
+		{"the Deployment's terminationGracePeriodSeconds is the formula", s.gracePeriod},
+		{"the dependency report, asked through the Service with a token, shows the members up", s.dependencyReport},
+		{"rolling restarts under load drop no request and every pod drains on its own", s.rolloutsUnderLoad},
+		{"with drainDelay 0 the same rollouts drop requests (negative control)", s.negativeControl},
+	}
+	t.Cleanup(s.cleanup(t))
+	for _, st := range steps {
+		if !t.Run(st.name, st.run) {
+			t.Fatalf("step %q failed: the steps after it are skipped", st.name)
+		}
+	}
+	for _, line := range s.summary {
+		t.Log(line)
+		fmt.Println(line)
+	}
+}
+
+func (s *e2e) cleanup(t *testing.T) func() {
+	return func() {
+		if s.issuer != nil {
+			s.issuer.close()
+		}
+		if cfg.keep {
+			t.Logf("FERROFED_E2E_KEEP=1: namespace %s and release %s kept", cfg.namespace, releaseName)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		// Gateways first, while the operator still runs, then the namespace, then the release.
+		_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = s.c.kube.CoreV1().Namespaces().Delete(ctx, cfg.namespace, metav1.DeleteOptions{})
+		if out, err := exec.CommandContext(ctx, cfg.helm, "uninstall", releaseName, "-n", cfg.operatorNS, "--wait", "--kubeconfig", cfg.kubeconfig).CombinedOutput(); err != nil {
+			t.Logf("helm uninstall: %v: %s", err, out)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------- chart
+
+func (s *e2e) installChart(t *testing.T) {
+	if _, err := os.Stat(cfg.helm); err != nil {
+		t.Fatalf("helm not found at %s (FERROFED_E2E_HELM): build it with hack/tools.sh", cfg.helm)
+	}
+	repo, tag := splitImage(cfg.image)
+	args := []string{"upgrade", "--install", releaseName, filepath.Join(cfg.repoRoot, "charts", "ferrofed"),
+		"--namespace", cfg.operatorNS, "--create-namespace", "--kubeconfig", cfg.kubeconfig,
+		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		"--wait", "--timeout", "4m"}
+	t.Logf("helm %s", strings.Join(args, " "))
+	start := time.Now()
+	out, err := exec.Command(cfg.helm, args...).CombinedOutput()
+	if err != nil {
+		s.dumpNamespace(t, cfg.operatorNS)
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	t.Logf("helm install done in %s", time.Since(start).Round(time.Second))
+
+	ctx := context.Background()
+	op := s.operatorDeployment(t)
+	eventually(t, cfg.stepTimeout, "operator Deployment available", func(ctx context.Context) (bool, string, error) {
+		d, err := s.c.kube.AppsV1().Deployments(cfg.operatorNS).Get(ctx, op.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ok, detail := rolledOut(d)
+		return ok, detail, nil
+	})
+	pods, err := s.c.kube.CoreV1().Pods(cfg.operatorNS).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(op.Spec.Selector)})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("operator pods: %v (%d)", err, len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+				t.Errorf("operator pod %s container %s lacks its own probes (readiness %v, liveness %v)", p.Name, c.Name, c.ReadinessProbe != nil, c.LivenessProbe != nil)
+			}
+		}
+		if !podReady(&p) {
+			t.Errorf("operator pod %s is not Ready", p.Name)
+		}
+	}
+	// The API server reaches the webhook through its Service (the real admission path).
+	vwcs, err := s.c.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range vwcs.Items {
+		for _, w := range v.Webhooks {
+			for _, r := range w.Rules {
+				if contains(r.APIGroups, "ferrofed.io") {
+					found = true
+					if w.ClientConfig.Service == nil {
+						t.Errorf("webhook %s is called by URL, not through its Service", w.Name)
+					} else {
+						t.Logf("webhook %s -> Service %s/%s", w.Name, w.ClientConfig.Service.Namespace, w.ClientConfig.Service.Name)
+					}
+					if len(w.ClientConfig.CABundle) == 0 {
+						t.Errorf("webhook %s has no caBundle", w.Name)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no ValidatingWebhookConfiguration for ferrofed.io after the install")
+	}
+	s.c.freshNamespace(t, cfg.namespace)
+	// A valid Gateway passes the webhook (server-side dry run calls it).
+	eventually(t, time.Minute, "the webhook admits a valid Gateway (dry run)", func(ctx context.Context) (bool, string, error) {
+		gw := gatewayObject(cfg.namespace, "dry-run", map[string]any{"image": cfg.image})
+		_, err := s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Create(ctx, gw, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, fmt.Sprint(err), nil
+	})
+}
+
+func (s *e2e) operatorDeployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	list, err := s.c.kube.AppsV1().Deployments(cfg.operatorNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("the operator Deployment of release %s: %v (%d found)", releaseName, err, len(list.Items))
+	}
+	return &list.Items[0]
+}
+
+// ---------------------------------------------------------------------------- admission
+
+func (s *e2e) webhookRefuses(t *testing.T) {
+	ctx := context.Background()
+	gw := gatewayObject(cfg.namespace, "bad-config", map[string]any{
+		"image":  cfg.image,
+		"config": map[string]any{"inline": "[health]\ncheck_timeout_ms = 100\nno_such_key = true\n"},
+	})
+	err := s.c.createGateway(ctx, gw)
+	if err == nil {
+		t.Fatalf("a Gateway whose inline configuration has an unknown key was admitted")
+	}
+	t.Logf("refused: %v", err)
+	if !strings.Contains(err.Error(), "denied the request") {
+		t.Errorf("refused, but not by the webhook: %v", err)
+	}
+	if !strings.Contains(err.Error(), "no_such_key") {
+		t.Errorf("the webhook's message does not name the unknown key no_such_key: %v", err)
+	}
+}
+
+func (s *e2e) celRefuses(t *testing.T) {
+	ctx := context.Background()
+	op := s.operatorDeployment(t)
+	replicas := int32(1)
+	if op.Spec.Replicas != nil {
+		replicas = *op.Spec.Replicas
+	}
+	s.scaleOperator(t, op.Name, 0)
+	defer s.scaleOperator(t, op.Name, replicas)
+
+	cases := []struct {
+		desc      string
+		lifecycle map[string]any
+		want      string
+	}{
+		{"a shutdownTimeout shorter than the requestTimeout",
+			map[string]any{"requestTimeout": "30s", "shutdownTimeout": "10s"},
+			"spec.lifecycle.shutdownTimeout must not be shorter than spec.lifecycle.requestTimeout"},
+		{"an explicit grace period shorter than the drain",
+			map[string]any{"requestTimeout": "30s", "drainDelay": "5s", "terminationGracePeriodSeconds": 20},
+			"spec.lifecycle.terminationGracePeriodSeconds must be greater than"},
+	}
+	for _, tc := range cases {
+		gw := gatewayObject(cfg.namespace, "cel", map[string]any{"image": cfg.image, "lifecycle": tc.lifecycle})
+		err := s.c.createGateway(ctx, gw)
+		switch {
+		case err == nil:
+			t.Errorf("%s: admitted with the operator at 0 replicas", tc.desc)
+			_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(ctx, "cel", metav1.DeleteOptions{})
+		case !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%s: refused, but not by the CRD's rule %q: %v", tc.desc, tc.want, err)
+		default:
+			t.Logf("%s: refused by CEL: %v", tc.desc, err)
+		}
+	}
+	// The control: with the webhook down, a valid Gateway is refused by failurePolicy
+	// Fail, not by CEL. Its message shows the two paths apart.
+	err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, "valid", map[string]any{"image": cfg.image}))
+	if err == nil {
+		_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(ctx, "valid", metav1.DeleteOptions{})
+		t.Logf("a valid Gateway was admitted with the operator down (webhook failurePolicy Ignore?)")
+	} else {
+		t.Logf("a valid Gateway with the operator down: %v", err)
+	}
+}
+
+func (s *e2e) scaleOperator(t *testing.T, name string, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	if _, err := s.c.kube.AppsV1().Deployments(cfg.operatorNS).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scale the operator to %d: %v", n, err)
+	}
+	eventually(t, cfg.stepTimeout, fmt.Sprintf("operator at %d replicas", n), func(ctx context.Context) (bool, string, error) {
+		d, err := s.c.kube.AppsV1().Deployments(cfg.operatorNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		pods, err := s.c.kube.CoreV1().Pods(cfg.operatorNS).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+		if err != nil {
+			return false, "", err
+		}
+		if n == 0 {
+			return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items)), nil
+		}
+		ok, detail := rolledOut(d)
+		return ok, detail, nil
+	})
+	if n > 0 {
+		// The webhook answers again once its endpoint is back.
+		eventually(t, time.Minute, "the webhook answers again", func(ctx context.Context) (bool, string, error) {
+			gw := gatewayObject(cfg.namespace, "dry-run", map[string]any{"image": cfg.image})
+			_, err := s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Create(ctx, gw, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err == nil, fmt.Sprint(err), nil
+		})
+	}
+}
+
+// ---------------------------------------------------------------------------- members and gateway
+
+func (s *e2e) deployMembers(t *testing.T) {
+	ctx := context.Background()
+	s.members = []*member{{id: "node-a"}, {id: "node-b", delay: slowMemberDelay}}
+	for _, m := range s.members {
+		if err := s.c.deployMember(ctx, cfg.namespace, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range s.members {
+		eventually(t, cfg.stepTimeout, "member "+m.id+" Ready", func(ctx context.Context) (bool, string, error) {
+			d, err := s.c.kube.AppsV1().Deployments(cfg.namespace).Get(ctx, "member-"+m.id, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			ok, detail := rolledOut(d)
+			return ok, detail, nil
+		})
+		t.Logf("member %s at %s (answers after %s)", m.id, m.url, m.delay)
+	}
+}
+
+// gatewaySpec is the Gateway under test; inline is the rest of its configuration.
+func (s *e2e) gatewaySpec(extra string) map[string]any {
+	var b strings.Builder
+	for _, m := range s.members {
+		fmt.Fprintf(&b, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n\n", m.id, m.url)
+	}
+	if s.issuer != nil {
+		b.WriteString(s.issuer.tomlIssuer())
+	}
+	b.WriteString(extra)
+	return map[string]any{
+		"replicas": 2,
+		"image":    cfg.image,
+		"lifecycle": map[string]any{
+			"requestTimeout":       requestTimeout.String(),
+			"bindingsDrainTimeout": bindingsDrain.String(),
+		},
+		"probes": map[string]any{"readiness": map[string]any{"periodSeconds": readinessPeriod, "failureThreshold": readinessFailure}},
+		"config": map[string]any{"inline": b.String()},
+	}
+}
+
+func (s *e2e) gatewayReady(t *testing.T) {
+	ctx := context.Background()
+	host, err := s.nodeAddressOnThisMachine(ctx)
+	if err != nil {
+		t.Logf("no token issuer: %v (the dependency report step will skip)", err)
+	} else if s.issuer, err = startIssuer(host); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("token issuer key set at %s", s.issuer.jwksURL)
+	}
+	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, gatewayName, s.gatewaySpec(""))); err != nil {
+		t.Fatalf("create Gateway: %v", err)
+	}
+	var dep *appsv1.Deployment
+	eventually(t, cfg.stepTimeout, "the Gateway's Deployment rolled out", func(ctx context.Context) (bool, string, error) {
+		gw, err := s.c.getGateway(ctx, cfg.namespace, gatewayName)
+		if err != nil {
+			return false, "", err
+		}
+		s.gateway = gw
+		if dep, err = s.c.ownedDeployment(ctx, gw); err != nil {
+			return false, err.Error(), nil
+		}
+		ok, detail := rolledOut(dep)
+		return ok, detail, nil
+	})
+	eventually(t, time.Minute, "the Gateway's Ready condition", func(ctx context.Context) (bool, string, error) {
+		gw, err := s.c.getGateway(ctx, cfg.namespace, gatewayName)
+		if err != nil {
+			return false, "", err
+		}
+		s.gateway = gw
+		st, reason := condition(gw, "Ready")
+		return st == "True", "Ready=" + st + " " + reason, nil
+	})
+	c := dep.Spec.Template.Spec.Containers[0]
+	base := strings.TrimSuffix(stringAt(s.gateway, "spec", "basePath"), "/")
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{
+		{"startup", c.StartupProbe, base + "/health/readiness"},
+		{"readiness", c.ReadinessProbe, base + "/health/readiness"},
+		{"liveness", c.LivenessProbe, base + "/health"},
+	} {
+		switch {
+		case p.probe == nil:
+			t.Errorf("the gateway container has no %s probe", p.name)
+		case p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path:
+			t.Errorf("%s probe: want GET %s, got %+v", p.name, p.path, p.probe.ProbeHandler)
+		}
+	}
+	if rp := c.ReadinessProbe; rp != nil && (rp.PeriodSeconds != readinessPeriod || rp.FailureThreshold != readinessFailure) {
+		t.Errorf("readiness probe timing %d s × %d, want %d s × %d", rp.PeriodSeconds, rp.FailureThreshold, readinessPeriod, readinessFailure)
+	}
+	pods, err := s.c.kube.CoreV1().Pods(cfg.namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(dep.Spec.Selector)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for i := range pods.Items {
+		if podReady(&pods.Items[i]) {
+			ready++
+		}
+	}
+	if ready != 2 {
+		t.Errorf("%d gateway pods Ready, want 2", ready)
+	}
+	if s.service, err = s.c.ownedService(ctx, s.gateway); err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := s.c.endpointAddrs(ctx, s.service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if local, why := onThisMachine(addrs); local {
+		s.baseURL = fmt.Sprintf("http://%s", net.JoinHostPort(s.service.Spec.ClusterIP, fmt.Sprint(s.service.Spec.Ports[0].Port)))
+		t.Logf("gateway Service %s at %s (endpoints %v, on this machine)", s.service.Name, s.baseURL, addrs)
+	} else {
+		t.Logf("gateway Service endpoints are not on this machine (%s): the load steps will skip", why)
+	}
+}
+
+func (s *e2e) gracePeriod(t *testing.T) {
+	ctx := context.Background()
+	dep, err := s.c.ownedDeployment(ctx, s.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := budgets(nil).Resolve().GracePeriodSeconds()
+	got := dep.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if got == nil || *got != want {
+		t.Fatalf("Deployment terminationGracePeriodSeconds = %v, want %d = ceil(drainDelay %s + shutdownTimeout %s + bindingsDrainTimeout %s + headroom %s)",
+			deref(got), want, lifecycle.ReadinessPoll(readinessPeriod, readinessFailure), requestTimeout, bindingsDrain, lifecycle.DefaultTerminationHeadroom)
+	}
+	if st, ok, _ := unstructured.NestedInt64(s.gateway.Object, "status", "terminationGracePeriodSeconds"); ok && st != want {
+		t.Errorf("status.terminationGracePeriodSeconds = %d, want %d", st, want)
+	}
+	t.Logf("terminationGracePeriodSeconds %d = ceil(%s + %s + %s + %s)", want,
+		lifecycle.ReadinessPoll(readinessPeriod, readinessFailure), requestTimeout, bindingsDrain, lifecycle.DefaultTerminationHeadroom)
+}
+
+// budgets are the gateway's budgets as the suite sets them; drainDelay nil is derived.
+func budgets(drainDelay *time.Duration) lifecycle.Budgets {
+	rt, bd := requestTimeout, bindingsDrain
+	if drainDelay == nil {
+		d := lifecycle.ReadinessPoll(readinessPeriod, readinessFailure)
+		drainDelay = &d
+	}
+	return lifecycle.Budgets{RequestTimeout: &rt, BindingsDrainTimeout: &bd, DrainDelay: drainDelay}
+}
+
+// ---------------------------------------------------------------------------- dependency report
+
+func (s *e2e) dependencyReport(t *testing.T) {
+	if s.baseURL == "" || s.issuer == nil {
+		t.Skip("the gateway Service or the token issuer is not reachable from this machine")
+	}
+	// The report is passive: send each member requests through both replicas first
+	// (new connections, so the Service spreads them).
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	errs := make(chan error, 64)
+	for i := 0; i < 16; i++ {
+		for _, m := range s.members {
+			go func(id string) {
+				resp, err := client.Get(s.baseURL + "/nodes/" + id + "/fhir/Patient")
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("/nodes/%s/fhir/Patient: status %d", id, resp.StatusCode)
+					}
+				}
+				errs <- err
+			}(m.id)
+		}
+	}
+	for i := 0; i < 16*len(s.members); i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("member request through the gateway: %v", err)
+		}
+	}
+	ask := func(token string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodGet, s.baseURL+"/operator/dependencies", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET /operator/dependencies: %v", err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code, _ := ask(""); code != http.StatusUnauthorized {
+		t.Errorf("without a token: status %d, want 401", code)
+	}
+	if code, _ := ask(s.issuer.token("openid")); code != http.StatusForbidden {
+		t.Errorf("with a token lacking the operator scope: status %d, want 403", code)
+	}
+	for i := 0; i < 6; i++ { // new connections: both replicas answer
+		code, body := ask(s.issuer.token(s.issuer.scope))
+		if code != http.StatusOK {
+			t.Fatalf("with an operator token: status %d (%v)", code, body)
+		}
+		eps, _ := body["endpoints"].(map[string]any)
+		for _, m := range s.members {
+			if st := endpointState(eps, m.id); st != "up" {
+				t.Errorf("answer %d: member %s is %q, want up (report %v)", i+1, m.id, st, body)
+			}
+		}
+		if i == 0 {
+			t.Logf("dependency report: %v", body)
+		}
+	}
+}
+
+// endpointState finds a member's endpoint in the report (keyed by endpoint id, by
+// default "<id>-query"), whether the value is a state or an object with one.
+func endpointState(eps map[string]any, id string) string {
+	for k, v := range eps {
+		if k != id && k != id+"-query" {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			return x
+		case map[string]any:
+			if st, ok := x["state"].(string); ok {
+				return st
+			}
+		}
+	}
+	return ""
+}
+
+// ---------------------------------------------------------------------------- rollouts under load
+
+type rolloutRun struct {
+	rollouts int
+	load     loadResult
+	ended    []podEnd
+}
+
+func (s *e2e) rolloutsUnderLoad(t *testing.T) {
+	if s.baseURL == "" {
+		t.Skip("the gateway Service's endpoints are not on this machine: no load is sent")
+	}
+	run := s.rolloutRun(t, cfg.rollouts, true)
+	grace := budgets(nil).Resolve().GracePeriodSeconds()
+	var longest podEnd
+	for _, e := range run.ended {
+		if e.took > longest.took {
+			longest = e
+		}
+		switch {
+		case !e.terminated:
+			t.Errorf("pod %s went away without a terminated container state", e.name)
+		case e.exitCode != 0:
+			t.Errorf("pod %s did not end on its own: exit code %d (%s) after %s, grace %d s\n%s", e.name, e.exitCode, e.reason, e.took, e.grace, s.tailOf(e.name))
+		case e.took >= time.Duration(e.grace)*time.Second:
+			t.Errorf("pod %s ended after %s, not before its grace period of %d s", e.name, e.took, e.grace)
+		}
+		if e.drain != "completed" {
+			t.Errorf("pod %s: drain outcome %q, want completed", e.name, e.drain)
+		}
+	}
+	if want := 2 * run.rollouts; len(run.ended) < want {
+		t.Errorf("%d old pods seen ending, want %d (2 per rollout)", len(run.ended), want)
+	}
+	if run.load.failures != 0 {
+		t.Errorf("%d of %d requests failed: %v", run.load.failures, run.load.requests, run.load.examples)
+	}
+	if run.load.slowRequests == 0 || run.load.slowFailures != 0 {
+		t.Errorf("slow requests (longer than the drain delay): %d sent, %d failed", run.load.slowRequests, run.load.slowFailures)
+	}
+	s.summary = append(s.summary, fmt.Sprintf("e2e summary: rollouts=%d requests=%d (slow %d, each > drainDelay %s) failures=%d longest-termination=%s (%s) grace=%ds",
+		run.rollouts, run.load.requests, run.load.slowRequests, lifecycle.ReadinessPoll(readinessPeriod, readinessFailure),
+		run.load.failures, longest.took.Round(100*time.Millisecond), longest.name, grace))
+}
+
+func (s *e2e) negativeControl(t *testing.T) {
+	if s.baseURL == "" {
+		t.Skip("the gateway Service's endpoints are not on this machine: no load is sent")
+	}
+	ctx := context.Background()
+	before := s.deploymentGeneration(t)
+	spec := s.gatewaySpec("")
+	spec["lifecycle"].(map[string]any)["drainDelay"] = "0s"
+	if err := s.c.patchGateway(ctx, cfg.namespace, gatewayName, map[string]any{"lifecycle": spec["lifecycle"]}); err != nil {
+		t.Fatalf("set drainDelay 0s: %v", err)
+	}
+	s.waitRollout(t, before)
+	run := s.rolloutRun(t, 3, false)
+	line := fmt.Sprintf("e2e negative control (drainDelay 0s): rollouts=%d requests=%d failures=%d", run.rollouts, run.load.requests, run.load.failures)
+	s.summary = append(s.summary, line)
+	t.Log(line + ": " + run.load.String())
+	if run.load.failures == 0 {
+		t.Errorf("with drainDelay 0 no request failed: the suite cannot see the window between SIGTERM and the " +
+			"Service dropping the endpoint, so its 0 failures above prove nothing; see the load's fresh-connection share")
+	}
+}
+
+// rolloutRun sends the load while n rollouts run, alternating a configuration change
+// through the Gateway resource and a restartedAt restart of the Deployment, and returns
+// what the load saw and how every replaced pod ended.
+func (s *e2e) rolloutRun(t *testing.T, n int, configChanges bool) rolloutRun {
+	ctx := context.Background()
+	dep, err := s.c.ownedDeployment(ctx, s.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := s.c.record(t, cfg.namespace, metav1.FormatLabelSelector(dep.Spec.Selector))
+	s.recorder = rec
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	results := make(chan loadResult, 1)
+	go func() {
+		results <- runLoad(loadCtx, loadSpec{
+			url: s.baseURL + "/nodes/node-a/fhir/Patient", slowURL: s.baseURL + "/nodes/node-b/fhir/Patient",
+			rps: cfg.rps, slowRPS: 4, maxLength: cfg.loadMaxLength, timeout: 30 * time.Second,
+		})
+	}()
+	time.Sleep(3 * time.Second)
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		before := s.deploymentGeneration(t)
+		if configChanges && i%2 == 1 {
+			extra := fmt.Sprintf("[health]\ncache_ttl_ms = %d\n", 1000+i)
+			if err := s.c.patchGateway(ctx, cfg.namespace, gatewayName, map[string]any{"config": map[string]any{"inline": s.gatewaySpec(extra)["config"].(map[string]any)["inline"]}}); err != nil {
+				t.Fatalf("rollout %d: change the configuration: %v", i, err)
+			}
+			t.Logf("rollout %d: configuration change through the Gateway (health.cache_ttl_ms = %d)", i, 1000+i)
+		} else {
+			patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+			if _, err := s.c.kube.AppsV1().Deployments(cfg.namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatalf("rollout %d: restart: %v", i, err)
+			}
+			t.Logf("rollout %d: restartedAt restart of the Deployment", i)
+		}
+		s.waitRollout(t, before)
+	}
+	// Every replaced pod must have ended before the load stops: wait for them.
+	eventually(t, 2*time.Minute, "the replaced pods ended", func(ctx context.Context) (bool, string, error) {
+		pods, err := s.c.kube.CoreV1().Pods(cfg.namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(dep.Spec.Selector)})
+		if err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) == 2, fmt.Sprintf("%d gateway pods", len(pods.Items)), nil
+	})
+	time.Sleep(2 * time.Second)
+	stopLoad()
+	res := <-results
+	ended := rec.stop()
+	t.Logf("%d rollouts in %s; load: %s", n, time.Since(start).Round(time.Second), res)
+	for _, e := range ended {
+		t.Logf("  %s: exit %d (%s) %s after SIGTERM, grace %d s, drain %q", e.name, e.exitCode, e.reason, e.took, e.grace, e.drain)
+	}
+	return rolloutRun{rollouts: n, load: res, ended: ended}
+}
+
+func (s *e2e) deploymentGeneration(t *testing.T) int64 {
+	t.Helper()
+	dep, err := s.c.ownedDeployment(context.Background(), s.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dep.Generation
+}
+
+// waitRollout waits for the Gateway's Deployment to move past generation before and
+// finish rolling out.
+func (s *e2e) waitRollout(t *testing.T, before int64) {
+	t.Helper()
+	eventually(t, cfg.stepTimeout, "the rollout", func(ctx context.Context) (bool, string, error) {
+		dep, err := s.c.ownedDeployment(ctx, s.gateway)
+		if err != nil {
+			return false, "", err
+		}
+		if dep.Generation <= before {
+			return false, "the operator has not changed the Deployment yet", nil
+		}
+		ok, detail := rolledOut(dep)
+		return ok, detail, nil
+	})
+}
+
+// ---------------------------------------------------------------------------- small helpers
+
+func (s *e2e) tailOf(pod string) string {
+	if s.recorder == nil {
+		return ""
+	}
+	return s.recorder.logTail(pod)
+}
+
+// nodeAddressOnThisMachine is a node InternalIP that is an address of this machine: the
+// pods reach this process there (the local cluster's node IP is its bridge address).
+func (s *e2e) nodeAddressOnThisMachine(ctx context.Context) (string, error) {
+	nodes, err := s.c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	local, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP {
+				continue
+			}
+			for _, la := range local {
+				if ipn, ok := la.(*net.IPNet); ok && ipn.IP.Equal(net.ParseIP(a.Address)) {
+					return a.Address, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no node InternalIP is an address of this machine")
+}
+
+func (s *e2e) dumpNamespace(t *testing.T, ns string) {
+	out, _ := exec.Command(filepath.Join(cfg.repoRoot, "bin", "cluster", "kubectl"), "--kubeconfig", cfg.kubeconfig, "-n", ns, "get", "all,events", "-o", "wide").CombinedOutput()
+	t.Logf("namespace %s:\n%s", ns, out)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func condition(obj *unstructured.Unstructured, typ string) (status, reason string) {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			return fmt.Sprint(m["status"]), fmt.Sprint(m["reason"], ": ", m["message"])
+		}
+	}
+	return "Unknown", "not reported yet"
+}
+
+func stringAt(obj *unstructured.Unstructured, path ...string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, path...)
+	return v
+}
+
+func splitImage(ref string) (repo, tag string) {
+	i := strings.LastIndex(ref, ":")
+	if i < 0 || strings.Contains(ref[i:], "/") {
+		return ref, "latest"
+	}
+	return ref[:i], ref[i+1:]
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
