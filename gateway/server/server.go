@@ -30,7 +30,8 @@
 //	ferrofed_readiness_check_evaluations_total{check} counter (evaluations, not cached answers)
 //	ferrofed_readiness_check_failures_total{check,reason} counter
 //
-// plus the Go runtime and process collectors.
+// plus the Go runtime and process collectors, and those of surfaces that implement
+// Collected (the federation's dependency states).
 //
 // # Drain
 //
@@ -51,6 +52,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/health"
@@ -76,6 +78,12 @@ type Reloader interface {
 	Reload(cfg *config.Config) error
 }
 
+// Collected is implemented by a Surface that exports metrics of its own (e.g. the
+// dependency states): New registers its collector on the server's registry.
+type Collected interface {
+	Collector() prometheus.Collector
+}
+
 // Option tunes New.
 type Option func(*Server)
 
@@ -83,6 +91,11 @@ type Option func(*Server)
 // their routes are registered in that order.
 func WithSurfaces(s ...Surface) Option {
 	return func(srv *Server) { srv.surfaces = append(srv.surfaces, s...) }
+}
+
+// WithCollectors registers more collectors on the server's metrics registry.
+func WithCollectors(cs ...prometheus.Collector) Option {
+	return func(srv *Server) { srv.collectors = append(srv.collectors, cs...) }
 }
 
 // WithSignalObserver calls f as each drain signal fires, with the time it fired; tests
@@ -104,6 +117,8 @@ type Server struct {
 	surfaces []Surface
 	observer func(lifecycle.Signal, time.Time)
 	bootPoll time.Duration
+	// collectors are registered on the metrics registry besides the server's own.
+	collectors []prometheus.Collector
 
 	state   *health.State
 	eval    *health.Evaluator
@@ -138,6 +153,16 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 	}
 	s.cfg.Store(cfg)
 	s.metrics = newMetrics()
+	for _, sf := range s.surfaces {
+		if c, ok := sf.(Collected); ok {
+			s.collectors = append(s.collectors, c.Collector())
+		}
+	}
+	for _, c := range s.collectors {
+		if err := s.metrics.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("server: register metrics: %w", err)
+		}
+	}
 	s.state = health.NewState(func(p lifecycle.Phase) {
 		s.metrics.setPhase(p)
 		s.log.Info("Phase changed", "phase", p)

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/server"
+)
+
+func init() { extraCommands = append(extraCommands, newServeCommand) }
+
+// SurfaceFactory builds a surface of the gateway from the loaded configuration. Other
+// cmd_*.go files append theirs to surfaceFactories in init (the federation surface),
+// so that serve stays the one place the process is assembled.
+type SurfaceFactory func(cfg *config.Config, log logr.Logger) (server.Surface, error)
+
+var surfaceFactories []SurfaceFactory
+
+func newServeCommand() *cobra.Command {
+	var path string
+	var verbosity int
+	cmd := &cobra.Command{
+		Use:   "serve --config F",
+		Short: "Run the gateway: load F (refusing every problem), listen, drain on SIGTERM/SIGINT, reload on SIGHUP",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path)
+			if err != nil {
+				// The same report as `config check`, before anything listens.
+				fmt.Fprintln(cmd.ErrOrStderr(), err)
+				return exitError{1}
+			}
+			log, flush := newLogger(verbosity)
+			defer flush()
+			return serve(cmd, path, cfg, log)
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "ferrofed.toml", "path of ferrofed.toml")
+	cmd.Flags().IntVarP(&verbosity, "v", "v", 0, "log verbosity: 1 adds access logs and routine readiness results")
+	return cmd
+}
+
+func serve(cmd *cobra.Command, path string, cfg *config.Config, log logr.Logger) error {
+	var surfaces []server.Surface
+	for _, build := range surfaceFactories {
+		sf, err := build(cfg, log)
+		if err != nil {
+			log.Error(err, "Refused to start: a surface could not be built")
+			return exitError{1}
+		}
+		surfaces = append(surfaces, sf)
+	}
+	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
+	if err != nil {
+		log.Error(err, "Refused to start")
+		return exitError{1}
+	}
+	if err := srv.Listen(); err != nil {
+		log.Error(err, "Refused to start: cannot listen")
+		return exitError{1}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "ferrofed: listening on %s\n", srv.URL())
+
+	// Signals are taken before Run so that none arriving during start is lost. The first
+	// SIGTERM/SIGINT drains; a second one exits at once, for an operator who decided not
+	// to wait. SIGHUP reloads.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		draining := false
+		for sig := range sigs {
+			switch {
+			case sig == syscall.SIGHUP:
+				log.Info("Reloading configuration", "signal", sig.String(), "path", path)
+				_ = srv.ReloadFile(path) // a refusal is logged; the old configuration keeps serving
+			case !draining:
+				draining = true
+				log.Info("Draining", "signal", sig.String())
+				cancel()
+			default:
+				log.Info("Second stop signal: exiting without finishing the drain", "signal", sig.String())
+				os.Exit(1)
+			}
+		}
+	}()
+
+	if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error(err, "Gateway stopped")
+		return exitError{1}
+	}
+	log.Info("Stopped")
+	return nil
+}
+
+// newLogger logs JSON to stderr; verbosity v enables logr's V(1..v).
+func newLogger(v int) (logr.Logger, func()) {
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(zapcore.Level(-v))
+	zc.Sampling = nil // a drain's log lines must all be there
+	zc.OutputPaths = []string{"stderr"}
+	zc.EncoderConfig.TimeKey = "time"
+	zc.EncoderConfig.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	z, err := zc.Build()
+	if err != nil {
+		return logr.Discard(), func() {}
+	}
+	return zapr.NewLogger(z), func() { _ = z.Sync() }
+}

@@ -1,0 +1,182 @@
+// Package healthcheck is the client side of `ferrofed healthcheck`: it asks the gateway
+// running on this host for its readiness, for a container runtime that cannot send an
+// HTTP request itself (DESIGN §2.6). It reads the configuration the way serve does and
+// answers with one line and a verdict: ready only for a 200 within Timeout.
+package healthcheck
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/health"
+)
+
+// Timeout is the whole budget of one healthcheck: connect, TLS, request and answer.
+const Timeout = 3 * time.Second
+
+// Target is where the healthcheck asks, derived from the configuration alone.
+type Target struct {
+	// URL is the readiness URL, e.g. "https://127.0.0.1:8443/x/health/readiness".
+	URL string
+	// Host is the host it connects to (without brackets).
+	Host string
+}
+
+// TargetFor derives the readiness URL from server.listen, server.base_path and
+// server.tls: the port of server.listen, on 127.0.0.1 (or [::1] for an IPv6 wildcard)
+// when its host is a wildcard, else on that host.
+func TargetFor(cfg *config.Config) (Target, error) {
+	host, port, err := net.SplitHostPort(cfg.Server.Listen)
+	if err != nil {
+		return Target{}, fmt.Errorf("server.listen %q: %w", cfg.Server.Listen, err)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::", "::0", "0:0:0:0:0:0:0:0":
+		host = "::1"
+	}
+	scheme := "http"
+	if cfg.Server.TLS.Enabled() {
+		scheme = "https"
+	}
+	base := strings.TrimSuffix(cfg.Server.BasePath, "/")
+	return Target{
+		URL:  scheme + "://" + net.JoinHostPort(host, port) + base + health.ReadinessPath,
+		Host: host,
+	}, nil
+}
+
+// Result is the verdict and the one line to print.
+type Result struct {
+	Ready bool
+	Line  string
+}
+
+// Run asks the readiness of the gateway that cfg configures. It never returns an
+// error: every failure is an unready Result whose line says why.
+func Run(ctx context.Context, cfg *config.Config) Result {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	t, err := TargetFor(cfg)
+	if err != nil {
+		return Result{Line: "unready: " + err.Error()}
+	}
+	transport := &http.Transport{
+		Proxy:             nil, // a proxy from the environment must not stand between us and localhost
+		DisableKeepAlives: true,
+	}
+	if cfg.Server.TLS.Enabled() {
+		tc, err := ClientTLS(cfg.Server.TLS, t.Host)
+		if err != nil {
+			return Result{Line: "unready: " + err.Error()}
+		}
+		transport.TLSClientConfig = tc
+		transport.ForceAttemptHTTP2 = false
+	}
+	client := &http.Client{Transport: transport, Timeout: Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
+	if err != nil {
+		return Result{Line: "unready: " + err.Error()}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return Result{Line: fmt.Sprintf("unready: %s: %v", t.URL, briefError(err))}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	line := fmt.Sprintf("%s: %d %s", t.URL, resp.StatusCode, oneLine(body))
+	if resp.StatusCode != http.StatusOK {
+		return Result{Line: "unready: " + line}
+	}
+	return Result{Ready: true, Line: "ready: " + line}
+}
+
+// ClientTLS trusts exactly the certificate server.tls.certificate_file holds (its first
+// certificate, byte for byte) and presents healthcheck_identity_file when the listener
+// requires client certificates. host is what it connects to: when the certificate does
+// not name that loopback address but names "localhost", it verifies "localhost".
+func ClientTLS(t config.TLS, host string) (*tls.Config, error) {
+	data, err := os.ReadFile(t.CertificateFile)
+	if err != nil {
+		return nil, fmt.Errorf("server.tls.certificate_file: %w", err)
+	}
+	leaf, err := firstCertificate(data)
+	if err != nil {
+		return nil, fmt.Errorf("server.tls.certificate_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	serverName := host
+	if leaf.VerifyHostname(host) != nil && net.ParseIP(host).IsLoopback() && leaf.VerifyHostname("localhost") == nil {
+		serverName = "localhost"
+	}
+	c := &tls.Config{
+		RootCAs:    pool,
+		ServerName: serverName,
+		MinVersion: tls.VersionTLS12,
+		// The pool alone would accept any certificate the file's chain signs; the
+		// healthcheck accepts the configured certificate and nothing else.
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, leaf.Raw) {
+				return errors.New("the server's certificate is not server.tls.certificate_file")
+			}
+			return nil
+		},
+	}
+	if t.ClientCAFile != "" && t.HealthcheckIdentityFile != "" {
+		id, err := tls.LoadX509KeyPair(t.HealthcheckIdentityFile, t.HealthcheckIdentityFile)
+		if err != nil {
+			return nil, fmt.Errorf("server.tls.healthcheck_identity_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{id}
+	}
+	return c, nil
+}
+
+func firstCertificate(data []byte) (*x509.Certificate, error) {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return nil, errors.New("holds no PEM certificate")
+		}
+		if b.Type == "CERTIFICATE" {
+			return x509.ParseCertificate(b.Bytes)
+		}
+	}
+}
+
+func briefError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL is already on the line
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return "no answer in time"
+	}
+	return err.Error()
+}
+
+func oneLine(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}

@@ -1,0 +1,102 @@
+package healthcheck
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+)
+
+func parse(t *testing.T, text string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(text), "test.toml", config.Options{SkipFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestTargetFor(t *testing.T) {
+	tests := []struct {
+		name, toml, want string
+	}{
+		{"the default wildcard asks 127.0.0.1", "", "http://127.0.0.1:8080/health/readiness"},
+		{"an IPv4 wildcard asks 127.0.0.1", "[server]\nlisten = \"0.0.0.0:9000\"\n", "http://127.0.0.1:9000/health/readiness"},
+		{"an empty host asks 127.0.0.1", "[server]\nlisten = \":9000\"\n", "http://127.0.0.1:9000/health/readiness"},
+		{"an IPv6 wildcard asks [::1]", "[server]\nlisten = \"[::]:9000\"\n", "http://[::1]:9000/health/readiness"},
+		{"a named host is asked itself", "[server]\nlisten = \"10.1.2.3:9000\"\n", "http://10.1.2.3:9000/health/readiness"},
+		{"an IPv6 host keeps its brackets", "[server]\nlisten = \"[fd00::1]:9000\"\n", "http://[fd00::1]:9000/health/readiness"},
+		{"the base path prefixes the route", "[server]\nbase_path = \"/gw\"\n", "http://127.0.0.1:8080/gw/health/readiness"},
+		{"tls asks over https", "[server.tls]\ncertificate_file = \"c.pem\"\nkey_file = \"k.pem\"\n", "https://127.0.0.1:8080/health/readiness"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := TargetFor(parse(t, tt.toml))
+			if err != nil || got.URL != tt.want {
+				t.Fatalf("got %q, %v; want %q", got.URL, err, tt.want)
+			}
+		})
+	}
+}
+
+// serverAt starts h on a loopback port and returns a configuration pointing at it.
+func serverAt(t *testing.T, h http.HandlerFunc) *config.Config {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
+	return parse(t, "[server]\nlisten = \"0.0.0.0:"+port+"\"\n")
+}
+
+func TestRun(t *testing.T) {
+	t.Run("200 is ready", func(t *testing.T) {
+		cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/health/readiness" {
+				w.WriteHeader(404)
+				return
+			}
+			w.Write([]byte(`{"status":"ready","phase":"serving"}` + "\n"))
+		})
+		res := Run(context.Background(), cfg)
+		if !res.Ready || strings.Contains(res.Line, "\n") || !strings.HasPrefix(res.Line, "ready: ") {
+			t.Fatalf("%+v", res)
+		}
+	})
+	t.Run("503 is unready", func(t *testing.T) {
+		cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
+		if res := Run(context.Background(), cfg); res.Ready || !strings.Contains(res.Line, "503") {
+			t.Fatalf("%+v", res)
+		}
+	})
+	t.Run("a redirect is unready", func(t *testing.T) {
+		cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", 302) })
+		if res := Run(context.Background(), cfg); res.Ready {
+			t.Fatalf("%+v", res)
+		}
+	})
+	t.Run("a refused connection is unready", func(t *testing.T) {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		if res := Run(context.Background(), parse(t, "[server]\nlisten = \""+addr+"\"\n")); res.Ready {
+			t.Fatalf("%+v", res)
+		}
+	})
+	t.Run("no answer in time is unready", func(t *testing.T) {
+		release := make(chan struct{})
+		cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+		defer close(release)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		begin := time.Now()
+		res := Run(ctx, cfg)
+		if res.Ready || !strings.Contains(res.Line, "no answer in time") || time.Since(begin) > 2*time.Second {
+			t.Fatalf("%+v after %s", res, time.Since(begin))
+		}
+	})
+}
