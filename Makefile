@@ -38,7 +38,7 @@ controlplane: ## Build (once) kube-apiserver, etcd and kubectl from Go modules i
 ##@ Testing
 
 .PHONY: test
-test: ## Run every test (needs the local control plane; builds it on first use).
+test: tools ## Run every test (needs the local control plane; builds it on first use).
 	KUBEBUILDER_ASSETS="$(CONTROLPLANE)" $(GO) test -count=1 ./...
 
 .PHONY: bench
@@ -68,3 +68,28 @@ e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local o
 	if [ "$$kc" = "$(LOCAL_KUBECONFIG)" ]; then hack/local-cluster.sh images || exit 1; fi; \
 	echo "e2e: KUBECONFIG=$$kc"; \
 	KUBECONFIG="$$kc" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
+
+##@ Chart, examples and demo
+
+.PHONY: tools
+tools: ## Build (once) helm v3.22.0 from Go modules into bin/helm.
+	@hack/tools.sh >/dev/null
+
+.PHONY: helm
+helm: tools ## Print the path of the helm the chart tests use (bin/helm), building it once.
+	@echo $(BIN)/helm
+
+.PHONY: lint-chart
+lint-chart: tools ## Run helm lint --strict on charts/ferrofed (with cert-manager and with the webhook off too).
+	$(BIN)/helm lint --strict charts/ferrofed
+	$(BIN)/helm lint --strict charts/ferrofed --set certManager.enabled=true
+	$(BIN)/helm lint --strict charts/ferrofed --set webhook.enabled=false
+
+.PHONY: check-examples
+check-examples: ## Fail when an example's grace period does not outlast its drain (the release checks).
+	hack/checks/kubernetes-example.sh
+	hack/checks/release-compose.sh
+
+.PHONY: demo
+demo: ## Run it all here: control plane, chart, operator, a sample Gateway, the gateway and two members (Ctrl-C drains).
+	hack/demo.sh
