@@ -43,7 +43,7 @@ type node struct {
 // server mounts it (base path, a data-plane group with the request deadline, an
 // operator group), in front of real loopback members.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	surface  *Surface
 	gw       *httptest.Server
 	members  map[string]*members.Server
@@ -59,7 +59,7 @@ type harnessOptions struct {
 	maxBody        int64
 }
 
-func newHarness(t *testing.T, o harnessOptions, nodes ...node) *harness {
+func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	t.Helper()
 	if o.requestTimeout == 0 {
 		o.requestTimeout = 5 * time.Second

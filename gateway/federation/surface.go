@@ -212,7 +212,14 @@ func budget(ctx context.Context, requestTimeout time.Duration) time.Duration {
 }
 
 func writeFHIR(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
+	var body []byte
+	var err error
+	if m, ok := v.(json.Marshaler); ok {
+		// Called directly: json.Marshal would re-scan what MarshalJSON wrote.
+		body, err = m.MarshalJSON()
+	} else {
+		body, err = json.Marshal(v)
+	}
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"exception"}]}`)
 	}
