@@ -113,7 +113,9 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	// then breaks off is recorded again, as down.
 	call := Call{Status: res.StatusCode}
 	c.observe(m, call)
-	copyHeaders(w.Header(), res.Header)
+	// The gateway never passes a cookie to a member, so a member's cookie could only
+	// confuse the client about whose it is.
+	copyHeaders(w.Header(), res.Header, "Set-Cookie")
 	w.WriteHeader(res.StatusCode)
 	// A client that goes away mid-body (the write fails) only stops the copy.
 	if readErr := stream(w, res.Body); readErr != nil {

@@ -186,7 +186,14 @@ func (s *Surface) Checks() []health.Check {
 // group carries the server's readiness gate and request deadline.
 func (s *Surface) RegisterDataPlane(g *gin.RouterGroup) {
 	g.GET("/fhir/:type", s.handleSearch)
-	g.Any("/nodes/:id/fhir/*path", s.handleRoute)
+	// The FHIR REST methods only: CONNECT and TRACE have no business at a member.
+	for _, m := range routedMethods {
+		g.Handle(m, "/nodes/:id/fhir/*path", s.handleRoute)
+	}
+}
+
+var routedMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
 }
 
 // RegisterOperator registers the dependency report and the ask-all probe, each behind

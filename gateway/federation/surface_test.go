@@ -245,6 +245,10 @@ func TestARoutedAnswerIsFlushedAsItArrives(t *testing.T) {
 	release := make(chan struct{})
 	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Set-Cookie", "member=1")
+		w.Header().Set("Connection", "X-Member-Hop")
+		w.Header().Set("X-Member-Hop", "1")
+		w.Header().Set("X-Member-Keep", "1")
 		w.Write([]byte(`{"part":1}` + "\n"))
 		w.(http.Flusher).Flush()
 		select {
@@ -261,6 +265,9 @@ func TestARoutedAnswerIsFlushedAsItArrives(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
+	if res.Header.Get("Set-Cookie") != "" || res.Header.Get("X-Member-Hop") != "" || res.Header.Get("X-Member-Keep") != "1" {
+		t.Fatalf("response headers %v", res.Header)
+	}
 	r := bufio.NewReader(res.Body)
 	first, err := r.ReadString('\n')
 	if err != nil || first != `{"part":1}`+"\n" {
