@@ -135,6 +135,10 @@ type Member struct {
 	QueryEndpoint string `toml:"query_endpoint"`
 	// EndpointID names the query endpoint in the dependency report; default "<id>-query".
 	EndpointID string `toml:"endpoint_id"`
+
+	// endpointIDDerived is true when EndpointID is the default: a problem of the id is
+	// then reported once, on the id, not again on the endpoint id derived from it.
+	endpointIDDerived bool
 }
 
 // Configured reports whether a registry is configured (it gates readiness then).
@@ -266,6 +270,7 @@ func (c *Config) applyDefaults() {
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"
+			c.Registry.Members[i].endpointIDDerived = true
 		}
 	}
 	for i := range c.Auth.Issuers {
@@ -319,14 +324,19 @@ type lineIndex map[string]int
 func keyLines(data []byte) lineIndex {
 	idx := lineIndex{}
 	table := ""
+	entries := map[string]int{} // entries seen of each array of tables
 	for i, raw := range strings.Split(string(data), "\n") {
 		line := strings.TrimSpace(raw)
 		switch {
 		case strings.HasPrefix(line, "[["):
-			table = strings.TrimSpace(strings.Trim(line, "[] "))
-			if _, ok := idx[table]; !ok {
-				idx[table] = i + 1
+			name := strings.TrimSpace(strings.Trim(line, "[] "))
+			if _, ok := idx[name]; !ok {
+				idx[name] = i + 1
 			}
+			// Keys of the n-th entry are indexed as "name[n].key", the way problems name them.
+			table = fmt.Sprintf("%s[%d]", name, entries[name])
+			entries[name]++
+			idx[table] = i + 1
 		case strings.HasPrefix(line, "["):
 			table = strings.TrimSpace(strings.Trim(line, "[] "))
 			idx[table] = i + 1
@@ -346,9 +356,15 @@ func keyLines(data []byte) lineIndex {
 }
 
 // find returns the line of key, or of its nearest enclosing table; entries of arrays of
-// tables ("registry.members[1].id") are looked up without their index.
+// tables ("registry.members[1].id") are looked up with their index first, then without.
 func (l lineIndex) find(key string) int {
-	k := stripIndexes(key)
+	if n := l.walk(key); n > 0 {
+		return n
+	}
+	return l.walk(stripIndexes(key))
+}
+
+func (l lineIndex) walk(k string) int {
 	for k != "" {
 		if n, ok := l[k]; ok {
 			return n

@@ -144,14 +144,18 @@ func (r Registry) validate() []Problem {
 		add := func(field, format string, args ...any) {
 			ps = append(ps, Problem{Key: key + "." + field, Message: fmt.Sprintf(format, args...)})
 		}
+		idOK := true
 		switch {
 		case m.ID == "":
 			add("id", "is required")
+			idOK = false
 		case !idPattern.MatchString(m.ID):
 			add("id", "%q must be lower-case letters, digits and '-', at most 63 characters", m.ID)
+			idOK = false
 		default:
 			if j, dup := ids[m.ID]; dup {
 				add("id", "%q is already the id of registry.members[%d]", m.ID, j)
+				idOK = false
 			}
 			ids[m.ID] = i
 		}
@@ -162,7 +166,7 @@ func (r Registry) validate() []Problem {
 		} else if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			add("query_endpoint", "must not carry credentials, a query or a fragment")
 		}
-		if m.EndpointID != "" {
+		if m.EndpointID != "" && (idOK || !m.endpointIDDerived) {
 			if !idPattern.MatchString(m.EndpointID) {
 				add("endpoint_id", "%q must be lower-case letters, digits and '-', at most 63 characters", m.EndpointID)
 			} else if j, dup := endpoints[m.EndpointID]; dup {
