@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# `make demo`: the whole of ferrofed on this machine, from a fresh clone.
+#
+#  1. builds ferrofed, the demo helper (hack/demo), the member node (test/members), the
+#     local control plane (hack/controlplane.sh) and helm (hack/tools.sh); second runs
+#     reuse all of them;
+#  2. starts kube-apiserver and etcd, installs charts/ferrofed (webhook off: the operator
+#     runs here, outside the cluster, with --enable-webhook=false) and runs the operator;
+#  3. starts two member nodes on loopback, applies the sample Gateway from config/samples
+#     with those members in its inline configuration, and prints the grace period and
+#     probes the operator derived, read back from the live Deployment;
+#  4. starts the gateway (`ferrofed serve`) from the ferrofed.toml the operator rendered
+#     into the ConfigMap, read back from the API, and prints a curl for each route;
+#  5. on Ctrl-C (or after DEMO_EXIT_AFTER seconds) sends the gateway SIGTERM, shows its
+#     four drain steps, and stops everything it started, also when a step fails.
+#
+# State and logs live in .demo/ (git-ignored).
+set -euo pipefail
+# Job control: every process started below gets its own process group, so Ctrl-C
+# reaches this script alone (which then drains the gateway first), and stopping a group
+# also stops what that process started (envtest's etcd and kube-apiserver).
+set -m
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+state="$root/.demo"
+exit_after="${DEMO_EXIT_AFTER:-}"
+namespace=demo
+issuer="https://demo-issuer.ferrofed.local"
+audience="ferrofed-demo"
+scope="ferrofed.operator"
+
+if [[ -t 1 ]]; then bold=$'\033[1m'; dim=$'\033[2m'; reset=$'\033[0m'; else bold=""; dim=""; reset=""; fi
+step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$reset"; }
+info() { printf '    %s\n' "$*"; }
+fail() { printf '\n%sdemo: %s%s\n' "$bold" "$*" "$reset" >&2; exit 1; }
+if [[ -n "$exit_after" && ! "$exit_after" =~ ^[0-9]+$ ]]; then fail "DEMO_EXIT_AFTER=$exit_after is not a number of seconds"; fi
+
+# ---- processes ------------------------------------------------------------------------
+pids=()
+names=()
+# start NAME LOG CMD...: runs CMD in the background, in its own process group.
+start() {
+  local name=$1 log=$2
+  shift 2
+  "$@" >"$log" 2>&1 &
+  pids+=("$!")
+  names+=("$name")
+}
+# stop_pid PID NAME: SIGTERM to the process group, SIGKILL after 20 s.
+stop_pid() {
+  local pid=$1 name=$2 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    info "$name did not stop in 20 s: SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if ((${#pids[@]} > 0)); then
+    step "Stopping what the demo started"
+    local i
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+      if kill -0 "${pids[i]}" 2>/dev/null; then
+        stop_pid "${pids[i]}" "${names[i]}"
+        info "stopped ${names[i]}"
+      fi
+    done
+  fi
+  rm -f "$state/kubeconfig"
+  if ((rc != 0)); then
+    printf '\n%sdemo: failed (exit %d); logs are in %s%s\n' "$bold" "$rc" "${state#"$root"/}/logs/" "$reset" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'fail "interrupted"' INT TERM
+
+# wait_until SECONDS WHAT CMD...: polls CMD every 0.5 s.
+wait_until() {
+  local seconds=$1 what=$2 i
+  shift 2
+  for ((i = 0; i < seconds * 2; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  fail "timed out after ${seconds}s waiting for $what"
+}
+
+# ---- 1. build ------------------------------------------------------------------------
+rm -rf "$state/logs"
+mkdir -p "$state/bin" "$state/logs"
+logs="$state/logs"
+
+step "Building (cached: second runs only check)"
+hack/controlplane.sh >/dev/null 2> >(sed 's/^/    /' >&2)
+hack/tools.sh >/dev/null 2> >(sed 's/^/    /' >&2)
+k8s="$root/bin/k8s"
+kubectl="$k8s/kubectl"
+helm="$root/bin/helm"
+info "building ferrofed, the demo helper and the member node (go build; the first build takes a few minutes)"
+start_build=$SECONDS
+start "go build" "$logs/build.log" go build -o "$state/bin/" . ./hack/demo ./test/members/fhirmember
+build="${pids[-1]}"
+while kill -0 "$build" 2>/dev/null; do
+  sleep 1
+  if kill -0 "$build" 2>/dev/null && (((SECONDS - start_build) % 20 == 0)); then info "  still building ($((SECONDS - start_build)) s)"; fi
+done
+wait "$build" || { cat "$logs/build.log" >&2; fail "go build failed"; }
+ferrofed="$state/bin/ferrofed"
+demo="$state/bin/demo"
+fhirmember="$state/bin/fhirmember"
+info "ferrofed: $("$ferrofed" version)"
+
+# ---- 2. control plane, chart, operator ------------------------------------------------
+step "Starting the local control plane (kube-apiserver and etcd from $(cat "$k8s/.versions"))"
+rm -f "$state/kubeconfig"
+start "control plane" "$logs/controlplane.log" "$demo" controlplane --assets "$k8s" --kubeconfig "$state/kubeconfig"
+wait_until 60 "the control plane (see $logs/controlplane.log)" test -f "$state/kubeconfig"
+export KUBECONFIG="$state/kubeconfig"
+info "$(head -1 "$logs/controlplane.log"); KUBECONFIG=${KUBECONFIG#"$root"/}"
+
+step "Installing the chart: helm install ferrofed charts/ferrofed --set webhook.enabled=false"
+"$helm" install ferrofed charts/ferrofed --namespace ferrofed-system --create-namespace \
+  --set webhook.enabled=false >"$logs/helm.log" 2>&1 || { cat "$logs/helm.log" >&2; fail "helm install failed"; }
+info "$("$helm" list --namespace ferrofed-system --short) $(grep -m1 '^STATUS' "$logs/helm.log")"
+info "installed: $("$kubectl" get crd gateways.ferrofed.io -o name), deployment/ferrofed-operator, its ServiceAccount and RBAC"
+info "(no kubelet here: the operator runs as a process on this machine instead of in that Deployment)"
+
+step "Running the operator: ferrofed operator --enable-webhook=false --leader-elect=false"
+probe_port="$("$demo" freeport)"
+start "operator" "$logs/operator.log" "$ferrofed" operator --enable-webhook=false --leader-elect=false \
+  --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$probe_port"
+wait_until 60 "the operator's /readyz (see $logs/operator.log)" "$demo" get "http://127.0.0.1:$probe_port/readyz"
+info "ready: http://127.0.0.1:$probe_port/readyz"
+
+# ---- 3. members and the sample Gateway -------------------------------------------------
+step "Starting two demo member nodes on loopback (test/members)"
+member_urls=()
+for id in member-a member-b; do
+  start "$id" "$logs/$id.log" "$fhirmember" -listen 127.0.0.1:0 -id "$id"
+  wait_until 20 "$id" grep -q '^http' "$logs/$id.log"
+  member_urls+=("$(head -1 "$logs/$id.log")")
+  info "$id: ${member_urls[-1]}"
+done
+
+sample="$(grep -l '^kind: Gateway' config/samples/*.yaml 2>/dev/null | head -1 || true)"
+[[ -n "$sample" ]] || fail "config/samples holds no Gateway"
+gateway_port="$("$demo" freeport)"
+token="$("$demo" token --dir "$state" --issuer "$issuer" --audience "$audience" --scope "$scope")"
+step "Applying the sample Gateway ($sample) with the demo members in its inline configuration"
+"$kubectl" create namespace "$namespace" >/dev/null
+name="$("$kubectl" apply --namespace "$namespace" -f "$sample" -o name)"
+name="${name##*/}"
+# The members, and a demo token issuer for the dependency report, go into spec.config.inline;
+# spec.port is a free port here, since the gateway will run on this machine.
+cat >"$state/patch.yaml" <<PATCH
+spec:
+  port: $gateway_port
+  config:
+    inline: |
+      [[registry.members]]
+      id = "member-a"
+      query_endpoint = "${member_urls[0]}"
+
+      [[registry.members]]
+      id = "member-b"
+      query_endpoint = "${member_urls[1]}"
+
+      [[auth.issuers]]
+      issuer = "$issuer"
+      audience = "$audience"
+      jwks_file = "$state/jwks.json"
+      operator_scope = "$scope"
+PATCH
+"$kubectl" patch gateway "$name" --namespace "$namespace" --type merge --patch-file "$state/patch.yaml" >/dev/null
+info "gateway.ferrofed.io/$name in namespace $namespace"
+
+step "What the operator derived (read back from the live Deployment $namespace/$name)"
+generation_ok() {
+  [[ "$("$kubectl" get gateway "$name" -n "$namespace" -o jsonpath='{.status.observedGeneration}')" == \
+    "$("$kubectl" get gateway "$name" -n "$namespace" -o jsonpath='{.metadata.generation}')" ]] &&
+    "$kubectl" get deployment "$name" -n "$namespace" >/dev/null
+}
+wait_until 60 "the operator to reconcile Gateway $name (see $logs/operator.log)" generation_ok
+jp() { "$kubectl" get "$1" "$name" -n "$namespace" -o jsonpath="$2"; }
+"$kubectl" get gateway "$name" -n "$namespace" | sed 's/^/    /'
+info ""
+info "spec.lifecycle:            $(jp gateway '{.spec.lifecycle}')"
+info "status.gracePeriod:        $(jp gateway '{.status.gracePeriod}')"
+info "terminationGracePeriodSeconds: $(jp deployment '{.spec.template.spec.terminationGracePeriodSeconds}')"
+for p in startupProbe readinessProbe livenessProbe; do
+  info "$(printf '%-15s' "$p:") $(jp deployment "{.spec.template.spec.containers[0].$p.httpGet.scheme} {.spec.template.spec.containers[0].$p.httpGet.path} port {.spec.template.spec.containers[0].$p.httpGet.port}, every {.spec.template.spec.containers[0].$p.periodSeconds}s, {.spec.template.spec.containers[0].$p.failureThreshold} failures")"
+done
+info "strategy:                  $(jp deployment '{.spec.strategy}')"
+configmap="$(jp deployment '{.spec.template.spec.volumes[*].configMap.name}')"
+configmap="${configmap%% *}"
+[[ -n "$configmap" ]] || fail "the Deployment mounts no ConfigMap"
+
+# ---- 4. the gateway ----------------------------------------------------------------------
+step "Starting the gateway from ConfigMap $namespace/$configmap (ferrofed.toml, read back from the API)"
+"$kubectl" get configmap "$configmap" -n "$namespace" -o jsonpath='{.data.ferrofed\.toml}' >"$state/ferrofed.toml"
+[[ -s "$state/ferrofed.toml" ]] || fail "ConfigMap $configmap has no ferrofed.toml"
+sed 's/^/    | /' "$state/ferrofed.toml"
+"$ferrofed" config check --config "$state/ferrofed.toml" | sed 's/^/    /'
+start "gateway" "$logs/gateway.log" "$ferrofed" serve --config "$state/ferrofed.toml"
+gateway_pid="${pids[-1]}"
+wait_until 30 "the gateway's readiness (see $logs/gateway.log)" "$ferrofed" healthcheck --config "$state/ferrofed.toml"
+info "$("$ferrofed" healthcheck --config "$state/ferrofed.toml")"
+
+base="http://127.0.0.1:$gateway_port"
+base_path="$(jp gateway '{.spec.basePath}')"
+[[ "$base_path" == "/" ]] || base="$base$base_path"
+step "Try it (each route answered once already; the answer is below its curl)"
+try() {
+  local what=$1 url=$2 bearer=${3:-}
+  printf '\n    %s%s%s\n' "$bold" "$what" "$reset"
+  if [[ -n "$bearer" ]]; then
+    info "curl -s -H \"Authorization: Bearer \$TOKEN\" '$url'"
+  else
+    info "curl -s '$url'"
+  fi
+  info "${dim}$("$demo" get "$url" $bearer 2>&1 | cut -c1-300)${reset}"
+}
+try "liveness" "$base/health"
+try "readiness" "$base/health/readiness"
+try "a federated search over both members" "$base/fhir/Patient?family=Smith"
+try "a request routed to one member" "$base/nodes/member-a/fhir/Patient"
+try "the dependency report (operator token)" "$base/operator/dependencies" "$token"
+printf '%s\n' "$token" >"$state/token"
+info ""
+info "TOKEN=\$(cat ${state#"$root"/}/token)   # a demo issuer's token with scope $scope, valid 24 h"
+info "logs: ${logs#"$root"/}/  kubectl: KUBECONFIG=${KUBECONFIG#"$root"/} bin/k8s/kubectl get fgw -A"
+
+# ---- 5. wait, then drain -----------------------------------------------------------------
+stop_requested=""
+trap 'stop_requested=1' INT TERM
+if [[ -n "$exit_after" ]]; then
+  step "Running for $exit_after s (DEMO_EXIT_AFTER), then stopping"
+  deadline=$((SECONDS + exit_after))
+else
+  step "Running. Press Ctrl-C to stop: the gateway drains first"
+  deadline=""
+fi
+while [[ -z "$stop_requested" ]]; do
+  [[ -n "$deadline" ]] && ((SECONDS >= deadline)) && break
+  kill -0 "$gateway_pid" 2>/dev/null || fail "the gateway exited on its own (see $logs/gateway.log)"
+  sleep 1 &
+  wait $! 2>/dev/null || true
+done
+trap 'fail "interrupted"' INT TERM
+
+step "Stopping the gateway with SIGTERM: the four-step drain"
+kill -TERM "$gateway_pid"
+wait "$gateway_pid" 2>/dev/null || true
+"$demo" drainlog "$logs/gateway.log"
