@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
@@ -39,6 +41,7 @@ func (c *caller) get(ctx, client context.Context, m *member, url string) exchang
 		return ex
 	}
 	req.Header.Set("Accept", FHIRJSON)
+	req, sent := traceSent(req)
 	res, err := c.client.Do(req)
 	if err == nil {
 		ex.call.Status = res.StatusCode
@@ -54,9 +57,24 @@ func (c *caller) get(ctx, client context.Context, m *member, url string) exchang
 		ex.call.Broken = true
 		ex.call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		ex.call.ClientGone = errors.Is(client.Err(), context.Canceled)
+		ex.call.NotSent = !sent.Load()
 	}
 	ex.duration = time.Since(start)
 	return ex
+}
+
+// traceSent returns req with a trace that reports whether the request left the
+// gateway: a name was looked up, or a connection was sought or reused. A request whose
+// budget ran out before any of that never reached the member, and says nothing of it.
+func traceSent(req *http.Request) (*http.Request, *atomic.Bool) {
+	sent := new(atomic.Bool)
+	mark := func() { sent.Store(true) }
+	trace := &httptrace.ClientTrace{
+		DNSStart:     func(httptrace.DNSStartInfo) { mark() },
+		ConnectStart: func(string, string) { mark() },
+		GotConn:      func(httptrace.GotConnInfo) { mark() },
+	}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace)), sent
 }
 
 // observe records the state a call observed of m's endpoint, unless the call says

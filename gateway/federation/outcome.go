@@ -49,6 +49,9 @@ type Call struct {
 	// Unusable is true when the member answered 2xx with a body the gateway refused
 	// (over the size cap, not a Bundle).
 	Unusable bool
+	// NotSent is true when the request never left the gateway: its budget was spent
+	// before a name was looked up or a connection was sought or reused.
+	NotSent bool
 }
 
 // Classify maps one call to its outcome and to the state it observed of the member's
@@ -61,6 +64,13 @@ func Classify(c Call) (outcome Outcome, state dependencies.State, record bool) {
 	switch {
 	case c.Broken && c.ClientGone && !c.Expired:
 		return Cancelled, "", false
+	case c.Broken && c.NotSent:
+		// Nothing reached the member: its outcome is the budget's, its state is
+		// whatever it was.
+		if c.Expired {
+			return Timeout, "", false
+		}
+		return Unreachable, "", false
 	case c.Broken && c.Expired:
 		return Timeout, dependencies.Down, true
 	case c.Broken:

@@ -27,6 +27,8 @@ func TestClassify(t *testing.T) {
 		{"a body still arriving at the budget is a timeout and down", Call{Status: 200, Broken: true, Expired: true}, Timeout, dependencies.Down, true},
 		{"a client that went away records nothing", Call{Broken: true, ClientGone: true}, Cancelled, "", false},
 		{"a client's own deadline is the budget", Call{Broken: true, ClientGone: true, Expired: true}, Timeout, dependencies.Down, true},
+		{"a request whose budget was gone before it was sent records nothing", Call{Broken: true, Expired: true, NotSent: true}, Timeout, "", false},
+		{"a request that could not be sent records nothing", Call{Broken: true, NotSent: true}, Unreachable, "", false},
 		{"an answer that beat the client's leaving still counts", Call{Status: 500, ClientGone: true}, NodeError, dependencies.Failing, true},
 	}
 	for _, c := range cases {

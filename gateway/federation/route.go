@@ -93,9 +93,15 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		out.Header["User-Agent"] = nil
 	}
 
+	out, sent := traceSent(out)
 	res, err := c.client.Do(out)
 	if err != nil {
-		call := Call{Broken: true, Expired: errors.Is(ctx.Err(), context.DeadlineExceeded), ClientGone: errors.Is(r.Context().Err(), context.Canceled)}
+		call := Call{
+			Broken:     true,
+			Expired:    errors.Is(ctx.Err(), context.DeadlineExceeded),
+			ClientGone: errors.Is(r.Context().Err(), context.Canceled),
+			NotSent:    !sent.Load(),
+		}
 		switch c.observe(m, call) {
 		case Cancelled:
 			// Nobody is listening; nothing to write.

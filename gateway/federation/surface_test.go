@@ -475,3 +475,18 @@ func TestReloadKeepsTheStatesOfMembersThatStay(t *testing.T) {
 	}
 	h.wantStates(map[string]string{"node-a-query": "up", "node-c-query": "unknown"})
 }
+
+func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
+	st := h.surface.state.Load()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	b := h.surface.caller.search(ctx, st.reg.members, budget(ctx, time.Second), "/Patient", "")
+	if got := b.Meta.Federation[0]; got.Outcome != Timeout {
+		t.Fatalf("record %+v", got)
+	}
+	if n := h.members["node-a"].Requests(); n != 0 {
+		t.Fatalf("the member got %d requests", n)
+	}
+	h.wantStates(map[string]string{"node-a-query": "unknown"})
+}
