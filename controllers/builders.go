@@ -1,0 +1,229 @@
+// Package controllers holds the GatewayReconciler and the pure builders of the objects
+// it owns. A builder is a function of the Gateway (and of the rendered configuration):
+// no client, no clock, no environment; each is golden-file tested.
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// Labels and annotations the operator sets.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// AnnotationConfigHash on the pod template is the sha256 of the rendered
+	// ferrofed.toml: a change of configuration changes the template and rolls the pods.
+	AnnotationConfigHash = "ferrofed.io/config-hash"
+	// FieldOwner is the one field manager of everything the operator applies.
+	FieldOwner = "ferrofed-operator"
+	// ContainerName is the gateway container of the pod.
+	ContainerName = "gateway"
+	// PortName names the gateway's port on the container and the Service.
+	PortName = "http"
+)
+
+// SelectorLabels select the pods of one Gateway.
+func SelectorLabels(gw *ferrofedv1alpha1.Gateway) map[string]string {
+	return map[string]string{LabelName: "ferrofed", LabelInstance: gw.Name}
+}
+
+// Labels are set on every object the operator owns.
+func Labels(gw *ferrofedv1alpha1.Gateway) map[string]string {
+	l := SelectorLabels(gw)
+	l[LabelManagedBy] = FieldOwner
+	return l
+}
+
+func ownerReference(gw *ferrofedv1alpha1.Gateway) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(ferrofedv1alpha1.GroupVersion.String()).
+		WithKind("Gateway").
+		WithName(gw.Name).
+		WithUID(gw.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// ConfigHash is the sha256 of the rendered configuration, in hex.
+func ConfigHash(rendered []byte) string {
+	sum := sha256.Sum256(rendered)
+	return hex.EncodeToString(sum[:])
+}
+
+// ConfigMap holds the rendered ferrofed.toml.
+func ConfigMap(gw *ferrofedv1alpha1.Gateway, rendered []byte) *corev1ac.ConfigMapApplyConfiguration {
+	return corev1ac.ConfigMap(gw.Name, gw.Namespace).
+		WithLabels(Labels(gw)).
+		WithOwnerReferences(ownerReference(gw)).
+		WithData(map[string]string{ferrofedv1alpha1.ConfigFileName: string(rendered)})
+}
+
+func replicas(gw *ferrofedv1alpha1.Gateway) int32 {
+	if gw.Spec.Replicas == nil {
+		return ferrofedv1alpha1.DefaultReplicas
+	}
+	return *gw.Spec.Replicas
+}
+
+func port(gw *ferrofedv1alpha1.Gateway) int32 {
+	if gw.Spec.Port == 0 {
+		return ferrofedv1alpha1.DefaultPort
+	}
+	return gw.Spec.Port
+}
+
+func orDefault(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// probePath joins the base path and a health route: "/" + "health" is "/health".
+func probePath(gw *ferrofedv1alpha1.Gateway, route string) string {
+	base := gw.Spec.BasePath
+	if base == "" {
+		base = ferrofedv1alpha1.DefaultBasePath
+	}
+	return path.Join(base, route)
+}
+
+func httpGet(gw *ferrofedv1alpha1.Gateway, route string) *corev1ac.HTTPGetActionApplyConfiguration {
+	scheme := corev1.URISchemeHTTP
+	if gw.Spec.TLS != nil {
+		scheme = corev1.URISchemeHTTPS
+	}
+	return corev1ac.HTTPGetAction().
+		WithPath(probePath(gw, route)).
+		WithPort(intstr.FromString(PortName)).
+		WithScheme(scheme)
+}
+
+func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1ac.ProbeApplyConfiguration) {
+	p := gw.Spec.Probes
+	startup = corev1ac.Probe().
+		WithHTTPGet(httpGet(gw, "health/readiness")).
+		WithInitialDelaySeconds(orDefault(p.Startup.InitialDelaySeconds, 0)).
+		WithPeriodSeconds(orDefault(p.Startup.PeriodSeconds, ferrofedv1alpha1.DefaultStartupPeriodSeconds)).
+		WithFailureThreshold(orDefault(p.Startup.FailureThreshold, ferrofedv1alpha1.DefaultStartupFailureThreshold)).
+		WithTimeoutSeconds(orDefault(p.Startup.TimeoutSeconds, ferrofedv1alpha1.DefaultStartupTimeoutSeconds))
+	readiness = corev1ac.Probe().
+		WithHTTPGet(httpGet(gw, "health/readiness")).
+		WithPeriodSeconds(orDefault(p.Readiness.PeriodSeconds, ferrofedv1alpha1.DefaultReadinessPeriodSeconds)).
+		WithFailureThreshold(orDefault(p.Readiness.FailureThreshold, ferrofedv1alpha1.DefaultReadinessFailureThreshold)).
+		WithTimeoutSeconds(orDefault(p.Readiness.TimeoutSeconds, ferrofedv1alpha1.DefaultReadinessTimeoutSeconds))
+	liveness = corev1ac.Probe().
+		WithHTTPGet(httpGet(gw, "health")).
+		WithPeriodSeconds(orDefault(p.Liveness.PeriodSeconds, ferrofedv1alpha1.DefaultLivenessPeriodSeconds)).
+		WithFailureThreshold(orDefault(p.Liveness.FailureThreshold, ferrofedv1alpha1.DefaultLivenessFailureThreshold)).
+		WithTimeoutSeconds(orDefault(p.Liveness.TimeoutSeconds, ferrofedv1alpha1.DefaultLivenessTimeoutSeconds))
+	return startup, readiness, liveness
+}
+
+// Deployment runs the gateway pods. Its grace period is the lifecycle formula; no
+// preStop hook is needed, since the process itself keeps accepting for drainDelay
+// after SIGTERM. configHash is ConfigHash of the rendered configuration.
+func Deployment(gw *ferrofedv1alpha1.Gateway, configHash string) *appsv1ac.DeploymentApplyConfiguration {
+	grace, _ := gw.Spec.GracePeriod()
+	startup, readiness, liveness := probes(gw)
+	container := corev1ac.Container().
+		WithName(ContainerName).
+		WithImage(gw.Spec.Image).
+		WithArgs("serve", "--config", ferrofedv1alpha1.ConfigPath).
+		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(port(gw)).WithProtocol(corev1.ProtocolTCP)).
+		WithStartupProbe(startup).
+		WithReadinessProbe(readiness).
+		WithLivenessProbe(liveness).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithVolumeMounts(corev1ac.VolumeMount().
+			WithName("config").
+			WithMountPath(ferrofedv1alpha1.ConfigPath).
+			WithSubPath(ferrofedv1alpha1.ConfigFileName).
+			WithReadOnly(true))
+	if res := resources(gw.Spec.Resources); res != nil {
+		container.WithResources(res)
+	}
+	volumes := []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().
+		WithName("config").
+		WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(gw.Name))}
+	if tls := gw.Spec.TLS; tls != nil {
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(ferrofedv1alpha1.TLSDir).WithReadOnly(true))
+		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(tls.SecretName)))
+	}
+	pod := corev1ac.PodSpec().
+		WithTerminationGracePeriodSeconds(grace).
+		WithContainers(container).
+		WithVolumes(volumes...)
+	if len(gw.Spec.NodeSelector) > 0 {
+		pod.WithNodeSelector(gw.Spec.NodeSelector)
+	}
+	for i := range gw.Spec.Tolerations {
+		pod.WithTolerations(toleration(gw.Spec.Tolerations[i]))
+	}
+	if gw.Spec.Affinity != nil {
+		pod.WithAffinity(affinity(gw.Spec.Affinity))
+	}
+	return appsv1ac.Deployment(gw.Name, gw.Namespace).
+		WithLabels(Labels(gw)).
+		WithOwnerReferences(ownerReference(gw)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas(gw)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))).
+			WithStrategy(appsv1ac.DeploymentStrategy().
+				WithType(appsv1.RollingUpdateDeploymentStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+					WithMaxUnavailable(intstr.FromInt32(0)).
+					WithMaxSurge(intstr.FromInt32(1)))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(Labels(gw)).
+				WithAnnotations(map[string]string{AnnotationConfigHash: configHash}).
+				WithSpec(pod)))
+}
+
+// Service exposes the gateway's port as "http".
+func Service(gw *ferrofedv1alpha1.Gateway) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(gw.Name, gw.Namespace).
+		WithLabels(Labels(gw)).
+		WithOwnerReferences(ownerReference(gw)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(corev1.ServiceTypeClusterIP).
+			WithSelector(SelectorLabels(gw)).
+			WithPorts(corev1ac.ServicePort().
+				WithName(PortName).
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(port(gw)).
+				WithTargetPort(intstr.FromString(PortName))))
+}
+
+// PodDisruptionBudget keeps all but one pod through voluntary disruptions. It exists
+// only with more than one replica (nil otherwise): with one, it would block every drain
+// of the node.
+func PodDisruptionBudget(gw *ferrofedv1alpha1.Gateway) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	if replicas(gw) <= 1 {
+		return nil
+	}
+	return policyv1ac.PodDisruptionBudget(gw.Name, gw.Namespace).
+		WithLabels(Labels(gw)).
+		WithOwnerReferences(ownerReference(gw)).
+		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
+			WithMaxUnavailable(intstr.FromInt32(1)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))))
+}

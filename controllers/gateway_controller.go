@@ -1,0 +1,253 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// configMapRefIndex indexes Gateways by the ConfigMap their spec.config.configMapRef names.
+const configMapRefIndex = "spec.config.configMapRef.name"
+
+// GatewayReconciler makes the ConfigMap, Deployment, Service and PodDisruptionBudget of
+// each Gateway match its spec, and reports what it did in the Gateway's status.
+//
+// An unchanged Gateway costs no write: before applying an object, the reconciler
+// extracts from the live object (the cache) the fields FieldOwner manages, with their
+// live values, and skips the apply when they equal the desired apply configuration.
+// Someone else changing one of those fields takes it over, which makes the extracted
+// configuration differ, so drift is still repaired (with ForceOwnership).
+type GatewayReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=ferrofed.io,resources=gateways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ferrofed.io,resources=gateways/status,verbs=get;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile renders the configuration, applies the owned objects when it passes, and
+// patches the status once, in a deferred function, whatever happened.
+func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	gw := &ferrofedv1alpha1.Gateway{}
+	if err := r.Get(ctx, req.NamespacedName, gw); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !gw.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the garbage collector removes the owned objects
+	}
+	outcome, err := r.renderConfig(ctx, gw)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	dep := &appsv1.Deployment{}
+	defer func() {
+		if err := r.Get(ctx, req.NamespacedName, dep); err != nil {
+			dep = nil
+		}
+		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, dep, outcome))
+	}()
+	if !outcome.valid() {
+		return ctrl.Result{}, nil // never roll out a configuration config check refuses
+	}
+	cm := ConfigMap(gw, outcome.rendered)
+	if err := r.apply(ctx, gw, &corev1.ConfigMap{}, cm, *cm.Name, func(o client.Object) (any, error) {
+		return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), FieldOwner)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	d := Deployment(gw, ConfigHash(outcome.rendered))
+	if err := r.apply(ctx, gw, &appsv1.Deployment{}, d, *d.Name, func(o client.Object) (any, error) {
+		return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	svc := Service(gw)
+	if err := r.apply(ctx, gw, &corev1.Service{}, svc, *svc.Name, func(o client.Object) (any, error) {
+		return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if pdb := PodDisruptionBudget(gw); pdb != nil {
+		err = r.apply(ctx, gw, &policyv1.PodDisruptionBudget{}, pdb, *pdb.Name, func(o client.Object) (any, error) {
+			return policyv1ac.ExtractPodDisruptionBudget(o.(*policyv1.PodDisruptionBudget), FieldOwner)
+		})
+	} else {
+		err = r.deleteOwned(ctx, gw, &policyv1.PodDisruptionBudget{})
+	}
+	return ctrl.Result{}, err
+}
+
+// renderConfig reads the referenced ConfigMap, if any, renders ferrofed.toml and runs
+// `config check` on it. A refused configuration is an outcome, not an error.
+func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alpha1.Gateway) (configOutcome, error) {
+	var user []byte
+	if c := gw.Spec.Config; c != nil && c.Inline != nil {
+		user = []byte(*c.Inline)
+	} else if c != nil && c.ConfigMapRef != nil {
+		ref := c.ConfigMapRef
+		key := ref.Key
+		if key == "" {
+			key = ferrofedv1alpha1.DefaultConfigMapKey
+		}
+		cm := &corev1.ConfigMap{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: ref.Name}, cm)
+		if apierrors.IsNotFound(err) {
+			return configOutcome{reason: ferrofedv1alpha1.ReasonConfigMapNotFound,
+				message: fmt.Sprintf("ConfigMap %s, named by spec.config.configMapRef, does not exist.", ref.Name)}, nil
+		} else if err != nil {
+			return configOutcome{}, fmt.Errorf("get ConfigMap %s: %w", ref.Name, err)
+		}
+		data, ok := cm.Data[key]
+		if !ok {
+			return configOutcome{reason: ferrofedv1alpha1.ReasonConfigMapNotFound,
+				message: fmt.Sprintf("ConfigMap %s has no key %q (spec.config.configMapRef.key).", ref.Name, key)}, nil
+		}
+		user = []byte(data)
+	}
+	rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, user)
+	if err != nil {
+		return configOutcome{reason: ferrofedv1alpha1.ReasonInvalidConfig, message: ferrofedv1alpha1.ConfigMessage(err)}, nil
+	}
+	return configOutcome{rendered: rendered}, nil
+}
+
+// apply server-side applies desired unless the fields FieldOwner manages on the live
+// object already hold exactly the desired values.
+func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, live client.Object,
+	desired runtime.ApplyConfiguration, name string, extract func(client.Object) (any, error)) error {
+	kind := fmt.Sprintf("%T", live)[len("*v1."):]
+	err := r.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: name}, live)
+	switch {
+	case err == nil:
+		if same, err := sameAsLive(live, desired, extract); err != nil || same {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("get %s %s: %w", kind, name, err)
+	}
+	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %v", kind, name, err)
+		return fmt.Errorf("apply %s %s: %w", kind, name, err)
+	}
+	verb := "Updated"
+	if apierrors.IsNotFound(err) || live.GetResourceVersion() == "" {
+		verb = "Created"
+	}
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
+	return nil
+}
+
+func sameAsLive(live client.Object, desired runtime.ApplyConfiguration, extract func(client.Object) (any, error)) (bool, error) {
+	got, err := extract(live)
+	if err != nil {
+		return false, fmt.Errorf("extract managed fields: %w", err)
+	}
+	a, err := json.Marshal(got)
+	if err != nil {
+		return false, err
+	}
+	b, err := json.Marshal(desired)
+	return err == nil && string(a) == string(b), err
+}
+
+// deleteOwned deletes the object named after gw when gw controls it.
+func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha1.Gateway, obj client.Object) error {
+	kind := fmt.Sprintf("%T", obj)[len("*v1."):]
+	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if owner := metav1.GetControllerOf(obj); owner == nil || owner.UID != gw.UID {
+		return nil
+	}
+	if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
+	}
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s %s.", kind, obj.GetName())
+	return nil
+}
+
+// patchStatus writes the status, with one merge patch, only when it changed; a
+// configuration newly refused is also told as a Warning event.
+func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) error {
+	st := desiredStatus(gw, dep, o)
+	if equality.Semantic.DeepEqual(st, gw.Status) {
+		return nil
+	}
+	wasInvalid := !conditionTrue(gw.Status, ferrofedv1alpha1.ConditionConfigValid) && len(gw.Status.Conditions) > 0
+	before := gw.DeepCopy()
+	gw.Status = st
+	if err := r.Status().Patch(ctx, gw, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patch Gateway status: %w", client.IgnoreNotFound(err))
+	}
+	if !o.valid() && !wasInvalid {
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", o.message)
+	}
+	return nil
+}
+
+func conditionTrue(st ferrofedv1alpha1.GatewayStatus, t string) bool {
+	for _, c := range st.Conditions {
+		if c.Type == t {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+// SetupWithManager watches Gateways, the objects they own and the ConfigMaps they
+// reference.
+func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &ferrofedv1alpha1.Gateway{}, configMapRefIndex,
+		func(o client.Object) []string {
+			if c := o.(*ferrofedv1alpha1.Gateway).Spec.Config; c != nil && c.ConfigMapRef != nil {
+				return []string{c.ConfigMapRef.Name}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("index Gateways by ConfigMap: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&ferrofedv1alpha1.Gateway{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing)).
+		Complete(r)
+}
+
+func (r *GatewayReconciler) gatewaysReferencing(ctx context.Context, o client.Object) []reconcile.Request {
+	var list ferrofedv1alpha1.GatewayList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{configMapRefIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, gw := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gw)})
+	}
+	return out
+}

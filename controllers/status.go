@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// configOutcome is what rendering the Gateway's configuration gave: the rendered
+// ferrofed.toml, or why there is none.
+type configOutcome struct {
+	rendered []byte
+	// reason and message are set when the configuration is refused.
+	reason  string
+	message string
+}
+
+func (o configOutcome) valid() bool { return o.reason == "" }
+
+// configValidCondition is True when the rendered configuration passed `config check`.
+func configValidCondition(o configOutcome) metav1.Condition {
+	if !o.valid() {
+		return metav1.Condition{Type: ferrofedv1alpha1.ConditionConfigValid, Status: metav1.ConditionFalse,
+			Reason: o.reason, Message: o.message}
+	}
+	return metav1.Condition{Type: ferrofedv1alpha1.ConditionConfigValid, Status: metav1.ConditionTrue,
+		Reason: ferrofedv1alpha1.ReasonConfigValid, Message: "The rendered ferrofed.toml passed config check."}
+}
+
+// readyCondition is True when the Deployment has every desired pod ready and updated.
+func readyCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) metav1.Condition {
+	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionReady, Status: metav1.ConditionFalse}
+	want := replicas(gw)
+	switch {
+	case dep == nil && !o.valid():
+		c.Reason, c.Message = ferrofedv1alpha1.ReasonInvalidConfig, "No Deployment was created: the configuration is invalid."
+	case dep == nil:
+		c.Reason, c.Message = ferrofedv1alpha1.ReasonDeploymentNotFound, "The Deployment does not exist yet."
+	case dep.Status.ReadyReplicas >= want && dep.Status.UpdatedReplicas >= want:
+		c.Status, c.Reason = metav1.ConditionTrue, ferrofedv1alpha1.ReasonReplicasReady
+		c.Message = fmt.Sprintf("%d of %d pods are ready.", dep.Status.ReadyReplicas, want)
+	default:
+		c.Reason = ferrofedv1alpha1.ReasonReplicasNotReady
+		c.Message = fmt.Sprintf("%d of %d pods are ready.", dep.Status.ReadyReplicas, want)
+	}
+	return c
+}
+
+// progressingCondition is True while the Deployment has not observed its latest spec,
+// or runs pods of an older template, or has too few updated pods.
+func progressingCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) metav1.Condition {
+	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse}
+	want := replicas(gw)
+	switch {
+	case dep == nil && !o.valid():
+		c.Reason, c.Message = ferrofedv1alpha1.ReasonInvalidConfig, "Nothing is rolled out: the configuration is invalid."
+	case dep == nil:
+		c.Reason, c.Message = ferrofedv1alpha1.ReasonDeploymentNotFound, "The Deployment does not exist yet."
+	case dep.Status.ObservedGeneration < dep.Generation || dep.Status.UpdatedReplicas < want || dep.Status.Replicas > dep.Status.UpdatedReplicas:
+		c.Status, c.Reason = metav1.ConditionTrue, ferrofedv1alpha1.ReasonRollingOut
+		c.Message = fmt.Sprintf("%d of %d pods run the latest template.", dep.Status.UpdatedReplicas, want)
+	default:
+		c.Reason, c.Message = ferrofedv1alpha1.ReasonRolloutComplete, fmt.Sprintf("All %d pods run the latest template.", want)
+	}
+	return c
+}
+
+// desiredStatus is the Gateway's status for the observed Deployment (nil when there is
+// none) and configuration. Conditions keep their lastTransitionTime when unchanged.
+func desiredStatus(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) ferrofedv1alpha1.GatewayStatus {
+	st := *gw.Status.DeepCopy()
+	st.ObservedGeneration = gw.Generation
+	grace, breakdown := gw.Spec.GracePeriod()
+	st.TerminationGracePeriodSeconds, st.GracePeriod = grace, &breakdown
+	st.Selector = labels.SelectorFromSet(SelectorLabels(gw)).String()
+	st.Replicas, st.ReadyReplicas = 0, 0
+	if dep != nil {
+		st.Replicas, st.ReadyReplicas = dep.Status.Replicas, dep.Status.ReadyReplicas
+	}
+	for _, c := range []metav1.Condition{
+		readyCondition(gw, dep, o),
+		progressingCondition(gw, dep, o),
+		configValidCondition(o),
+	} {
+		c.ObservedGeneration = gw.Generation
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	return st
+}
