@@ -123,9 +123,17 @@ var SupportedAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", 
 // DefaultJWKSRefreshMS is how often a jwks_url is refreshed when nothing is set.
 const DefaultJWKSRefreshMS = 300000
 
+// DefaultMaxMemberBodyBytes caps what the gateway reads of one member's answer to a
+// federated search or probe when registry.max_member_body_bytes is not set.
+const DefaultMaxMemberBodyBytes = 16 << 20
+
 // Registry is the [registry] table.
 type Registry struct {
 	Members []Member `toml:"members"`
+	// MaxMemberBodyBytes caps what the gateway reads of one member's answer to a
+	// federated search or the ask-all probe (routed requests are streamed, not capped);
+	// a larger answer is that member's node-error. Default DefaultMaxMemberBodyBytes.
+	MaxMemberBodyBytes int64 `toml:"max_member_body_bytes"`
 }
 
 // Member is one [[registry.members]] entry.
@@ -135,6 +143,10 @@ type Member struct {
 	QueryEndpoint string `toml:"query_endpoint"`
 	// EndpointID names the query endpoint in the dependency report; default "<id>-query".
 	EndpointID string `toml:"endpoint_id"`
+	// TimeoutMS, when set, is this member's budget within a federated request, shorter
+	// than server.request_timeout_ms: a member known to be slow then cannot hold every
+	// query for the whole request timeout. Unset (0), the member gets the request's budget.
+	TimeoutMS int64 `toml:"timeout_ms"`
 
 	// endpointIDDerived is true when EndpointID is the default: a problem of the id is
 	// then reported once, on the id, not again on the endpoint id derived from it.
@@ -266,6 +278,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Metrics.Path == "" {
 		c.Metrics.Path = DefaultMetricsPath
+	}
+	if c.Registry.MaxMemberBodyBytes == 0 {
+		c.Registry.MaxMemberBodyBytes = DefaultMaxMemberBodyBytes
 	}
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {

@@ -57,6 +57,18 @@ func (c *Config) Validate(opts Options) []Problem {
 	}
 
 	ps = append(ps, c.Registry.validate()...)
+	if c.Registry.MaxMemberBodyBytes < 0 {
+		add("registry.max_member_body_bytes", "must be greater than zero")
+	}
+	for i, m := range c.Registry.Members {
+		key := fmt.Sprintf("registry.members[%d].timeout_ms", i)
+		switch rt := c.Lifecycle().RequestTimeout.Milliseconds(); {
+		case m.TimeoutMS < 0:
+			add(key, "must be greater than zero")
+		case m.TimeoutMS > rt:
+			add(key, "%d is longer than server.request_timeout_ms (%d): the request budget bounds every member", m.TimeoutMS, rt)
+		}
+	}
 	for i, is := range c.Auth.Issuers {
 		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
 	}
