@@ -1,0 +1,143 @@
+package controllers
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func gateway(mutate func(*ferrofedv1alpha1.Gateway)) *ferrofedv1alpha1.Gateway {
+	gw := &ferrofedv1alpha1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "clinical", UID: "0d6c7c2e-4f39-4a5e-9a57-3f1d2b8c9e10", Generation: 1},
+		Spec:       ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:v0.1.0"},
+	}
+	if mutate != nil {
+		mutate(gw)
+	}
+	return gw
+}
+
+func dur(s string) *metav1.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return &metav1.Duration{Duration: d}
+}
+
+// goldenCases are the Gateways whose derived objects are kept in testdata/<name>.yaml.
+var goldenCases = map[string]func(*ferrofedv1alpha1.Gateway){
+	"defaults": nil,
+	"base-path-and-tls": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.BasePath = "/federation"
+		g.Spec.Port = 8443
+		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "edge-tls"}
+	},
+	"explicit-budgets": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Lifecycle = ferrofedv1alpha1.Lifecycle{
+			RequestTimeout:       dur("20s"),
+			DrainDelay:           dur("7500ms"),
+			ShutdownTimeout:      dur("25s"),
+			BindingsDrainTimeout: dur("3s"),
+			TerminationHeadroom:  dur("2s"),
+		}
+	},
+	"explicit-grace-period": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Lifecycle.TerminationGracePeriodSeconds = ptr.To[int64](120)
+	},
+	"replicas-three-with-pdb": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Replicas = ptr.To[int32](3)
+	},
+	"probes-and-scheduling": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Probes.Readiness = ferrofedv1alpha1.ReadinessProbe{PeriodSeconds: ptr.To[int32](3), FailureThreshold: ptr.To[int32](4), TimeoutSeconds: ptr.To[int32](2)}
+		g.Spec.Probes.Startup.InitialDelaySeconds = ptr.To[int32](5)
+		g.Spec.Probes.Liveness.PeriodSeconds = ptr.To[int32](20)
+		g.Spec.Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.25"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		}
+		g.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
+		g.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gateway", Effect: corev1.TaintEffectNoSchedule}}
+		g.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+				TopologyKey:   "kubernetes.io/hostname",
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelInstance: "edge"}},
+			}}},
+		}}
+	},
+	"inline-config-merged": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(`
+[server]
+read_header_timeout_ms = 3000
+
+[health]
+check_timeout_ms = 250
+
+[[registry.members]]
+id = "node-a"
+query_endpoint = "https://node-a.example.org/fhir"
+
+[[registry.members]]
+id = "node-b"
+query_endpoint = "https://node-b.example.org/fhir"
+`)}
+	},
+}
+
+func TestGoldenBuilders(t *testing.T) {
+	for name, mutate := range goldenCases {
+		t.Run(name+" derives the objects in testdata/"+name+".yaml", func(t *testing.T) {
+			gw := gateway(mutate)
+			var user []byte
+			if c := gw.Spec.Config; c != nil && c.Inline != nil {
+				user = []byte(*c.Inline)
+			}
+			rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, user)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			var out bytes.Buffer
+			for _, obj := range []any{ConfigMap(gw, rendered), Deployment(gw, ConfigHash(rendered)), Service(gw), PodDisruptionBudget(gw)} {
+				data, err := yaml.Marshal(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(data) == "null\n" {
+					continue // no PodDisruptionBudget with one replica
+				}
+				out.WriteString("---\n")
+				out.Write(data)
+			}
+			golden := filepath.Join("testdata", name+".yaml")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read %s (run with -update to create it): %v", golden, err)
+			}
+			if !bytes.Equal(want, out.Bytes()) {
+				t.Errorf("%s differs from the builders' output; rerun with -update and review the diff:\n%s", golden, out.String())
+			}
+		})
+	}
+}
