@@ -16,8 +16,6 @@ import (
 type caller struct {
 	client  *http.Client
 	tracker *dependencies.Tracker
-	// maxBody caps what the gateway reads of one member's answer to a fan-out or probe.
-	maxBody int64
 }
 
 // exchange is one finished member call: what the gateway saw, and the body it read.
@@ -28,9 +26,9 @@ type exchange struct {
 }
 
 // get sends GET url to m within ctx (already carrying the member budget) and reads at
-// most maxBody bytes of the answer. client is the client's own request context, used
+// most maxBody bytes of the answer (a larger answer is Unusable). client is the client's own request context, used
 // only to tell a client that left from a member that did not answer.
-func (c *caller) get(ctx, client context.Context, m *member, url string) exchange {
+func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody int64) exchange {
 	start := time.Now()
 	ex := exchange{}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -45,9 +43,9 @@ func (c *caller) get(ctx, client context.Context, m *member, url string) exchang
 	res, err := c.client.Do(req)
 	if err == nil {
 		ex.call.Status = res.StatusCode
-		ex.body, err = io.ReadAll(io.LimitReader(res.Body, c.maxBody+1))
+		ex.body, err = io.ReadAll(io.LimitReader(res.Body, maxBody+1))
 		res.Body.Close()
-		if err == nil && int64(len(ex.body)) > c.maxBody {
+		if err == nil && int64(len(ex.body)) > maxBody {
 			ex.body = nil
 			ex.call.Unusable = true
 		}
@@ -87,18 +85,22 @@ func (c *caller) observe(m *member, call Call) Outcome {
 	return outcome
 }
 
-// search runs path?rawQuery on every member in parallel, each within budget, and
-// merges the answers. It returns when the last member has answered or given up, which
-// is never later than the budget (bounded by the client's own context).
-func (c *caller) search(ctx context.Context, members []*member, budget time.Duration, path, rawQuery string) Bundle {
-	mctx, cancel := context.WithTimeout(ctx, budget)
+// search runs path?rawQuery on every member in parallel, each within budget (and its
+// own timeout_ms), and merges the answers. It returns when the last member has
+// answered or given up, which is never later than the budget (bounded by the client's
+// own context).
+func (c *caller) search(ctx context.Context, reg *registry, budget time.Duration, path, rawQuery string) Bundle {
+	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	members := reg.members
 	parts := make([]memberPart, len(members))
 	done := make(chan struct{}, len(members))
 	for i, m := range members {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			ex := c.get(mctx, ctx, m, m.url(path, rawQuery))
+			mctx, cancel := m.within(rctx)
+			defer cancel()
+			ex := c.get(mctx, ctx, m, m.url(path, rawQuery), reg.maxBody)
 			part := memberPart{record: Record{ID: m.id, Status: ex.call.Status, DurationMS: millis(ex.duration)}}
 			if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
 				es, err := decodeSearchset(ex.body)
@@ -118,16 +120,20 @@ func (c *caller) search(ctx context.Context, members []*member, budget time.Dura
 	return mergeBundle(parts, time.Now())
 }
 
-// probe asks every member's /metadata in parallel within budget.
-func (c *caller) probe(ctx context.Context, members []*member, budget time.Duration) []ProbeRecord {
-	mctx, cancel := context.WithTimeout(ctx, budget)
+// probe asks every member's /metadata in parallel within budget (and its own
+// timeout_ms).
+func (c *caller) probe(ctx context.Context, reg *registry, budget time.Duration) []ProbeRecord {
+	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	members := reg.members
 	out := make([]ProbeRecord, len(members))
 	done := make(chan struct{}, len(members))
 	for i, m := range members {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			ex := c.get(mctx, ctx, m, m.url("/metadata", ""))
+			mctx, cancel := m.within(rctx)
+			defer cancel()
+			ex := c.get(mctx, ctx, m, m.url("/metadata", ""), reg.maxBody)
 			out[i] = ProbeRecord{ID: m.id, Outcome: c.observe(m, ex.call), Status: ex.call.Status, DurationMS: millis(ex.duration)}
 		}()
 	}

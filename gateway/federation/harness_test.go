@@ -37,6 +37,8 @@ type node struct {
 	id   string
 	opts members.Options
 	url  string // instead of a members.Server: any loopback server's FHIR base
+	// timeout is the member's timeout_ms, 0 for none.
+	timeout time.Duration
 }
 
 // harness is a gateway made of the federation surface alone, mounted the way the
@@ -70,6 +72,9 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	if o.memberReady {
 		toml.WriteString("[health]\nmember_ready_check = true\n")
 	}
+	if o.maxBody > 0 {
+		fmt.Fprintf(&toml, "[registry]\nmax_member_body_bytes = %d\n", o.maxBody)
+	}
 	for _, n := range nodes {
 		u := n.url
 		if u == "" {
@@ -82,6 +87,9 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		}
 		h.urls = append(h.urls, u)
 		fmt.Fprintf(&toml, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n", n.id, u)
+		if n.timeout > 0 {
+			fmt.Fprintf(&toml, "timeout_ms = %d\n", n.timeout.Milliseconds())
+		}
 	}
 	if !o.noIssuer {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -101,7 +109,7 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		t.Fatal(err)
 	}
 	h.registry = prometheus.NewPedanticRegistry()
-	s, err := New(cfg, Options{Registerer: h.registry, MaxBodyBytes: o.maxBody})
+	s, err := New(cfg, Options{Registerer: h.registry})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +17,16 @@ type member struct {
 	id         string
 	endpointID string
 	base       *url.URL
+	// timeout is the member's own budget (timeout_ms), 0 for the request's.
+	timeout time.Duration
+}
+
+// within returns ctx bounded by the member's own timeout, if it has one.
+func (m *member) within(ctx context.Context) (context.Context, context.CancelFunc) {
+	if m.timeout > 0 {
+		return context.WithTimeout(ctx, m.timeout)
+	}
+	return ctx, func() {}
 }
 
 // url is the member's URL for a path under its FHIR API (path starts with "/"), with
@@ -32,6 +43,8 @@ func (m *member) url(path, rawQuery string) string {
 type registry struct {
 	members []*member
 	byID    map[string]*member
+	// maxBody caps what the gateway reads of one member's answer to a search or probe.
+	maxBody int64
 }
 
 // loadRegistry builds the registry of a validated configuration. config.Parse has
@@ -39,7 +52,10 @@ type registry struct {
 // a Config assembled in code (tests, the operator), and a member without a usable URL
 // must fail here, not on the first query.
 func loadRegistry(r config.Registry) (*registry, error) {
-	reg := &registry{byID: make(map[string]*member, len(r.Members))}
+	reg := &registry{byID: make(map[string]*member, len(r.Members)), maxBody: r.MaxMemberBodyBytes}
+	if reg.maxBody <= 0 {
+		reg.maxBody = config.DefaultMaxMemberBodyBytes
+	}
 	for i, m := range r.Members {
 		key := fmt.Sprintf("registry.members[%d]", i)
 		if m.ID == "" {
@@ -56,7 +72,10 @@ func loadRegistry(r config.Registry) (*registry, error) {
 		if endpointID == "" {
 			endpointID = m.ID + "-query"
 		}
-		mem := &member{id: m.ID, endpointID: endpointID, base: u}
+		if m.TimeoutMS < 0 {
+			return nil, fmt.Errorf("%s.timeout_ms: must be greater than zero", key)
+		}
+		mem := &member{id: m.ID, endpointID: endpointID, base: u, timeout: time.Duration(m.TimeoutMS) * time.Millisecond}
 		reg.members = append(reg.members, mem)
 		reg.byID[m.ID] = mem
 	}

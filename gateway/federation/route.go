@@ -75,6 +75,9 @@ func routedPath(p string) (string, bool) {
 // once the member's status is known: a body that breaks off aborts the client's
 // connection, so a truncated answer can never pass for a whole one.
 func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path string, budget time.Duration) {
+	if m.timeout > 0 && m.timeout < budget {
+		budget = m.timeout
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, r.Method, m.url(path, r.URL.RawQuery), r.Body)

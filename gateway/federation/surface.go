@@ -19,12 +19,6 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/health"
 )
 
-// DefaultMaxBodyBytes caps what the gateway reads of one member's answer to a
-// federated search or a probe. A searchset page is typically tens of KiB; the cap is
-// there so that one member answering gigabytes cannot exhaust the gateway's memory.
-// Routed requests are streamed and not capped.
-const DefaultMaxBodyBytes = 16 << 20
-
 // Options tune a Surface. The zero value is production's.
 type Options struct {
 	// Logger receives the surface's logs; default logr.Discard().
@@ -32,9 +26,6 @@ type Options struct {
 	// Registerer, when set, gets the ferrofed_dependency_state collector. Without it,
 	// register Collector() where the metrics are served.
 	Registerer prometheus.Registerer
-	// MaxBodyBytes caps one member's answer to a search or probe; default
-	// DefaultMaxBodyBytes.
-	MaxBodyBytes int64
 	// Transport carries every member call; default a pooled transport of the surface's
 	// own (closed by Stop).
 	Transport http.RoundTripper
@@ -72,9 +63,6 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
 	if opts.Transport == nil {
 		opts.Transport = newTransport()
 	}
@@ -87,7 +75,7 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		tracker: dependencies.NewTracker(st.reg.endpointIDs()...),
 		opts:    opts,
 	}
-	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker, maxBody: opts.MaxBodyBytes}
+	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker}
 	s.state.Store(st)
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.tracker.Collector()); err != nil {
@@ -249,7 +237,7 @@ func (s *Surface) handleSearch(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	b := s.caller.search(ctx, st.reg.members, budget(ctx, st.cfg.Lifecycle().RequestTimeout), "/"+resourceType, c.Request.URL.RawQuery)
+	b := s.caller.search(ctx, st.reg, budget(ctx, st.cfg.Lifecycle().RequestTimeout), "/"+resourceType, c.Request.URL.RawQuery)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return // the client left: nobody to answer.
 	}
@@ -289,7 +277,7 @@ type probeAnswer struct {
 func (s *Surface) handleProbe(c *gin.Context) {
 	st := s.state.Load()
 	ctx := c.Request.Context()
-	records := s.caller.probe(ctx, st.reg.members, budget(ctx, st.cfg.Lifecycle().RequestTimeout))
+	records := s.caller.probe(ctx, st.reg, budget(ctx, st.cfg.Lifecycle().RequestTimeout))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}

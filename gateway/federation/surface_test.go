@@ -481,7 +481,7 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 	st := h.surface.state.Load()
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	b := h.surface.caller.search(ctx, st.reg.members, budget(ctx, time.Second), "/Patient", "")
+	b := h.surface.caller.search(ctx, st.reg, budget(ctx, time.Second), "/Patient", "")
 	if got := b.Meta.Federation[0]; got.Outcome != Timeout {
 		t.Fatalf("record %+v", got)
 	}
@@ -489,4 +489,25 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 		t.Fatalf("the member got %d requests", n)
 	}
 	h.wantStates(map[string]string{"node-a-query": "unknown"})
+}
+
+func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
+	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second},
+		node{id: "node-slow", opts: members.Options{Delay: 2 * time.Second}, timeout: 100 * time.Millisecond},
+		node{id: "node-ok", opts: members.Options{Delay: 30 * time.Millisecond}})
+	start := time.Now()
+	_, body := h.get("/fhir/Patient")
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the query took %v; the slow member's timeout_ms is 100", took)
+	}
+	var b searchAnswer
+	json.Unmarshal(body, &b)
+	if b.Meta.Federation[0].Outcome != Timeout || b.Meta.Federation[1].Outcome != OK {
+		t.Fatalf("records %+v", b.Meta.Federation)
+	}
+	start = time.Now()
+	if res, _ := h.get("/nodes/node-slow/fhir/Patient/1"); res.StatusCode != http.StatusGatewayTimeout || time.Since(start) > time.Second {
+		t.Fatalf("routed: %d after %v", res.StatusCode, time.Since(start))
+	}
+	h.wantStates(map[string]string{"node-slow-query": "down", "node-ok-query": "up"})
 }
