@@ -225,5 +225,3 @@ type searchAnswer struct {
 		} `json:"resource"`
 	} `json:"entry"`
 }
-
-type configMember = config.Member

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/test/members"
 )
 
@@ -463,13 +464,13 @@ func TestReloadKeepsTheStatesOfMembersThatStay(t *testing.T) {
 	h.get("/fhir/Patient")
 	st := h.surface.state.Load()
 	cfg := *st.cfg
-	cfg.Registry.Members = []configMember{cfg.Registry.Members[0], {ID: "node-c", QueryEndpoint: "http://127.0.0.1:1/fhir", EndpointID: "node-c-query"}}
+	cfg.Registry.Members = []config.Member{cfg.Registry.Members[0], {ID: "node-c", QueryEndpoint: "http://127.0.0.1:1/fhir", EndpointID: "node-c-query"}}
 	if err := h.surface.Reload(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	h.wantStates(map[string]string{"node-a-query": "up", "node-c-query": "unknown"})
 	bad := cfg
-	bad.Registry.Members = []configMember{{ID: "x", QueryEndpoint: "not a url"}}
+	bad.Registry.Members = []config.Member{{ID: "x", QueryEndpoint: "not a url"}}
 	if err := h.surface.Reload(&bad); err == nil {
 		t.Fatal("a registry without a usable URL was accepted")
 	}
