@@ -38,9 +38,16 @@ func TestTrackerStartsUnknownAndKeepsStatesAcrossReload(t *testing.T) {
 	if s, _ := tr.Endpoint("a-query"); s != Unknown {
 		t.Fatalf("a never observed endpoint is %s, want unknown", s)
 	}
-	tr.ObserveEndpoint("a-query", Up)
+	if prev, changed := tr.ObserveEndpoint("a-query", Up); prev != Unknown || !changed {
+		t.Fatalf("the first observation replaced %q (changed %v)", prev, changed)
+	}
+	if _, changed := tr.ObserveEndpoint("a-query", Up); changed {
+		t.Fatal("the same state again counts as a change")
+	}
 	tr.ObserveEndpoint("b-query", Down)
-	tr.ObserveEndpoint("gone-query", Up) // not a member: ignored
+	if _, changed := tr.ObserveEndpoint("gone-query", Up); changed { // not a member: ignored
+		t.Fatal("an unknown id changed")
+	}
 	tr.SetEndpoints([]string{"a-query", "c-query"})
 	got := tr.Report().Endpoints
 	want := map[string]State{"a-query": Up, "c-query": Unknown}

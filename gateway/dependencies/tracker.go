@@ -40,15 +40,19 @@ func (t *Tracker) SetEndpoints(ids []string) {
 	t.endpoints = next
 }
 
-// ObserveEndpoint records what one request to a member endpoint saw. An id the tracker
-// does not know (a member removed by a reload while its request ran) is ignored, so a
-// late answer never resurrects it.
-func (t *Tracker) ObserveEndpoint(id string, s State) {
+// ObserveEndpoint records what one request to a member endpoint saw, and returns the
+// state it replaced (changed is false when the state stayed, or the id is unknown). An
+// id the tracker does not know (a member removed by a reload while its request ran) is
+// ignored, so a late answer never resurrects it.
+func (t *Tracker) ObserveEndpoint(id string, s State) (prev State, changed bool) {
 	t.mu.Lock()
-	if _, ok := t.endpoints[id]; ok {
-		t.endpoints[id] = s
+	defer t.mu.Unlock()
+	prev, ok := t.endpoints[id]
+	if !ok {
+		return "", false
 	}
-	t.mu.Unlock()
+	t.endpoints[id] = s
+	return prev, prev != s
 }
 
 // Endpoint returns the state of one member endpoint; ok is false for an unknown id.

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
 
@@ -16,6 +18,7 @@ import (
 type caller struct {
 	client  *http.Client
 	tracker *dependencies.Tracker
+	log     logr.Logger
 }
 
 // exchange is one finished member call: what the gateway saw, and the body it read.
@@ -80,7 +83,11 @@ func traceSent(req *http.Request) (*http.Request, *atomic.Bool) {
 func (c *caller) observe(m *member, call Call) Outcome {
 	outcome, state, record := Classify(call)
 	if record {
-		c.tracker.ObserveEndpoint(m.endpointID, state)
+		// A change of state is what an operator wants in the log; the same state
+		// again, on every query, is not.
+		if prev, changed := c.tracker.ObserveEndpoint(m.endpointID, state); changed {
+			c.log.Info("Member endpoint changed state", "member", m.id, "endpoint", m.endpointID, "from", prev, "to", state, "status", call.Status)
+		}
 	}
 	return outcome
 }
@@ -105,6 +112,7 @@ func (c *caller) search(ctx context.Context, reg *registry, budget time.Duration
 			if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
 				es, err := decodeSearchset(ex.body)
 				if err != nil {
+					c.log.V(1).Info("Member answered a body that is not a searchset", "member", m.id, "error", err.Error())
 					ex.call.Unusable = true
 				} else {
 					part.entries = es

@@ -75,7 +75,7 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		tracker: dependencies.NewTracker(st.reg.endpointIDs()...),
 		opts:    opts,
 	}
-	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker}
+	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
 	s.state.Store(st)
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.tracker.Collector()); err != nil {
@@ -124,6 +124,7 @@ func (s *Surface) Reload(cfg *config.Config) error {
 	}
 	s.tracker.SetEndpoints(st.reg.endpointIDs())
 	s.state.Store(st)
+	s.log.Info("Applied the reloaded registry and issuers", "members", len(st.reg.members), "issuers", len(cfg.Auth.Issuers))
 	return nil
 }
 
