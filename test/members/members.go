@@ -93,6 +93,17 @@ func Start(tb testing.TB, opts Options) *Server {
 	return s
 }
 
+// Serve starts a member that stops when ctx ends: the form for demos and for code
+// that has a context rather than a test.
+func Serve(ctx context.Context, opts Options) (*Server, error) {
+	s, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, s.Close)
+	return s, nil
+}
+
 // New starts a member; Close stops it.
 func New(opts Options) (*Server, error) {
 	if opts.ID == "" {

@@ -88,3 +88,26 @@ func TestAHangingMemberSeesItsCallerGiveUp(t *testing.T) {
 		t.Fatal("the member did not see the request cancelled")
 	}
 }
+
+func TestServeStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := Serve(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := get(t, context.Background(), m.URL+"/metadata"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, _, err := get(t, context.Background(), m.URL+"/metadata")
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member still answers after its context ended: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
