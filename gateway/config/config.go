@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -244,20 +245,36 @@ func decodeProblems(err error) []Problem {
 		out := make([]Problem, 0, len(strict.Errors))
 		for _, e := range strict.Errors {
 			row, _ := e.Position()
-			out = append(out, Problem{Key: strings.Join(e.Key(), "."), Line: row, Message: "unknown key"})
+			out = append(out, Problem{Key: dottedKey(e.Key()), Line: row, Message: "unknown key"})
 		}
 		return out
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, _ := de.Position()
-		key := strings.Join(de.Key(), ".")
+		key := dottedKey(de.Key())
 		if key == "" {
 			key = "(document)"
 		}
 		return []Problem{{Key: key, Line: row, Message: de.Error()}}
 	}
 	return []Problem{{Key: "(document)", Message: err.Error()}}
+}
+
+// dottedKey spells a TOML key path as a user would write it: a part that is empty or is
+// not a bare key (letters, digits, '_' and '-') is quoted, so that a problem never names
+// an empty or ambiguous key.
+func dottedKey(parts []string) string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = p
+		if p == "" || strings.IndexFunc(p, func(r rune) bool {
+			return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) >= 0 {
+			out[i] = strconv.Quote(p)
+		}
+	}
+	return strings.Join(out, ".")
 }
 
 func (c *Config) applyDefaults() {
