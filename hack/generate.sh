@@ -13,3 +13,7 @@ go tool controller-gen \
   output:rbac:artifacts:config=config/rbac \
   output:webhook:artifacts:config=config/webhook
 go test ./controllers/... -run 'Golden' -count=1 -update >/dev/null
+
+# Chart (issue 4): the CRDs, the operator's ClusterRole rules and its webhooks copied
+# into charts/ferrofed from the files above, then the chart's golden files.
+hack/generate-chart.sh
