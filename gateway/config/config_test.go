@@ -84,6 +84,8 @@ func TestParseRules(t *testing.T) {
 		{"every unknown key is reported, with the other problems",
 			"[server]\nfoo = 1\nbar = 2\nrequest_timeout_ms = 0\n",
 			[]want{{"server.foo", 2, nil}, {"server.bar", 3, nil}, {"server.request_timeout_ms", 4, []string{"greater than zero"}}}},
+		{"an empty table name is quoted, never an empty key", "[\"\"]\n", []want{{`""`, 1, []string{"unknown key"}}}},
+		{"a quoted key with a dot is quoted", "[server]\n\"a.b\" = 1\n", []want{{`server."a.b"`, 2, []string{"unknown key"}}}},
 		{"a wrong type names the key and its line", "[server]\n\nrequest_timeout_ms = \"30s\"\n", []want{{"server.request_timeout_ms", 3, nil}}},
 		{"a syntax error names its line", "[server\nlisten = 1\n", []want{{"(document)", 1, nil}}},
 

@@ -352,3 +352,26 @@ func TestSlowLorisIsCutAtTheReadHeaderTimeout(t *testing.T) {
 		t.Fatalf("after: %+v", a)
 	}
 }
+
+func TestHeadOnARealListenerHasNoBody(t *testing.T) {
+	r := start(t, "", logr.Discard())
+	c := newClient()
+	for _, p := range []string{"/health", "/health/readiness", "/health/readiness/config"} {
+		get, err := c.Get(r.url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(get.Body)
+		get.Body.Close()
+		head, err := c.Head(r.url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		headBody := readAll(head.Body)
+		head.Body.Close()
+		if head.StatusCode != get.StatusCode || head.ContentLength != int64(len(body)) ||
+			head.Header.Get("Content-Type") != get.Header.Get("Content-Type") || headBody != "" {
+			t.Fatalf("%s: HEAD %d len %d body %q; GET %d len %d", p, head.StatusCode, head.ContentLength, headBody, get.StatusCode, len(body))
+		}
+	}
+}

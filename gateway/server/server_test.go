@@ -324,3 +324,13 @@ func drainMetric(s *Server, outcome string) float64 {
 }
 
 func readAll(r io.Reader) string { b, _ := io.ReadAll(r); return string(b) }
+
+func TestTLSConfig(t *testing.T) {
+	if c, err := TLSConfig(config.TLS{}); c != nil || err != nil {
+		t.Fatalf("TLS off: %v %v", c, err)
+	}
+	if _, err := TLSConfig(config.TLS{CertificateFile: "/nonexistent", KeyFile: "/nonexistent"}); err == nil ||
+		!strings.Contains(err.Error(), "server.tls.certificate_file") {
+		t.Fatalf("missing files: %v", err)
+	}
+}
