@@ -15,6 +15,10 @@
 #     four drain steps, and stops everything it started, also when a step fails.
 #
 # State and logs live in .demo/ (git-ignored).
+#
+#   DEMO_EXIT_AFTER=N   stop by itself N seconds after the gateway is up (smoke runs, CI)
+#   DEMO_SAMPLE=FILE    the Gateway to apply instead of the first in config/samples
+#   DEMO_STATE=DIR      where binaries, state and logs go instead of .demo/
 set -euo pipefail
 # Job control: every process started below gets its own process group, so Ctrl-C
 # reaches this script alone (which then drains the gateway first), and stopping a group
@@ -23,7 +27,7 @@ set -m
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-state="$root/.demo"
+state="${DEMO_STATE:-$root/.demo}"
 exit_after="${DEMO_EXIT_AFTER:-}"
 namespace=demo
 issuer="https://demo-issuer.ferrofed.local"
@@ -152,8 +156,8 @@ for id in member-a member-b; do
   info "$id: ${member_urls[-1]}"
 done
 
-sample="$(grep -l '^kind: Gateway' config/samples/*.yaml 2>/dev/null | head -1 || true)"
-[[ -n "$sample" ]] || fail "config/samples holds no Gateway"
+sample="${DEMO_SAMPLE:-$(grep -l '^kind: Gateway' config/samples/*.yaml 2>/dev/null | head -1 || true)}"
+[[ -n "$sample" && -f "$sample" ]] || fail "config/samples holds no Gateway (or DEMO_SAMPLE names no file)"
 gateway_port="$("$demo" freeport)"
 token="$("$demo" token --dir "$state" --issuer "$issuer" --audience "$audience" --scope "$scope")"
 step "Applying the sample Gateway ($sample) with the demo members in its inline configuration"
@@ -193,6 +197,7 @@ generation_ok() {
 wait_until 60 "the operator to reconcile Gateway $name (see $logs/operator.log)" generation_ok
 jp() { "$kubectl" get "$1" "$name" -n "$namespace" -o jsonpath="$2"; }
 "$kubectl" get gateway "$name" -n "$namespace" | sed 's/^/    /'
+info "(READY stays False: no kubelet runs pods on this control plane; the gateway runs below as a process)"
 info ""
 info "spec.lifecycle:            $(jp gateway '{.spec.lifecycle}')"
 info "status.gracePeriod:        $(jp gateway '{.status.gracePeriod}')"
@@ -260,5 +265,9 @@ trap 'fail "interrupted"' INT TERM
 
 step "Stopping the gateway with SIGTERM: the four-step drain"
 kill -TERM "$gateway_pid"
+sleep 0.3
+info "during the drain delay, readiness:  $("$demo" get "$base/health/readiness" 2>&1 | cut -c1-200)"
+info "                      and liveness: $("$demo" get "$base/health" 2>&1 | cut -c1-200)"
 wait "$gateway_pid" 2>/dev/null || true
-"$demo" drainlog "$logs/gateway.log"
+"$demo" drainlog "$logs/gateway.log" | sed 's/^  /    /'
+info "(gateway log: ${logs#"$root"/}/gateway.log)"
