@@ -163,7 +163,7 @@ func writeJSON(c *gin.Context, code int, body []byte) {
 // allocation, because it sits in front of every data-plane request.
 func Gate(s *State) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if s.Booting() {
+		if !s.Open() {
 			refuse(c)
 		}
 		// Returning without c.Next() lets gin run the next handler: cheaper than a call.

@@ -329,6 +329,14 @@ func TestProbeRoutes(t *testing.T) {
 	})
 }
 
+func TestADrainWhileBootingKeepsTheGateClosed(t *testing.T) {
+	r, st, _ := router(t, []Check{failing("config", "x")}, Settings{CheckTimeout: time.Second}, false)
+	st.StartDraining()
+	if w := do(r, "GET", "/fhir/Patient"); w.Code != 503 {
+		t.Fatalf("the data plane of a never-ready process opened in the drain: %d", w.Code)
+	}
+}
+
 func TestStateNeverLeavesDraining(t *testing.T) {
 	var seen []lifecycle.Phase
 	s := NewState(func(p lifecycle.Phase) { seen = append(seen, p) })

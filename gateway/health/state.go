@@ -10,6 +10,10 @@ import (
 // it is one atomic integer so that the gate costs a load and nothing else.
 type State struct {
 	phase atomic.Int32
+	// open is set the first time every check passed and never cleared: the gate's bit.
+	// It is apart from the phase because a drain that starts while booting must not
+	// open the data plane of a process that never was ready.
+	open atomic.Bool
 	// onChange, when set, is called after every phase change (metrics, logs).
 	onChange func(lifecycle.Phase)
 }
@@ -30,10 +34,14 @@ func NewState(onChange func(lifecycle.Phase)) *State {
 // Phase is the current phase.
 func (s *State) Phase() lifecycle.Phase { return phases[s.phase.Load()] }
 
-// Booting reports whether the process has not yet been fully ready once. It is the
-// gate's whole question: the data plane is closed only before the first time every
-// check passed. During the drain it serves normally (DESIGN §2.5 step 1).
+// Booting reports whether the phase is booting.
 func (s *State) Booting() bool { return s.phase.Load() == phaseBooting }
+
+// Open reports whether the process has been fully ready once. It is the gate's whole
+// question: the data plane is closed only before the first time every check passed,
+// and during the drain of a process that was ready it serves normally (DESIGN §2.5
+// step 1).
+func (s *State) Open() bool { return s.open.Load() }
 
 // Draining reports whether the drain has begun.
 func (s *State) Draining() bool { return s.phase.Load() == phaseDraining }
@@ -42,6 +50,7 @@ func (s *State) Draining() bool { return s.phase.Load() == phaseDraining }
 // leaves draining: a drain is not undone by a passing probe.
 func (s *State) MarkServing() bool {
 	if s.phase.CompareAndSwap(phaseBooting, phaseServing) {
+		s.open.Store(true)
 		s.changed()
 		return true
 	}

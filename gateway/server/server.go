@@ -281,11 +281,18 @@ func RestartKeys(old, new *config.Config) []string {
 	return keys
 }
 
-// Reload applies a new, already validated configuration: health budgets, minimal mode,
-// the request timeout and the drain budgets take effect at once; keys that need a
-// restart are logged as such, never silently ignored. Surfaces that implement Reloader
-// get the new configuration too. It returns the keys that need a restart.
-func (s *Server) Reload(cfg *config.Config) []string {
+// Reload applies a new configuration. It validates it first: an invalid one is refused,
+// each problem logged with the message `config check` prints, and the old configuration
+// keeps serving. Health budgets, minimal mode, the request timeout and the drain
+// budgets take effect at once; keys that need a restart are logged as such, never
+// silently ignored. Surfaces that implement Reloader get the new configuration too. It
+// returns the keys that need a restart.
+func (s *Server) Reload(cfg *config.Config) ([]string, error) {
+	if ps := cfg.Validate(config.Options{}); len(ps) > 0 {
+		err := &config.Problems{Source: "reloaded configuration", List: ps}
+		s.refused(err)
+		return nil, err
+	}
 	old := s.cfg.Load()
 	restart := RestartKeys(old, cfg)
 	for _, k := range restart {
@@ -301,7 +308,18 @@ func (s *Server) Reload(cfg *config.Config) []string {
 		}
 	}
 	s.log.Info("Reloaded configuration", "restartNeeded", restart)
-	return restart
+	return restart, nil
+}
+
+// refused logs a refused reload: each problem on its own line, then the whole report.
+func (s *Server) refused(err error) {
+	var ps *config.Problems
+	if errors.As(err, &ps) {
+		for _, p := range ps.List {
+			s.log.Info("Refused reloaded configuration: "+p.String(), "key", p.Key, "line", p.Line)
+		}
+	}
+	s.log.Error(err, "Refused reloaded configuration; the previous configuration keeps serving")
 }
 
 // ReloadFile loads path as serve does and applies it. An invalid file is refused, logged
@@ -309,15 +327,9 @@ func (s *Server) Reload(cfg *config.Config) []string {
 func (s *Server) ReloadFile(path string) error {
 	cfg, err := config.Load(path)
 	if err != nil {
-		var ps *config.Problems
-		if errors.As(err, &ps) {
-			for _, p := range ps.List {
-				s.log.Info("Refused reloaded configuration: "+p.String(), "key", p.Key, "line", p.Line)
-			}
-		}
-		s.log.Error(err, "Refused reloaded configuration; the previous configuration keeps serving", "path", path)
+		s.refused(err)
 		return fmt.Errorf("reload %s: %w", path, err)
 	}
-	s.Reload(cfg)
-	return nil
+	_, err = s.Reload(cfg)
+	return err
 }

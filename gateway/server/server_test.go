@@ -275,6 +275,15 @@ func TestReload(t *testing.T) {
 			t.Fatalf("no log names both keys: %v", logs.lines)
 		}
 	})
+	t.Run("Reload validates a configuration it is handed", func(t *testing.T) {
+		bad := parse(t, "")
+		short := int64(1)
+		bad.Server.ShutdownTimeoutMS = &short
+		before := s.Config()
+		if _, err := s.Reload(bad); err == nil || s.Config() != before {
+			t.Fatalf("an invalid configuration was applied: %v", err)
+		}
+	})
 	t.Run("keys that need a restart are logged, the rest applies", func(t *testing.T) {
 		os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:1\"\nrequest_timeout_ms = 2000\n[health]\nminimal = true\n"), 0o600)
 		if err := s.ReloadFile(path); err != nil {
