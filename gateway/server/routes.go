@@ -37,6 +37,11 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
 	e.ContextWithFallback = true // c.Done()/c.Deadline() follow the request's context
+	// Trust no X-Forwarded-For: ClientIP (access log, surfaces) is the peer's address
+	// unless a deployment says otherwise, never a header any client can write.
+	if err := e.SetTrustedProxies(nil); err != nil {
+		return fmt.Errorf("server: trusted proxies: %w", err)
+	}
 	e.Use(s.recoverer(), s.inFlight(), s.closeWhileDraining(), s.accessLog())
 	e.NoRoute(s.count(surfaceNone), func(c *gin.Context) {
 		c.Data(http.StatusNotFound, "application/json", []byte(`{"status":"not found"}`+"\n"))
