@@ -401,31 +401,40 @@ build_pause_image() {
   import_image "$BIN/pause.tar"
 }
 
-# images builds the project's images from its binaries (CGO off, static) and imports them.
+# images builds the project's images from its binaries (CGO off, static) and imports
+# them: ferrofed itself, and the FHIR member test server (test/members) once it exists.
+# Each is tried even when the other fails; the exit status says whether both worked.
 images() {
-  local out="$BIN/images" start=$SECONDS
+  local out="$BIN/images" start=$SECONDS failed=0
   mkdir -p "$out"
   [[ -x "$BIN/image" ]] || build_tools
   log "building ferrofed (CGO_ENABLED=0) and its image $FERROFED_IMAGE"
-  (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w -X main.version=e2e" -o "$out/ferrofed" github.com/ferrofed/ferrofed)
-  "$BIN/image" -tag "$FERROFED_IMAGE" -o "$out/ferrofed.tar" -file /ferrofed="$out/ferrofed" \
-    -entrypoint /ferrofed -user 65532:65532 -dir /tmp >/dev/null
-  import_image "$out/ferrofed.tar"
-  # The FHIR member test server (test/members), once it exists.
+  if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w -X main.version=e2e" -o "$out/ferrofed" github.com/ferrofed/ferrofed) &&
+    "$BIN/image" -tag "$FERROFED_IMAGE" -o "$out/ferrofed.tar" -file /ferrofed="$out/ferrofed" \
+      -entrypoint /ferrofed -user 65532:65532 -dir /tmp >/dev/null &&
+    import_image "$out/ferrofed.tar"; then
+    log "imported $FERROFED_IMAGE"
+  else
+    log "error: the ferrofed image was not built"
+    failed=1
+  fi
   local member_pkg=""
   if [[ -d "$root/test/members" ]]; then
     member_pkg="$(cd "$root" && go list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./test/members/... 2>/dev/null | head -1)"
   fi
-  if [[ -n "$member_pkg" ]]; then
-    log "building the FHIR member test server ($member_pkg) and its image $MEMBER_IMAGE"
-    (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/fhir-member" "$member_pkg")
+  if [[ -z "$member_pkg" ]]; then
+    log "no main package under test/members: member image skipped"
+  elif (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/fhir-member" "$member_pkg") &&
     "$BIN/image" -tag "$MEMBER_IMAGE" -o "$out/fhir-member.tar" -file /fhir-member="$out/fhir-member" \
-      -entrypoint /fhir-member -user 65532:65532 -dir /tmp >/dev/null
-    import_image "$out/fhir-member.tar"
+      -entrypoint /fhir-member -user 65532:65532 -dir /tmp >/dev/null &&
+    import_image "$out/fhir-member.tar"; then
+    log "imported $MEMBER_IMAGE ($member_pkg)"
   else
-    log "no main package under test/members yet: member image skipped"
+    log "error: the member image was not built"
+    failed=1
   fi
-  log "images imported in $((SECONDS - start)) s: $(ctr_ images ls -q | grep -v '^sha256:' | grep ferrofed.local | tr '\n' ' ')"
+  log "images done in $((SECONDS - start)) s; in containerd: $(ctr_ images ls -q | grep '^ferrofed.local' | tr '\n' ' ')"
+  return $failed
 }
 
 # ---------------------------------------------------------------------------- up
