@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -133,7 +134,10 @@ func NewEvaluator(checks []Check, s Settings, opts ...EvaluatorOption) (*Evaluat
 		}
 		seen[n] = true
 	}
-	e := &Evaluator{checks: append([]Check(nil), checks...), settings: s, now: time.Now}
+	e := &Evaluator{settings: s, now: time.Now}
+	for _, c := range checks {
+		e.checks = append(e.checks, &guarded{check: c})
+	}
 	for _, o := range opts {
 		o(e)
 	}
@@ -264,8 +268,9 @@ func runOne(parent context.Context, c Check, timeout time.Duration) Result {
 		switch {
 		case err == nil:
 			return Result{Name: name, State: StateOK, Took: took}
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-			// The check honoured its context and gave up at the deadline.
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil, errors.Is(err, errStillRunning):
+			// The check honoured its context and gave up at the deadline, or it has
+			// not returned from an earlier evaluation's deadline yet.
 			return timeoutResult(name, err, took)
 		default:
 			return Result{Name: name, State: StateFailed, Reason: name + "_failed", Err: err, Took: took}
@@ -282,3 +287,24 @@ func timeoutResult(name string, err error, took time.Duration) Result {
 type panicError struct{ v any }
 
 func (p panicError) Error() string { return fmt.Sprintf("check panicked: %v", p.v) }
+
+// errStillRunning is the answer of a check whose previous run has not returned.
+var errStillRunning = errors.New("the previous run of this check has not returned yet")
+
+// guarded runs at most one instance of its check at a time. A check that ignores its
+// context keeps its goroutine after the deadline; without the guard every evaluation
+// would start one more, and a hung dependency would leak one goroutine per TTL.
+type guarded struct {
+	check Check
+	busy  atomic.Bool
+}
+
+func (g *guarded) Name() string { return g.check.Name() }
+
+func (g *guarded) Check(ctx context.Context) error {
+	if !g.busy.CompareAndSwap(false, true) {
+		return errStillRunning
+	}
+	defer g.busy.Store(false)
+	return g.check.Check(ctx)
+}

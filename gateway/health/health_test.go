@@ -75,6 +75,22 @@ func TestRunChecksFailsClosedOnTimeout(t *testing.T) {
 	}
 }
 
+func TestAHungCheckRunsOnceAtATime(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var calls atomic.Int64
+	hung := CheckFunc{CheckName: "registry", Fn: func(context.Context) error { calls.Add(1); <-release; return nil }}
+	e, _ := NewEvaluator([]Check{hung}, Settings{CheckTimeout: 20 * time.Millisecond})
+	for i := range 5 {
+		if r := e.Evaluate(context.Background()); r.Reasons()[0] != "registry_timeout" {
+			t.Fatalf("evaluation %d: %v", i, r.Reasons())
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("a check that never returns was started %d times, want 1", n)
+	}
+}
+
 func TestRunChecksTurnsAPanicIntoAFailure(t *testing.T) {
 	got := RunChecks(context.Background(), []Check{CheckFunc{CheckName: "boom", Fn: func(context.Context) error { panic("x") }}}, time.Second)
 	if got[0].State != StateFailed || got[0].Reason != "boom_failed" {
