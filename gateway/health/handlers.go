@@ -40,7 +40,9 @@ var livenessBody = []byte(`{"status":"alive"}` + "\n")
 
 // Readiness answers {base}/health/readiness. While draining it answers 503 at once,
 // without running a check, so that a balancer stops routing here before the listener
-// closes; its body then shows the last report's checks.
+// closes; its body then shows the last report's checks. ?verbose=0 asks for the minimal
+// body; health.minimal forces it, and ?verbose=1 does not undo that (a deployment that
+// hides its checks' names hides them from every caller).
 func (h *Handlers) Readiness(c *gin.Context) {
 	minimal := c.Query("verbose") == "0" || (h.Minimal != nil && h.Minimal())
 	var report *Report
