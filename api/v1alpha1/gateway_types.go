@@ -13,12 +13,14 @@ import (
 //   - The grace period the pod gets must outlast the drain whether it is explicit or
 //     derived: ceil(drain + terminationHeadroom) equals the drain only when the headroom
 //     is 0s and the drain is a whole number of seconds, so that case is refused too.
-//     `g > drain.getSeconds()` is `g seconds > drain` for a whole g and a drain ≥ 0.
+//   - The drain is summed in whole milliseconds (getMilliseconds()), exact since every
+//     duration must be a whole number of milliseconds; Kubernetes' CEL has no cel.bind,
+//     so the sum is spelled out in both rules.
 
 // GatewaySpec is the desired state of a ferrofed gateway.
 //
-// +kubebuilder:validation:XValidation:rule="cel.bind(l, self.lifecycle, cel.bind(r, self.probes.readiness, cel.bind(drain, (has(l.drainDelay) ? duration(l.drainDelay) : duration(string(r.periodSeconds * r.failureThreshold) + 's')) + (has(l.shutdownTimeout) ? duration(l.shutdownTimeout) : duration(l.requestTimeout)) + duration(l.bindingsDrainTimeout), !has(l.terminationGracePeriodSeconds) || l.terminationGracePeriodSeconds > drain.getSeconds())))",message="spec.lifecycle.terminationGracePeriodSeconds must be greater than spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout (an unset drainDelay is spec.probes.readiness.periodSeconds × failureThreshold, an unset shutdownTimeout is spec.lifecycle.requestTimeout)",fieldPath=".lifecycle.terminationGracePeriodSeconds"
-// +kubebuilder:validation:XValidation:rule="cel.bind(l, self.lifecycle, cel.bind(r, self.probes.readiness, cel.bind(drain, (has(l.drainDelay) ? duration(l.drainDelay) : duration(string(r.periodSeconds * r.failureThreshold) + 's')) + (has(l.shutdownTimeout) ? duration(l.shutdownTimeout) : duration(l.requestTimeout)) + duration(l.bindingsDrainTimeout), has(l.terminationGracePeriodSeconds) || duration(l.terminationHeadroom) > duration('0s') || drain != duration(string(drain.getSeconds()) + 's'))))",message="spec.lifecycle.terminationHeadroom of 0s makes the derived terminationGracePeriodSeconds equal to spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout: the kill would land when the drain may still run; set a headroom above 0s",fieldPath=".lifecycle.terminationHeadroom"
+// +kubebuilder:validation:XValidation:rule="!has(self.lifecycle.terminationGracePeriodSeconds) || self.lifecycle.terminationGracePeriodSeconds * 1000 > ((has(self.lifecycle.drainDelay) ? duration(self.lifecycle.drainDelay).getMilliseconds() : self.probes.readiness.periodSeconds * self.probes.readiness.failureThreshold * 1000) + duration(has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : self.lifecycle.requestTimeout).getMilliseconds() + duration(self.lifecycle.bindingsDrainTimeout).getMilliseconds())",message="spec.lifecycle.terminationGracePeriodSeconds must be greater than spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout (an unset drainDelay is spec.probes.readiness.periodSeconds × failureThreshold, an unset shutdownTimeout is spec.lifecycle.requestTimeout)",fieldPath=".lifecycle.terminationGracePeriodSeconds"
+// +kubebuilder:validation:XValidation:rule="has(self.lifecycle.terminationGracePeriodSeconds) || duration(self.lifecycle.terminationHeadroom) > duration('0s') || ((has(self.lifecycle.drainDelay) ? duration(self.lifecycle.drainDelay).getMilliseconds() : self.probes.readiness.periodSeconds * self.probes.readiness.failureThreshold * 1000) + duration(has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : self.lifecycle.requestTimeout).getMilliseconds() + duration(self.lifecycle.bindingsDrainTimeout).getMilliseconds()) % 1000 != 0",message="spec.lifecycle.terminationHeadroom of 0s makes the derived terminationGracePeriodSeconds equal to spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout: the kill would land when the drain may still run; set a headroom above 0s",fieldPath=".lifecycle.terminationHeadroom"
 type GatewaySpec struct {
 	// replicas is the number of gateway pods. Default 1, minimum 0. With more than one
 	// replica the operator adds a PodDisruptionBudget (maxUnavailable 1).
@@ -92,8 +94,10 @@ type GatewaySpec struct {
 }
 
 // Lifecycle holds the budgets of the gateway's four-step drain (see gateway/lifecycle).
-// Every duration is a Kubernetes duration string ("10s", "1m30s", "250ms"), from 0s to
-// 1h, in whole milliseconds, since ferrofed.toml counts milliseconds.
+// Every duration is a Kubernetes duration string from 0s to 1h in the form Go prints
+// it: hours, minutes, seconds with at most three decimals, milliseconds ("1h", "1m30s",
+// "2.5s", "250ms"). The form keeps every value a whole number of milliseconds, the unit
+// of ferrofed.toml; "1.5m" or "500us" are refused.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.shutdownTimeout) || duration(self.shutdownTimeout) >= (has(self.requestTimeout) ? duration(self.requestTimeout) : duration('30s'))",message="spec.lifecycle.shutdownTimeout must not be shorter than spec.lifecycle.requestTimeout: a request accepted just before the listener closes may run for the whole request timeout",fieldPath=".shutdownTimeout"
 type Lifecycle struct {
@@ -103,9 +107,8 @@ type Lifecycle struct {
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.requestTimeout must be greater than 0s and at most 1h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.requestTimeout must be a whole number of milliseconds"
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 
 	// drainDelay is step 1 of the drain: how long the listener keeps accepting after
@@ -114,9 +117,8 @@ type Lifecycle struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.drainDelay must be from 0s to 1h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.drainDelay must be a whole number of milliseconds"
 	DrainDelay *metav1.Duration `json:"drainDelay,omitempty"`
 
 	// shutdownTimeout is step 3 of the drain: how long in-flight requests get to finish
@@ -125,9 +127,8 @@ type Lifecycle struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.shutdownTimeout must be from 0s to 1h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.shutdownTimeout must be a whole number of milliseconds"
 	ShutdownTimeout *metav1.Duration `json:"shutdownTimeout,omitempty"`
 
 	// bindingsDrainTimeout is step 4 of the drain: how long the bindings get to stop
@@ -136,9 +137,8 @@ type Lifecycle struct {
 	// +kubebuilder:default="5s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.bindingsDrainTimeout must be from 0s to 1h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.bindingsDrainTimeout must be a whole number of milliseconds"
 	BindingsDrainTimeout *metav1.Duration `json:"bindingsDrainTimeout,omitempty"`
 
 	// terminationHeadroom is the room left after the drain, before the kubelet's
@@ -148,9 +148,8 @@ type Lifecycle struct {
 	// +kubebuilder:default="5s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.terminationHeadroom must be from 0s to 1h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getMilliseconds()) + 'ms')",message="spec.lifecycle.terminationHeadroom must be a whole number of milliseconds"
 	TerminationHeadroom *metav1.Duration `json:"terminationHeadroom,omitempty"`
 
 	// terminationGracePeriodSeconds, when set, replaces the derived grace period

@@ -1,0 +1,58 @@
+package operator_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// ctrlLogger logs errors only, or everything with FERROFED_TEST_LOG=1.
+func ctrlLogger() logr.Logger {
+	level := zapcore.ErrorLevel
+	if os.Getenv("FERROFED_TEST_LOG") != "" {
+		level = zapcore.DebugLevel
+	}
+	return zap.New(zap.WriteTo(os.Stderr), zap.Level(level))
+}
+
+func newGateway(namespace, name string, mutate func(*ferrofedv1alpha1.Gateway)) *ferrofedv1alpha1.Gateway {
+	gw := &ferrofedv1alpha1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:test"},
+	}
+	if mutate != nil {
+		mutate(gw)
+	}
+	return gw
+}
+
+func dur(s string) *metav1.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return &metav1.Duration{Duration: d}
+}
+
+// eventually retries check until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

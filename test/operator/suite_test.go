@@ -1,0 +1,281 @@
+// Package operator_test runs the operator against a real kube-apiserver and etcd
+// (envtest, with KUBEBUILDER_ASSETS from hack/controlplane.sh): the admission table
+// through the CRD's CEL rules, the webhook, gateway/lifecycle and config check; the
+// reconciler with the manager running; its write count; and the 1,000-Gateway benchmark.
+package operator_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/controllers"
+)
+
+// celOnlyLabel marks namespaces the webhook does not cover, so that an object there
+// meets the CRD's own rules alone, as it does when no operator runs.
+const celOnlyLabel = "ferrofed.io/test-cel-only"
+
+var (
+	scheme     = runtime.NewScheme()
+	restConfig *rest.Config
+	// k8s is an uncached client for the tests' own reads and writes.
+	k8s client.Client
+	// reconciler is the manager's GatewayReconciler; its client and recorder count writes.
+	reconciler *controllers.GatewayReconciler
+	writes     atomic.Int64
+	eventsSent atomic.Int64
+	// webhookURL and webhookClient reach the manager's webhook server directly.
+	webhookURL    string
+	webhookClient *http.Client
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		assets, _ := filepath.Abs("../../bin/k8s")
+		if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+			fmt.Println("operator tests: skipped, no KUBEBUILDER_ASSETS (run `make test`, which builds the control plane)")
+			return 0
+		}
+		os.Setenv("KUBEBUILDER_ASSETS", assets)
+	}
+	log.SetLogger(ctrlLogger())
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ferrofedv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+	hook, err := webhookConfiguration()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{hook}},
+	}
+	restConfig, err = env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	// As ctrl.GetConfig does for `ferrofed operator`: no client-side rate limit, the
+	// apiserver's priority and fairness governs.
+	restConfig.QPS = -1
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := startManager(ctx, &env.WebhookInstallOptions); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if k8s, err = client.New(restConfig, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cel-only", Labels: map[string]string{celOnlyLabel: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "webhook"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "reconcile", Labels: map[string]string{celOnlyLabel: "true"}}},
+	} {
+		if err := k8s.Create(ctx, ns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// webhookConfiguration is config/webhook/manifests.yaml, as the chart installs it, with
+// a namespace selector that leaves out the namespaces labelled celOnlyLabel.
+func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	hook := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.Unmarshal(data, hook); err != nil {
+		return nil, fmt.Errorf("read webhook manifest: %w", err)
+	}
+	for i := range hook.Webhooks {
+		hook.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: celOnlyLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
+		}}
+	}
+	return hook, nil
+}
+
+func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions) error {
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("new manager: %w", err)
+	}
+	reconciler = &controllers.GatewayReconciler{
+		Client:   &countingClient{Client: mgr.GetClient()},
+		Recorder: countingRecorder{mgr.GetEventRecorder(controllers.FieldOwner)},
+	}
+	if err := reconciler.SetupWithManager(mgr, 0); err != nil {
+		return err
+	}
+	if err := ferrofedv1alpha1.SetupWebhookWithManager(mgr); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(wh.LocalServingCAData)
+	webhookClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	addr := net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
+	webhookURL = "https://" + addr + ferrofedv1alpha1.WebhookPath
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool})
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("webhook server did not start: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return fmt.Errorf("cache did not sync")
+	}
+	return nil
+}
+
+// countingClient counts every write the reconciler makes.
+type countingClient struct{ client.Client }
+
+func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	writes.Add(1)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	writes.Add(1)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	writes.Add(1)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c *countingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	writes.Add(1)
+	return c.Client.Apply(ctx, obj, opts...)
+}
+
+func (c *countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	writes.Add(1)
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+func (c *countingClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	writes.Add(1)
+	return c.Client.DeleteAllOf(ctx, obj, opts...)
+}
+
+func (c *countingClient) Status() client.SubResourceWriter {
+	return countingStatus{c.Client.Status()}
+}
+
+func (c *countingClient) SubResource(name string) client.SubResourceClient {
+	return countingSubResource{c.Client.SubResource(name)}
+}
+
+type countingStatus struct{ client.SubResourceWriter }
+
+func (s countingStatus) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	writes.Add(1)
+	return s.SubResourceWriter.Create(ctx, obj, sub, opts...)
+}
+
+func (s countingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	writes.Add(1)
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	writes.Add(1)
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+func (s countingStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	writes.Add(1)
+	return s.SubResourceWriter.Apply(ctx, obj, opts...)
+}
+
+type countingSubResource struct{ client.SubResourceClient }
+
+func (s countingSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	writes.Add(1)
+	return s.SubResourceClient.Create(ctx, obj, sub, opts...)
+}
+
+func (s countingSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	writes.Add(1)
+	return s.SubResourceClient.Update(ctx, obj, opts...)
+}
+
+func (s countingSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	writes.Add(1)
+	return s.SubResourceClient.Patch(ctx, obj, patch, opts...)
+}
+
+func (s countingSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	writes.Add(1)
+	return s.SubResourceClient.Apply(ctx, obj, opts...)
+}
+
+// countingRecorder counts the events the reconciler emits: each is a write too.
+type countingRecorder struct{ events.EventRecorder }
+
+func (r countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	eventsSent.Add(1)
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
