@@ -109,7 +109,8 @@ func (s *Server) inFlight() gin.HandlerFunc {
 
 // closeWhileDraining asks every client to close its connection once the drain began:
 // during the drain delay the listener still accepts and serves, and this is how
-// keep-alive clients learn to open their next connection to another replica.
+// keep-alive clients learn to open their next connection to another replica. On HTTP/2
+// (TLS) net/http turns the header into a GOAWAY, to the same effect.
 func (s *Server) closeWhileDraining() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if s.state.Draining() {
@@ -130,7 +131,9 @@ func (s *Server) requestTimeout() gin.HandlerFunc {
 	}
 }
 
-// accessLog logs each request at V(1): routine traffic is not worth an Info line.
+// accessLog logs each request at V(1): routine traffic is not worth an Info line. It
+// logs the route template ("/fhir/*path"), not the path: FHIR paths and queries carry
+// patient identifiers, which have no place in an access log.
 func (s *Server) accessLog() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		log := s.log.V(1)
@@ -140,7 +143,7 @@ func (s *Server) accessLog() gin.HandlerFunc {
 		}
 		start := time.Now()
 		c.Next()
-		log.Info("Served request", "method", c.Request.Method, "path", c.Request.URL.Path,
+		log.Info("Served request", "method", c.Request.Method, "route", c.FullPath(),
 			"status", c.Writer.Status(), "took", time.Since(start).String(), "remote", c.ClientIP())
 	}
 }
