@@ -157,7 +157,7 @@ func (s *Server) recoverer() gin.HandlerFunc {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				s.log.Error(fmt.Errorf("panic: %v", p), "Handler panicked", "path", c.Request.URL.Path)
+				s.log.Error(fmt.Errorf("panic: %v", p), "Handler panicked", "route", c.FullPath())
 				if !c.Writer.Written() {
 					c.Data(http.StatusInternalServerError, "application/json", []byte(`{"status":"internal error"}`+"\n"))
 				}
