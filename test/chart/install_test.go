@@ -175,6 +175,16 @@ func TestChartInstallsAWorkingOperator(t *testing.T) {
 		})
 	}
 
+	t.Run("the API server accepts the plain Deployment example", func(t *testing.T) {
+		out := run(t, kubeEnv, kubectl, "apply", "--dry-run=server", "--namespace", "examples",
+			"-f", filepath.Join(root, "examples", "kubernetes", "deployment.yaml"))
+		for _, want := range []string{"configmap/ferrofed-config", "deployment.apps/ferrofed", "service/ferrofed", "poddisruptionbudget.policy/ferrofed"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl apply --dry-run=server lacks %s:\n%s", want, out)
+			}
+		}
+	})
+
 	t.Run("an upgrade with the webhook on keeps the certificate generated at install", func(t *testing.T) {
 		const rel, ns = "ferrofed-tls", "ferrofed-tls"
 		// failurePolicy Ignore: no operator pod serves this webhook, and it must not

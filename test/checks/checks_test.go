@@ -238,3 +238,54 @@ func TestExampleConfigurationsLoad(t *testing.T) {
 		}
 	})
 }
+
+// TestTheImageAndTheQuickstartUseTheHealthcheck holds the Dockerfile and the compose
+// quickstart to DESIGN §2.6: both ask `ferrofed healthcheck` with the configuration
+// serve reads, and the image builds packages that exist.
+func TestTheImageAndTheQuickstartUseTheHealthcheck(t *testing.T) {
+	root := repoRoot(t)
+	const check = `"ferrofed", "healthcheck", "--config", "/etc/ferrofed/ferrofed.toml"`
+	t.Run("the Dockerfile's HEALTHCHECK runs ferrofed healthcheck", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(root, "examples", "Dockerfile"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		if !strings.Contains(s, "HEALTHCHECK") || !strings.Contains(s, `CMD [`+check+`]`) {
+			t.Fatalf("examples/Dockerfile has no HEALTHCHECK CMD [%s]", check)
+		}
+		if !strings.Contains(s, `CMD ["serve", "--config", "/etc/ferrofed/ferrofed.toml"]`) {
+			t.Fatal("examples/Dockerfile does not serve the file its HEALTHCHECK reads")
+		}
+		for _, pkg := range []string{".", "./test/members/fhirmember"} {
+			if !strings.Contains(s, "-o /out/") || !strings.Contains(s, " "+pkg) {
+				t.Errorf("examples/Dockerfile does not build %s", pkg)
+			}
+			cmd := exec.Command("go", "list", pkg)
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("the Dockerfile builds %s, which go list refuses: %v\n%s", pkg, err, out)
+			}
+		}
+	})
+	t.Run("the quickstart's gateway service runs ferrofed healthcheck", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(root, "examples", "compose", "compose.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Services map[string]struct {
+				Healthcheck struct {
+					Test []string `yaml:"test"`
+				} `yaml:"healthcheck"`
+			} `yaml:"services"`
+		}
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(doc.Services["gateway"].Healthcheck.Test, " ")
+		if got != "CMD ferrofed healthcheck --config /etc/ferrofed/ferrofed.toml" {
+			t.Fatalf("gateway healthcheck test = %q", got)
+		}
+	})
+}
