@@ -80,7 +80,7 @@ func (t TLS) Enabled() bool { return t.CertificateFile != "" }
 type Health struct {
 	// CheckTimeoutMS is the budget of each readiness check; expiry fails closed.
 	CheckTimeoutMS int64 `toml:"check_timeout_ms"`
-	// CacheTTLMS is how long a check result is reused.
+	// CacheTTLMS is how long a check result is reused; 0 evaluates every probe.
 	CacheTTLMS int64 `toml:"cache_ttl_ms"`
 	// MemberReadyCheck makes readiness also need one member up. Off by default: one
 	// member's outage must not make the whole gateway unready.
@@ -210,7 +210,9 @@ type Options struct {
 // Parse decodes data strictly (an unknown key is a problem naming the key and its line),
 // applies defaults and validates. source names the data in the error.
 func Parse(data []byte, source string, opts Options) (*Config, error) {
-	var c Config
+	// Decoding over the defaults keeps a key the file sets to zero at zero (and
+	// validated as such) instead of silently replacing it with its default.
+	c := defaults()
 	var ps []Problem
 	err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c)
 	if err != nil {
@@ -221,7 +223,7 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 		}
 		// Unknown keys alone leave a readable document: decode it again without them
 		// so that the report lists the other problems too.
-		c = Config{}
+		c = defaults()
 		if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
 			return nil, &Problems{Source: source, List: ps}
 		}
@@ -277,28 +279,18 @@ func dottedKey(parts []string) string {
 	return strings.Join(out, ".")
 }
 
+// defaults is a configuration with every scalar default; the file is decoded over it.
+func defaults() Config {
+	return Config{
+		Server:   Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS},
+		Health:   Health{CheckTimeoutMS: DefaultCheckTimeoutMS, CacheTTLMS: DefaultCacheTTLMS},
+		Metrics:  Metrics{Path: DefaultMetricsPath},
+		Registry: Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
+	}
+}
+
+// applyDefaults fills the defaults of array entries, which decoding cannot start from.
 func (c *Config) applyDefaults() {
-	if c.Server.Listen == "" {
-		c.Server.Listen = DefaultListen
-	}
-	if c.Server.BasePath == "" {
-		c.Server.BasePath = DefaultBasePath
-	}
-	if c.Server.ReadHeaderTimeoutMS == 0 {
-		c.Server.ReadHeaderTimeoutMS = DefaultReadHeaderTimeoutMS
-	}
-	if c.Health.CheckTimeoutMS == 0 {
-		c.Health.CheckTimeoutMS = DefaultCheckTimeoutMS
-	}
-	if c.Health.CacheTTLMS == 0 {
-		c.Health.CacheTTLMS = DefaultCacheTTLMS
-	}
-	if c.Metrics.Path == "" {
-		c.Metrics.Path = DefaultMetricsPath
-	}
-	if c.Registry.MaxMemberBodyBytes == 0 {
-		c.Registry.MaxMemberBodyBytes = DefaultMaxMemberBodyBytes
-	}
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

@@ -35,12 +35,12 @@ func (c *Config) Validate(opts Options) []Problem {
 	for _, p := range c.Budgets().Validate(lifecycle.TOMLFields) {
 		add(p.Field, "%s", p.Message)
 	}
-	if c.Server.ReadHeaderTimeoutMS < 0 {
+	if c.Server.ReadHeaderTimeoutMS <= 0 {
 		add("server.read_header_timeout_ms", "must be greater than zero")
 	}
 	ps = append(ps, c.Server.TLS.validate(opts)...)
 
-	if c.Health.CheckTimeoutMS < 0 {
+	if c.Health.CheckTimeoutMS <= 0 {
 		add("health.check_timeout_ms", "must be greater than zero")
 	}
 	if c.Health.CacheTTLMS < 0 {
@@ -57,7 +57,7 @@ func (c *Config) Validate(opts Options) []Problem {
 	}
 
 	ps = append(ps, c.Registry.validate()...)
-	if c.Registry.MaxMemberBodyBytes < 0 {
+	if c.Registry.MaxMemberBodyBytes <= 0 {
 		add("registry.max_member_body_bytes", "must be greater than zero")
 	}
 	for i, m := range c.Registry.Members {
