@@ -116,7 +116,6 @@ func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1a
 	p := gw.Spec.Probes
 	startup = corev1ac.Probe().
 		WithHTTPGet(httpGet(gw, "health/readiness")).
-		WithInitialDelaySeconds(orDefault(p.Startup.InitialDelaySeconds, 0)).
 		WithPeriodSeconds(orDefault(p.Startup.PeriodSeconds, ferrofedv1alpha1.DefaultStartupPeriodSeconds)).
 		WithFailureThreshold(orDefault(p.Startup.FailureThreshold, ferrofedv1alpha1.DefaultStartupFailureThreshold)).
 		WithTimeoutSeconds(orDefault(p.Startup.TimeoutSeconds, ferrofedv1alpha1.DefaultStartupTimeoutSeconds))
@@ -130,6 +129,9 @@ func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1a
 		WithPeriodSeconds(orDefault(p.Liveness.PeriodSeconds, ferrofedv1alpha1.DefaultLivenessPeriodSeconds)).
 		WithFailureThreshold(orDefault(p.Liveness.FailureThreshold, ferrofedv1alpha1.DefaultLivenessFailureThreshold)).
 		WithTimeoutSeconds(orDefault(p.Liveness.TimeoutSeconds, ferrofedv1alpha1.DefaultLivenessTimeoutSeconds))
+	if d := orDefault(p.Startup.InitialDelaySeconds, 0); d > 0 {
+		startup.WithInitialDelaySeconds(d)
+	}
 	return startup, readiness, liveness
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -63,12 +65,14 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	dep := &appsv1.Deployment{}
+	// dep is the live Deployment, or the apply's response, for the status.
+	dep, applied := &appsv1.Deployment{}, false
 	defer func() {
-		if err := r.Get(ctx, req.NamespacedName, dep); err != nil {
-			dep = nil
+		var observed *appsv1.Deployment
+		if applied || r.Get(ctx, req.NamespacedName, dep) == nil {
+			observed = dep
 		}
-		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, dep, outcome))
+		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, observed, outcome))
 	}()
 	if !outcome.valid() {
 		return ctrl.Result{}, nil // never roll out a configuration config check refuses
@@ -80,11 +84,12 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		return ctrl.Result{}, err
 	}
 	d := Deployment(gw, ConfigHash(outcome.rendered))
-	if err := r.apply(ctx, gw, &appsv1.Deployment{}, d, *d.Name, func(o client.Object) (any, error) {
+	if err := r.apply(ctx, gw, dep, d, *d.Name, func(o client.Object) (any, error) {
 		return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
+	applied = true
 	svc := Service(gw)
 	if err := r.apply(ctx, gw, &corev1.Service{}, svc, *svc.Name, func(o client.Object) (any, error) {
 		return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)
@@ -136,7 +141,8 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 }
 
 // apply server-side applies desired unless the fields FieldOwner manages on the live
-// object already hold exactly the desired values.
+// object already hold exactly the desired values. On success live holds the object as
+// the apiserver has it: the cached object, or the apply's response.
 func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, live client.Object,
 	desired runtime.ApplyConfiguration, name string, extract func(client.Object) (any, error)) error {
 	kind := fmt.Sprintf("%T", live)[len("*v1."):]
@@ -154,24 +160,53 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		return fmt.Errorf("apply %s %s: %w", kind, name, err)
 	}
 	verb := "Updated"
-	if apierrors.IsNotFound(err) || live.GetResourceVersion() == "" {
+	if apierrors.IsNotFound(err) {
 		verb = "Created"
+	}
+	if err := fromApplyResponse(desired, live); err != nil {
+		return err
 	}
 	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
 	return nil
 }
 
+// fromApplyResponse copies the apply's response, which the client decoded into desired,
+// into live.
+func fromApplyResponse(desired runtime.ApplyConfiguration, live client.Object) error {
+	data, err := json.Marshal(desired)
+	if err != nil {
+		return fmt.Errorf("read apply response: %w", err)
+	}
+	return json.Unmarshal(data, live)
+}
+
+// sameAsLive compares the fields FieldOwner manages on live with desired. Both go
+// through live's typed struct first, so that values the apiserver does not store
+// (zeros of omitempty fields) compare equal to their absence.
 func sameAsLive(live client.Object, desired runtime.ApplyConfiguration, extract func(client.Object) (any, error)) (bool, error) {
 	got, err := extract(live)
 	if err != nil {
 		return false, fmt.Errorf("extract managed fields: %w", err)
 	}
-	a, err := json.Marshal(got)
+	a, err := asTyped(live, got)
 	if err != nil {
 		return false, err
 	}
-	b, err := json.Marshal(desired)
-	return err == nil && string(a) == string(b), err
+	b, err := asTyped(live, desired)
+	return err == nil && a == b, err
+}
+
+func asTyped(proto client.Object, v any) (string, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	obj := reflect.New(reflect.TypeOf(proto).Elem()).Interface()
+	if err := json.Unmarshal(data, obj); err != nil {
+		return "", err
+	}
+	data, err = json.Marshal(obj)
+	return string(data), err
 }
 
 // deleteOwned deletes the object named after gw when gw controls it.
@@ -220,7 +255,11 @@ func conditionTrue(st ferrofedv1alpha1.GatewayStatus, t string) bool {
 
 // SetupWithManager watches Gateways, the objects they own and the ConfigMaps they
 // reference.
-func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// maxConcurrent <= 0 means DefaultMaxConcurrentReconciles.
+func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
+	if maxConcurrent <= 0 {
+		maxConcurrent = DefaultMaxConcurrentReconciles
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &ferrofedv1alpha1.Gateway{}, configMapRefIndex,
 		func(o client.Object) []string {
 			if c := o.(*ferrofedv1alpha1.Gateway).Spec.Config; c != nil && c.ConfigMapRef != nil {
@@ -237,6 +276,7 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
 		Complete(r)
 }
 

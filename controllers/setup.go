@@ -8,14 +8,27 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
 
-// Setup registers the GatewayReconciler with mgr and, when webhook is true, the
-// Gateway validating webhook on mgr's webhook server.
-func Setup(mgr ctrl.Manager, webhook bool) error {
+// DefaultMaxConcurrentReconciles is how many Gateways are reconciled at once: each
+// reconcile mostly waits on the apiserver, so a few in parallel keep a large
+// fleet's first rollout short.
+const DefaultMaxConcurrentReconciles = 4
+
+// Options tune Setup.
+type Options struct {
+	// Webhook registers the validating webhook on the manager's webhook server.
+	Webhook bool
+	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+}
+
+// Setup registers the GatewayReconciler with mgr and, when asked, the Gateway
+// validating webhook on mgr's webhook server.
+func Setup(mgr ctrl.Manager, o Options) error {
 	r := &GatewayReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(FieldOwner)}
-	if err := r.SetupWithManager(mgr); err != nil {
+	if err := r.SetupWithManager(mgr, o.MaxConcurrentReconciles); err != nil {
 		return fmt.Errorf("set up the Gateway controller: %w", err)
 	}
-	if webhook {
+	if o.Webhook {
 		if err := ferrofedv1alpha1.SetupWebhookWithManager(mgr); err != nil {
 			return fmt.Errorf("set up the Gateway webhook: %w", err)
 		}

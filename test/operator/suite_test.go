@@ -95,8 +95,9 @@ func run(m *testing.M) int {
 	restConfig.QPS = -1
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := startManager(ctx, &env.WebhookInstallOptions); err != nil {
+	stopped := make(chan struct{})
+	defer func() { cancel(); <-stopped }() // the manager stops before envtest removes its certificates
+	if err := startManager(ctx, &env.WebhookInstallOptions, stopped); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -136,7 +137,7 @@ func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfigura
 	return hook, nil
 }
 
-func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions) error {
+func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions, stopped chan<- struct{}) error {
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -146,6 +147,7 @@ func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions) error 
 		}),
 	})
 	if err != nil {
+		close(stopped)
 		return fmt.Errorf("new manager: %w", err)
 	}
 	reconciler = &controllers.GatewayReconciler{
@@ -159,6 +161,7 @@ func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions) error 
 		return err
 	}
 	go func() {
+		defer close(stopped)
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
