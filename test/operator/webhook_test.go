@@ -1,0 +1,117 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// apiCase is a rule of the resource beyond the budgets: some only the webhook can check
+// (the inline TOML), some both layers hold.
+type apiCase struct {
+	name          string
+	mutate        func(*ferrofedv1alpha1.Gateway)
+	celAccept     bool
+	webhookAccept bool
+	// want is a piece of the webhook's refusal, or of one of its warnings.
+	want string
+}
+
+func inline(toml string) func(*ferrofedv1alpha1.Gateway) {
+	return func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(toml)}
+	}
+}
+
+var apiCases = []apiCase{
+	{"a valid inline configuration", inline("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n"), true, true, ""},
+	{"an inline key the spec owns, server.listen", inline("[server]\nlisten = \"0.0.0.0:9000\"\n"), true, false,
+		"server.listen: is set by the Gateway from spec.port; set spec.port instead"},
+	{"an inline lifecycle key the spec owns", inline("[server]\ndrain_delay_ms = 1000\n"), true, false,
+		"server.drain_delay_ms: is set by the Gateway from spec.lifecycle.drainDelay"},
+	{"an inline TLS table the spec owns", inline("[server.tls]\ncertificate_file = \"/x.pem\"\n"), true, false,
+		"server.tls: is set by the Gateway from spec.tls.secretName"},
+	{"an unknown inline key", inline("[health]\nno_such_key = 1\n"), true, false, "health.no_such_key: unknown key"},
+	{"an inline member without an endpoint", inline("[[registry.members]]\nid = \"a\"\n"), true, false,
+		"registry.members[0].query_endpoint: is required"},
+	{"inline text that is not TOML", inline("[health\n"), true, false, "spec.config.inline"},
+	{"inline and configMapRef together", func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(""), ConfigMapRef: &ferrofedv1alpha1.ConfigMapKeyRef{Name: "x", Key: "k"}}
+	}, false, false, "mutually exclusive"},
+	{"a sub-millisecond requestTimeout", func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Lifecycle.RequestTimeout, g.Spec.Lifecycle.ShutdownTimeout = dur("1500us"), dur("30s")
+	}, false, false, "whole number of milliseconds"},
+	{"a basePath ending in a slash", func(g *ferrofedv1alpha1.Gateway) { g.Spec.BasePath = "/fed/" }, false, false,
+		"server.base_path"},
+	{"a drainDelay shorter than the readiness poll draws a warning", func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Lifecycle.DrainDelay = dur("1s")
+	}, true, true, "spec.lifecycle.drainDelay (1s) is shorter than the readiness poll (10s"},
+	{"headroom under 5s draws a warning", func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Lifecycle.TerminationHeadroom = dur("2s")
+	}, true, true, "spec.lifecycle.terminationHeadroom leaves 2s of headroom"},
+}
+
+func TestAPIRulesOnCELAndWebhook(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range apiCases {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := newGateway("cel-only", "api-case", tc.mutate)
+			if cel := celVerdict(ctx, t, gw.DeepCopy()); cel.accepted != tc.celAccept {
+				t.Errorf("CEL rules %s, want %s: %s", word(cel.accepted), word(tc.celAccept), cel.reason)
+			}
+			wh := webhookVerdict(t, gw.DeepCopy())
+			if wh.accepted != tc.webhookAccept {
+				t.Errorf("webhook %s, want %s: %s", word(wh.accepted), word(tc.webhookAccept), wh.reason)
+			}
+			said := wh.reason + "\n" + strings.Join(wh.warnings, "\n")
+			if !strings.Contains(said, tc.want) {
+				t.Errorf("webhook said %q, want it to contain %q", said, tc.want)
+			}
+		})
+	}
+}
+
+// TestApiserverCallsTheWebhook checks the installed webhook configuration end to end:
+// the apiserver sends Gateways to the operator, and relays its refusals and warnings.
+func TestApiserverCallsTheWebhook(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var warnings []string
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WarningHandler = warningFunc(func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		warnings = append(warnings, msg)
+	})
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	owned := newGateway("webhook", "owned-key", inline("[server]\nbase_path = \"/x\"\n"))
+	err = c.Create(ctx, owned, client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "vgateway.ferrofed.io") || !strings.Contains(err.Error(), "server.base_path: is set by the Gateway from spec.basePath") {
+		t.Errorf("create with an owned key: %v, want the webhook's refusal naming server.base_path and spec.basePath", err)
+	}
+
+	short := newGateway("webhook", "short-delay", func(g *ferrofedv1alpha1.Gateway) { g.Spec.Lifecycle.DrainDelay = dur("0s") })
+	if err := c.Create(ctx, short, client.DryRunAll); err != nil {
+		t.Fatalf("create with a short drainDelay: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(warnings) == 0 || !strings.Contains(strings.Join(warnings, "\n"), "is shorter than the readiness poll") {
+		t.Errorf("warnings = %q, want the readiness-poll warning", warnings)
+	}
+}
+
+type warningFunc func(string)
+
+func (f warningFunc) HandleWarningHeader(_ int, _ string, msg string) { f(msg) }
