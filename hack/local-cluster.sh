@@ -304,7 +304,8 @@ EOF
     {
       "type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
       "ipam": {"type": "host-local", "dataDir": "$WORK/cni/ipam",
-               "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]]}
+               "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]],
+               "routes": [{"dst": "0.0.0.0/0"}]}
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
