@@ -43,6 +43,7 @@ const celOnlyLabel = "ferrofed.io/test-cel-only"
 
 var (
 	scheme     = runtime.NewScheme()
+	env        *envtest.Environment
 	restConfig *rest.Config
 	// k8s is an uncached client for the tests' own reads and writes.
 	k8s client.Client
@@ -79,7 +80,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env := &envtest.Environment{
+	env = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{hook}},
