@@ -28,6 +28,7 @@ type operatorOptions struct {
 	enableWebhook bool
 	webhookPort   int
 	certDir       string
+	maxConcurrent int
 	zap           zap.Options
 }
 
@@ -49,6 +50,7 @@ names, else the in-cluster configuration.`,
 	f.BoolVar(&o.enableWebhook, "enable-webhook", true, "serve the validating webhook (false: controller only, for local runs)")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	f.StringVar(&o.certDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key of the webhook server (default: controller-runtime's)")
+	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "Gateways reconciled at once")
 	gfs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	o.zap.BindFlags(gfs)
 	f.AddGoFlagSet(gfs)
@@ -90,7 +92,7 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, o.enableWebhook); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
