@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -511,4 +512,28 @@ func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
 		t.Fatalf("routed: %d after %v", res.StatusCode, time.Since(start))
 	}
 	h.wantStates(map[string]string{"node-slow-query": "down", "node-ok-query": "up"})
+}
+
+func TestARoutedPostCarriesItsBody(t *testing.T) {
+	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Location", "Patient/new")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"method":%q,"path":%q,"type":%q,"body":%s}`, r.Method, r.URL.Path, r.Header.Get("Content-Type"), body)
+	}))
+	defer member.Close()
+	h := newHarness(t, harnessOptions{}, node{id: "node-w", url: member.URL + "/fhir"})
+	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+testBase+"/nodes/node-w/fhir/Patient", strings.NewReader(`{"resourceType":"Patient"}`))
+	req.Header.Set("Content-Type", FHIRJSON)
+	res, err := h.gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	const want = `{"method":"POST","path":"/fhir/Patient","type":"application/fhir+json","body":{"resourceType":"Patient"}}`
+	if res.StatusCode != http.StatusCreated || res.Header.Get("Location") != "Patient/new" || string(body) != want {
+		t.Fatalf("%d %v %s", res.StatusCode, res.Header, body)
+	}
 }
