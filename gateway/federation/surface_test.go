@@ -46,8 +46,9 @@ func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) 
 	if res.StatusCode != 200 || res.Header.Get("Content-Type") != FHIRJSON {
 		t.Fatalf("status %d, content type %q: %s", res.StatusCode, res.Header.Get("Content-Type"), body)
 	}
-	// The hanging member is given up at the budget, not later.
-	if took > requestTimeout+200*time.Millisecond {
+	// The hanging member, which would never answer, is given up at the budget; the
+	// margin is for a loaded CI machine, not for the gateway.
+	if took > requestTimeout+time.Second {
 		t.Fatalf("the query took %v with a request timeout of %v", took, requestTimeout)
 	}
 	var b searchAnswer
@@ -495,11 +496,11 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 
 func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second},
-		node{id: "node-slow", opts: members.Options{Delay: 2 * time.Second}, timeout: 100 * time.Millisecond},
+		node{id: "node-slow", opts: members.Options{Delay: 4 * time.Second}, timeout: 100 * time.Millisecond},
 		node{id: "node-ok", opts: members.Options{Delay: 30 * time.Millisecond}})
 	start := time.Now()
 	_, body := h.get("/fhir/Patient")
-	if took := time.Since(start); took > time.Second {
+	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("the query took %v; the slow member's timeout_ms is 100", took)
 	}
 	var b searchAnswer
@@ -508,7 +509,7 @@ func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
 		t.Fatalf("records %+v", b.Meta.Federation)
 	}
 	start = time.Now()
-	if res, _ := h.get("/nodes/node-slow/fhir/Patient/1"); res.StatusCode != http.StatusGatewayTimeout || time.Since(start) > time.Second {
+	if res, _ := h.get("/nodes/node-slow/fhir/Patient/1"); res.StatusCode != http.StatusGatewayTimeout || time.Since(start) > 2*time.Second {
 		t.Fatalf("routed: %d after %v", res.StatusCode, time.Since(start))
 	}
 	h.wantStates(map[string]string{"node-slow-query": "down", "node-ok-query": "up"})
