@@ -278,6 +278,13 @@ func RestartKeys(old, new *config.Config) []string {
 	if old.Metrics != new.Metrics {
 		keys = append(keys, "metrics")
 	}
+	// The readiness checks are built once at start from these two.
+	if old.Registry.Configured() != new.Registry.Configured() {
+		keys = append(keys, "registry.members (adding the first or removing the last)")
+	}
+	if old.Health.MemberReadyCheck != new.Health.MemberReadyCheck {
+		keys = append(keys, "health.member_ready_check")
+	}
 	return keys
 }
 

@@ -315,6 +315,10 @@ func TestRestartKeys(t *testing.T) {
 		{"read header timeout", func(c *config.Config) { c.Server.ReadHeaderTimeoutMS = 1 }, []string{"server.read_header_timeout_ms"}},
 		{"tls", func(c *config.Config) { c.Server.TLS.ClientCAFile = "ca.pem" }, []string{"server.tls"}},
 		{"metrics", func(c *config.Config) { c.Metrics.Path = "/m" }, []string{"metrics"}},
+		{"a first member", func(c *config.Config) {
+			c.Registry.Members = []config.Member{{ID: "a", QueryEndpoint: "http://127.0.0.1:1/fhir"}}
+		}, []string{"registry.members (adding the first or removing the last)"}},
+		{"member ready check", func(c *config.Config) { c.Health.MemberReadyCheck = true }, []string{"health.member_ready_check"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
