@@ -72,7 +72,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		if applied || r.Get(ctx, req.NamespacedName, dep) == nil {
 			observed = dep
 		}
-		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, observed, outcome))
+		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, observed, outcome, retErr != nil))
 	}()
 	if !outcome.valid() {
 		return ctrl.Result{}, nil // never roll out a configuration config check refuses
@@ -226,9 +226,14 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 }
 
 // patchStatus writes the status, with one merge patch, only when it changed; a
-// configuration newly refused is also told as a Warning event.
-func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) error {
+// configuration newly refused is also told as a Warning event. After a failed apply the
+// status still tells what is observed, but observedGeneration stays where it was: the
+// generation has not been fully rolled out, and the retry will say when it is.
+func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome, failed bool) error {
 	st := desiredStatus(gw, dep, o)
+	if failed {
+		st.ObservedGeneration = gw.Status.ObservedGeneration
+	}
 	if equality.Semantic.DeepEqual(st, gw.Status) {
 		return nil
 	}

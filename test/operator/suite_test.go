@@ -85,6 +85,9 @@ func run(m *testing.M) int {
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{hook}},
 	}
+	// envtest's default service range, a /24, runs out of ClusterIPs before the
+	// benchmark's 1,000 Services.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	restConfig, err = env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start envtest:", err)
