@@ -93,3 +93,17 @@ check-examples: ## Fail when an example's grace period does not outlast its drai
 .PHONY: demo
 demo: ## Run it all here: control plane, chart, operator, a sample Gateway, the gateway and two members (Ctrl-C drains).
 	hack/demo.sh
+
+##@ Operator
+
+.PHONY: install-crds
+install-crds: ## Install the Gateway CRD (config/crd/bases) into the cluster KUBECONFIG names.
+	$(BIN)/k8s/kubectl apply --server-side -f config/crd/bases
+
+.PHONY: operator
+operator: install-crds ## Run the operator here against KUBECONFIG, without the webhook (CEL rules still apply).
+	$(GO) run . operator --enable-webhook=false --metrics-bind-address=0 --health-probe-bind-address=:8081
+
+.PHONY: bench-operator
+bench-operator: ## Run only the 1,000-Gateway benchmark on envtest (time, peak memory, writes per Gateway).
+	KUBEBUILDER_ASSETS="$(CONTROLPLANE)" $(GO) test -run '^$$' -bench Reconcile1000Gateways -count=1 ./test/operator/
