@@ -206,6 +206,11 @@ func (c *cluster) freshNamespace(t *testing.T, ns string) {
 
 // ---------------------------------------------------------------------------- pod recorder
 
+type deletion struct {
+	at    time.Time
+	grace int64
+}
+
 // podEnd is how one gateway pod ended.
 type podEnd struct {
 	name       string
@@ -228,17 +233,21 @@ type recorder struct {
 	last      map[types.UID]*corev1.Pod
 	following map[types.UID]bool
 	drains    map[types.UID]string
-	ended     []podEnd
-	logs      map[types.UID][]string // the tail of each pod's log, for failure reports
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// sigterm holds, per pod, when its graceful deletion began and its grace period, as
+	// first seen: the kubelet's final delete later rewrites both (grace 0).
+	sigterm map[types.UID]deletion
+	ended   []podEnd
+	logs    map[types.UID][]string // the tail of each pod's log, for failure reports
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 func (c *cluster) record(t *testing.T, ns, selector string) *recorder {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &recorder{c: c, ns: ns, selector: selector, last: map[types.UID]*corev1.Pod{},
 		following: map[types.UID]bool{}, drains: map[types.UID]string{}, logs: map[types.UID][]string{},
-		cancel: cancel, done: make(chan struct{})}
+		sigterm: map[types.UID]deletion{},
+		cancel:  cancel, done: make(chan struct{})}
 	w, err := c.kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatalf("watch gateway pods: %v", err)
@@ -265,25 +274,25 @@ func (r *recorder) observe(ctx context.Context, typ watch.EventType, pod *corev1
 		r.following[pod.UID] = true
 		go r.follow(ctx, pod)
 	}
+	if _, seen := r.sigterm[pod.UID]; !seen && pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil {
+		// The API sets deletionTimestamp = the delete + the grace period; the kubelet
+		// sends SIGTERM at the delete.
+		g := *pod.DeletionGracePeriodSeconds
+		r.sigterm[pod.UID] = deletion{at: pod.DeletionTimestamp.Add(-time.Duration(g) * time.Second), grace: g}
+	}
 	if typ != watch.Deleted {
 		return
 	}
 	end := podEnd{name: pod.Name}
-	if pod.DeletionGracePeriodSeconds != nil {
-		end.grace = *pod.DeletionGracePeriodSeconds
-	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
-		end.grace = *pod.Spec.TerminationGracePeriodSeconds
-	}
+	del, known := r.sigterm[pod.UID]
+	end.grace = del.grace
 	for _, cs := range pod.Status.ContainerStatuses {
 		if term := cs.State.Terminated; term != nil {
 			end.terminated = true
 			end.exitCode = term.ExitCode
 			end.reason = term.Reason
-			if pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil {
-				// The API sets deletionTimestamp = the delete + the grace period; the
-				// kubelet sent SIGTERM at the delete.
-				sigterm := pod.DeletionTimestamp.Add(-time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second)
-				end.took = term.FinishedAt.Sub(sigterm)
+			if known {
+				end.took = term.FinishedAt.Sub(del.at)
 			}
 		}
 	}

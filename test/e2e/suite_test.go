@@ -31,18 +31,23 @@ import (
 
 // settings are read once from the environment.
 type settings struct {
-	kubeconfig    string
-	image         string // the ferrofed image (operator and gateway)
-	memberImage   string // the FHIR member test server image
-	helm          string
-	operatorNS    string
-	namespace     string // where the Gateways and members run
-	rps           int
-	rollouts      int
-	keep          bool // leave the namespaces and the release for a look afterwards
-	repoRoot      string
-	stepTimeout   time.Duration
-	loadMaxLength time.Duration
+	kubeconfig  string
+	image       string // the ferrofed image (operator and gateway)
+	memberImage string // the FHIR member test server image
+	helm        string
+	operatorNS  string
+	namespace   string // where the Gateways and members run
+	rps         int
+	rollouts    int
+	keep        bool // leave the namespaces and the release for a look afterwards
+	// continueOnFailure runs the steps after a failed one (for debugging the suite).
+	continueOnFailure bool
+	// loadPath and slowLoadPath are what the load asks the gateway: a member answering
+	// at once, and one answering after slowMemberDelay, longer than the drain delay.
+	loadPath, slowLoadPath string
+	repoRoot               string
+	stepTimeout            time.Duration
+	loadMaxLength          time.Duration
 }
 
 var cfg settings
@@ -65,18 +70,21 @@ func TestMain(m *testing.M) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	cfg = settings{
-		kubeconfig:    os.Getenv("KUBECONFIG"),
-		image:         env("FERROFED_E2E_IMAGE", "ferrofed.local/ferrofed:e2e"),
-		memberImage:   env("FERROFED_E2E_MEMBER_IMAGE", "ferrofed.local/fhir-member:e2e"),
-		helm:          env("FERROFED_E2E_HELM", filepath.Join(root, "bin", "helm")),
-		operatorNS:    env("FERROFED_E2E_OPERATOR_NAMESPACE", "ferrofed-system"),
-		namespace:     env("FERROFED_E2E_NAMESPACE", "ferrofed-e2e"),
-		rps:           envInt("FERROFED_E2E_RPS", 250),
-		rollouts:      envInt("FERROFED_E2E_ROLLOUTS", 6),
-		keep:          os.Getenv("FERROFED_E2E_KEEP") == "1",
-		repoRoot:      root,
-		stepTimeout:   3 * time.Minute,
-		loadMaxLength: 8 * time.Minute,
+		kubeconfig:        os.Getenv("KUBECONFIG"),
+		image:             env("FERROFED_E2E_IMAGE", "ferrofed.local/ferrofed:e2e"),
+		memberImage:       env("FERROFED_E2E_MEMBER_IMAGE", "ferrofed.local/fhir-member:e2e"),
+		helm:              env("FERROFED_E2E_HELM", filepath.Join(root, "bin", "helm")),
+		operatorNS:        env("FERROFED_E2E_OPERATOR_NAMESPACE", "ferrofed-system"),
+		namespace:         env("FERROFED_E2E_NAMESPACE", "ferrofed-e2e"),
+		rps:               envInt("FERROFED_E2E_RPS", 250),
+		rollouts:          envInt("FERROFED_E2E_ROLLOUTS", 6),
+		keep:              os.Getenv("FERROFED_E2E_KEEP") == "1",
+		continueOnFailure: os.Getenv("FERROFED_E2E_CONTINUE") == "1",
+		loadPath:          env("FERROFED_E2E_LOAD_PATH", "/nodes/node-a/fhir/Patient"),
+		slowLoadPath:      env("FERROFED_E2E_SLOW_LOAD_PATH", "/nodes/node-b/fhir/Patient"),
+		repoRoot:          root,
+		stepTimeout:       3 * time.Minute,
+		loadMaxLength:     8 * time.Minute,
 	}
 	if cfg.kubeconfig == "" {
 		fmt.Fprintln(os.Stderr, "e2e: KUBECONFIG is not set: point it at a cluster (make e2e does, after `make cluster-up`)")
