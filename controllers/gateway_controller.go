@@ -166,7 +166,9 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	if err := fromApplyResponse(desired, live); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
+	// The object goes in as related: events of one Gateway with the same reason would
+	// otherwise fold into one series.
+	r.Recorder.Eventf(gw, live, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
 	return nil
 }
 
@@ -221,7 +223,7 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
 	}
-	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s %s.", kind, obj.GetName())
+	r.Recorder.Eventf(gw, obj, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s %s.", kind, obj.GetName())
 	return nil
 }
 
@@ -238,9 +240,14 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 		return nil
 	}
 	wasInvalid := !conditionTrue(gw.Status, ferrofedv1alpha1.ConditionConfigValid) && len(gw.Status.Conditions) > 0
-	before := gw.DeepCopy()
+	// The whole status goes in the patch, zeros included (a diff would leave out a
+	// replicas: 0 that was never written).
+	patch, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return fmt.Errorf("patch Gateway status: %w", err)
+	}
 	gw.Status = st
-	if err := r.Status().Patch(ctx, gw, client.MergeFrom(before)); err != nil {
+	if err := r.Status().Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("patch Gateway status: %w", client.IgnoreNotFound(err))
 	}
 	if !o.valid() && !wasInvalid {

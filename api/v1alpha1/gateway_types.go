@@ -326,11 +326,11 @@ type GatewayStatus struct {
 
 	// replicas is the number of gateway pods the Deployment has.
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas int32 `json:"replicas"`
 
 	// readyReplicas is the number of gateway pods that are ready.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// selector is the label selector of the gateway pods, for the scale subresource.
 	// +optional
