@@ -90,6 +90,7 @@ func run(m *testing.M) int {
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	restConfig, err = env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed CRD install leaves etcd and the apiserver running
 		fmt.Fprintln(os.Stderr, "start envtest:", err)
 		return 1
 	}
