@@ -1,0 +1,88 @@
+package v1alpha1
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func d(s string) *metav1.Duration {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return &metav1.Duration{Duration: v}
+}
+
+func TestRenderConfigIsDeterministicAndMergesTheRest(t *testing.T) {
+	spec := &GatewaySpec{Image: "x", Port: 9090, BasePath: "/fed"}
+	user := []byte("[health]\ncheck_timeout_ms = 250\n[server]\nread_header_timeout_ms = 3000\n")
+	first, err := RenderAndCheck(spec, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		again, _ := RenderConfig(spec, user)
+		if !bytes.Equal(first, again) {
+			t.Fatalf("rendering twice gave two documents:\n%s\n---\n%s", first, again)
+		}
+	}
+	for _, want := range []string{
+		"listen = '0.0.0.0:9090'", "base_path = '/fed'", "drain_delay_ms = 10000", "request_timeout_ms = 30000",
+		"shutdown_timeout_ms = 30000", "bindings_drain_timeout_ms = 5000", "termination_grace_period_seconds = 50",
+		"read_header_timeout_ms = 3000", "check_timeout_ms = 250",
+	} {
+		if !strings.Contains(string(first), want) {
+			t.Errorf("rendered ferrofed.toml lacks %q:\n%s", want, first)
+		}
+	}
+}
+
+func TestRenderConfigRefusesKeysTheSpecOwns(t *testing.T) {
+	cases := map[string]string{
+		"[server]\nlisten = \"0.0.0.0:1\"\n":               "server.listen: is set by the Gateway from spec.port",
+		"[server]\nshutdown_timeout_ms = 1\n":              "server.shutdown_timeout_ms: is set by the Gateway from spec.lifecycle.shutdownTimeout",
+		"[server]\ntermination_grace_period_seconds = 9\n": "spec.lifecycle.terminationGracePeriodSeconds",
+		"[server.tls]\nkey_file = \"k\"\n":                 "server.tls: is set by the Gateway from spec.tls.secretName",
+	}
+	for user, want := range cases {
+		_, err := RenderConfig(&GatewaySpec{}, []byte(user))
+		if err == nil || !strings.Contains(ConfigMessage(err), want) {
+			t.Errorf("render %q: %v, want a problem containing %q", user, err, want)
+		}
+	}
+}
+
+func TestValidateNamesFieldPaths(t *testing.T) {
+	cases := []struct {
+		name      string
+		lifecycle Lifecycle
+		field     string
+	}{
+		{"a short shutdownTimeout is reported on it", Lifecycle{ShutdownTimeout: d("1s")}, "spec.lifecycle.shutdownTimeout"},
+		{"an explicit grace period inside the drain is reported on it", Lifecycle{TerminationGracePeriodSeconds: ptr.To[int64](45)}, "spec.lifecycle.terminationGracePeriodSeconds"},
+		{"a derived grace period equal to the drain is reported on the headroom", Lifecycle{TerminationHeadroom: d("0s")}, "spec.lifecycle.terminationHeadroom"},
+		{"a sub-millisecond budget is reported on it", Lifecycle{BindingsDrainTimeout: d("1500us")}, "spec.lifecycle.bindingsDrainTimeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &Gateway{Spec: GatewaySpec{Image: "x", Lifecycle: tc.lifecycle}}
+			errs, _ := g.Validate()
+			if len(errs) != 1 || errs[0].Field != tc.field {
+				t.Errorf("errors = %v, want one on %s", errs, tc.field)
+			}
+		})
+	}
+}
+
+func TestGracePeriodFollowsTheProbes(t *testing.T) {
+	s := &GatewaySpec{Probes: Probes{Readiness: ReadinessProbe{PeriodSeconds: ptr.To[int32](10), FailureThreshold: ptr.To[int32](3)}}}
+	grace, b := s.GracePeriod()
+	if grace != 70 || b.DrainDelay != "30s" || !b.DrainDelayDerived || b.Explicit {
+		t.Errorf("grace = %d %+v, want 70 = 30s derived delay + 30s + 5s + 5s", grace, b)
+	}
+}
