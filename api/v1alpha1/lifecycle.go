@@ -107,7 +107,11 @@ func (s *GatewaySpec) ValidateLifecycle() field.ErrorList {
 	}
 	var errs field.ErrorList
 	for _, p := range s.PodBudgets().Validate(fields) {
-		errs = append(errs, field.Invalid(problemPath(p.Field), p.Value, p.Message))
+		value := p.Value
+		if p.Field == derivedGraceField {
+			value = s.Budgets().Resolve().TerminationHeadroom.String() // the field it is reported on
+		}
+		errs = append(errs, field.Invalid(problemPath(p.Field), value, p.Message))
 	}
 	return errs
 }
