@@ -112,7 +112,8 @@ kubectl="$k8s/kubectl"
 helm="$root/bin/helm"
 info "building ferrofed, the demo helper and the member node (go build; the first build takes a few minutes)"
 start_build=$SECONDS
-start "go build" "$logs/build.log" go build -o "$state/bin/" . ./hack/demo ./test/members/fhirmember
+version="$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
+start "go build" "$logs/build.log" go build -ldflags "-X main.version=$version" -o "$state/bin/" . ./hack/demo ./test/members/fhirmember
 build="${pids[-1]}"
 while kill -0 "$build" 2>/dev/null; do
   sleep 1
@@ -216,6 +217,7 @@ step "Starting the gateway from ConfigMap $namespace/$configmap (ferrofed.toml, 
 [[ -s "$state/ferrofed.toml" ]] || fail "ConfigMap $configmap has no ferrofed.toml"
 sed 's/^/    | /' "$state/ferrofed.toml"
 "$ferrofed" config check --config "$state/ferrofed.toml" | sed 's/^/    /'
+info "(server.listen is the pod's, on every interface of this machine, port spec.port)"
 start "gateway" "$logs/gateway.log" "$ferrofed" serve --config "$state/ferrofed.toml"
 gateway_pid="${pids[-1]}"
 wait_until 30 "the gateway's readiness (see $logs/gateway.log)" "$ferrofed" healthcheck --config "$state/ferrofed.toml"
