@@ -163,9 +163,12 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, configHash string) *appsv1ac.Deplo
 	if res := resources(gw.Spec.Resources); res != nil {
 		container.WithResources(res)
 	}
-	volumes := []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().
-		WithName("config").
-		WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(gw.Name))}
+	// The root filesystem is read-only; /tmp is the process's scratch space.
+	container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"))
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(gw.Name)),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	}
 	if tls := gw.Spec.TLS; tls != nil {
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(ferrofedv1alpha1.TLSDir).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(tls.SecretName)))
