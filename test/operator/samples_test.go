@@ -24,7 +24,7 @@ func TestSamplesWithKubectl(t *testing.T) {
 	out, err = kubectl("apply", "--dry-run=server", "-n", "cel-only", "-f", "../../config/samples/invalid/")
 	t.Logf("kubectl apply --dry-run=server -f config/samples/invalid/:\n%s", out)
 	if err == nil || !strings.Contains(out, "spec.lifecycle.terminationGracePeriodSeconds must be greater than") ||
-		!strings.Contains(out, "spec.lifecycle.shutdownTimeout must not be shorter than spec.lifecycle.requestTimeout") {
+		!strings.Contains(out, "must not be shorter than spec.lifecycle.requestTimeout") {
 		t.Errorf("the invalid sample was not refused by both CEL rules: %v", err)
 	}
 }
