@@ -404,10 +404,11 @@ func (s *e2e) gatewayReady(t *testing.T) {
 	if s.service, err = s.c.ownedService(ctx, s.gateway); err != nil {
 		t.Fatal(err)
 	}
-	addrs, err := s.c.endpointAddrs(ctx, s.service)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var addrs []string
+	eventually(t, time.Minute, "both gateway pods in the Service's endpoints", func(ctx context.Context) (bool, string, error) {
+		addrs, err = s.c.endpointAddrs(ctx, s.service)
+		return len(addrs) == 2, fmt.Sprintf("endpoints %v", addrs), err
+	})
 	if local, why := onThisMachine(addrs); local {
 		s.baseURL = fmt.Sprintf("http://%s", net.JoinHostPort(s.service.Spec.ClusterIP, fmt.Sprint(s.service.Spec.Ports[0].Port)))
 		t.Logf("gateway Service %s at %s (endpoints %v, on this machine)", s.service.Name, s.baseURL, addrs)
@@ -451,65 +452,70 @@ func (s *e2e) dependencyReport(t *testing.T) {
 	if s.baseURL == "" || s.issuer == nil {
 		t.Skip("the gateway Service or the token issuer is not reachable from this machine")
 	}
-	// The report is passive: send each member requests through both replicas first
-	// (new connections, so the Service spreads them).
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	errs := make(chan error, 64)
-	for i := 0; i < 16; i++ {
-		for _, m := range s.members {
-			go func(id string) {
-				resp, err := client.Get(s.baseURL + "/nodes/" + id + "/fhir/Patient")
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						err = fmt.Errorf("/nodes/%s/fhir/Patient: status %d", id, resp.StatusCode)
-					}
-				}
-				errs <- err
-			}(m.id)
-		}
-	}
-	for i := 0; i < 16*len(s.members); i++ {
-		if err := <-errs; err != nil {
-			t.Errorf("member request through the gateway: %v", err)
-		}
-	}
-	ask := func(token string) (int, map[string]any) {
+	ask := func(token string) (int, map[string]any, error) {
 		req, _ := http.NewRequest(http.MethodGet, s.baseURL+"/operator/dependencies", nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			t.Fatalf("GET /operator/dependencies: %v", err)
+			return 0, nil, err
 		}
 		defer resp.Body.Close()
 		var body map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
+		return resp.StatusCode, body, nil
 	}
-	if code, _ := ask(""); code != http.StatusUnauthorized {
-		t.Errorf("without a token: status %d, want 401", code)
+	if code, _, err := ask(""); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("without a token: status %d (%v), want 401", code, err)
 	}
-	if code, _ := ask(s.issuer.token("openid")); code != http.StatusForbidden {
-		t.Errorf("with a token lacking the operator scope: status %d, want 403", code)
+	if code, _, err := ask(s.issuer.token("openid")); err != nil || code != http.StatusForbidden {
+		t.Errorf("with a token lacking the operator scope: status %d (%v), want 403", code, err)
 	}
-	for i := 0; i < 6; i++ { // new connections: both replicas answer
-		code, body := ask(s.issuer.token(s.issuer.scope))
-		if code != http.StatusOK {
-			t.Fatalf("with an operator token: status %d (%v)", code, body)
-		}
-		eps, _ := body["endpoints"].(map[string]any)
-		for _, m := range s.members {
-			if st := endpointState(eps, m.id); st != "up" {
-				t.Errorf("answer %d: member %s is %q, want up (report %v)", i+1, m.id, st, body)
+	// The report is passive: each replica knows only the members its own client
+	// requests reached. Send requests to every member over new connections (so the
+	// Service spreads them over both replicas), then ask the report, again over new
+	// connections, until every answer shows every member up.
+	var last map[string]any
+	eventually(t, time.Minute, "every replica's report shows the members up", func(ctx context.Context) (bool, string, error) {
+		errs := make(chan error, 64)
+		for i := 0; i < 8; i++ {
+			for _, m := range s.members {
+				go func(id string) {
+					resp, err := client.Get(s.baseURL + "/nodes/" + id + "/fhir/Patient")
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 200 {
+							err = fmt.Errorf("/nodes/%s/fhir/Patient: status %d", id, resp.StatusCode)
+						}
+					}
+					errs <- err
+				}(m.id)
 			}
 		}
-		if i == 0 {
-			t.Logf("dependency report: %v", body)
+		for i := 0; i < 8*len(s.members); i++ {
+			if err := <-errs; err != nil {
+				t.Errorf("member request through the gateway: %v", err)
+			}
 		}
-	}
+		for i := 0; i < 6; i++ {
+			code, body, err := ask(s.issuer.token(s.issuer.scope))
+			if err != nil || code != http.StatusOK {
+				return false, fmt.Sprintf("with an operator token: status %d (%v) %v", code, err, body), nil
+			}
+			last = body
+			eps, _ := body["endpoints"].(map[string]any)
+			for _, m := range s.members {
+				if st := endpointState(eps, m.id); st != "up" {
+					return false, fmt.Sprintf("answer %d: member %s is %q (report %v)", i+1, m.id, st, body), nil
+				}
+			}
+		}
+		return true, "", nil
+	})
+	t.Logf("dependency report: %v", last)
 }
 
 // endpointState finds a member's endpoint in the report (keyed by endpoint id, by

@@ -398,6 +398,7 @@ func onThisMachine(addrs []string) (bool, string) {
 	return len(addrs) > 0, "no endpoint"
 }
 
+// endpointAddrs are the ready endpoint addresses of a Service.
 func (c *cluster) endpointAddrs(ctx context.Context, svc *corev1.Service) ([]string, error) {
 	slices, err := c.kube.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc.Name})
 	if err != nil {
@@ -406,7 +407,9 @@ func (c *cluster) endpointAddrs(ctx context.Context, svc *corev1.Service) ([]str
 	var out []string
 	for _, s := range slices.Items {
 		for _, e := range s.Endpoints {
-			out = append(out, e.Addresses...)
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				out = append(out, e.Addresses...)
+			}
 		}
 	}
 	return out, nil
