@@ -571,15 +571,18 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 	if want := 2 * run.rollouts; len(run.ended) < want {
 		t.Errorf("%d old pods seen ending, want %d (2 per rollout)", len(run.ended), want)
 	}
+	if float64(cfg.rps) >= 200 && run.load.rate() < 200 {
+		t.Errorf("the load ran at %.0f requests/s, under the 200/s asked of it (FERROFED_E2E_RPS=%d)", run.load.rate(), cfg.rps)
+	}
 	if run.load.failures != 0 {
 		t.Errorf("%d of %d requests failed: %v", run.load.failures, run.load.requests, run.load.examples)
 	}
 	if run.load.slowRequests == 0 || run.load.slowFailures != 0 {
 		t.Errorf("slow requests (longer than the drain delay): %d sent, %d failed", run.load.slowRequests, run.load.slowFailures)
 	}
-	s.summary = append(s.summary, fmt.Sprintf("e2e summary: rollouts=%d requests=%d (slow %d, each > drainDelay %s) failures=%d longest-termination=%s (%s) grace=%ds",
-		run.rollouts, run.load.requests, run.load.slowRequests, lifecycle.ReadinessPoll(readinessPeriod, readinessFailure),
-		run.load.failures, longest.took.Round(100*time.Millisecond), longest.name, grace))
+	s.summary = append(s.summary, fmt.Sprintf("e2e summary: rollouts=%d (pods replaced %d) requests=%d in %s (%.0f/s; %d slow, each longer than drainDelay %s) failures=%d longest-termination=%s (%s) vs grace=%ds",
+		run.rollouts, len(run.ended), run.load.requests, run.load.elapsed.Round(time.Second), run.load.rate(), run.load.slowRequests,
+		lifecycle.ReadinessPoll(readinessPeriod, readinessFailure), run.load.failures, longest.took, longest.name, grace))
 }
 
 func (s *e2e) negativeControl(t *testing.T) {
@@ -595,7 +598,7 @@ func (s *e2e) negativeControl(t *testing.T) {
 	}
 	s.waitRollout(t, before)
 	run := s.rolloutRun(t, 3, false)
-	line := fmt.Sprintf("e2e negative control (drainDelay 0s): rollouts=%d requests=%d failures=%d", run.rollouts, run.load.requests, run.load.failures)
+	line := fmt.Sprintf("e2e negative control (drainDelay 0s): rollouts=%d requests=%d (%.0f/s) failures=%d", run.rollouts, run.load.requests, run.load.rate(), run.load.failures)
 	s.summary = append(s.summary, line)
 	t.Log(line + ": " + run.load.String())
 	if run.load.failures == 0 {
@@ -641,6 +644,9 @@ func (s *e2e) rolloutRun(t *testing.T, n int, configChanges bool) rolloutRun {
 			t.Logf("rollout %d: restartedAt restart of the Deployment", i)
 		}
 		s.waitRollout(t, before)
+		if d, err := s.c.ownedDeployment(ctx, s.gateway); err == nil {
+			t.Logf("rollout %d done: Deployment generation %d", i, d.Generation)
+		}
 	}
 	// Every replaced pod must have ended before the load stops: wait for them.
 	eventually(t, 2*time.Minute, "the replaced pods ended", func(ctx context.Context) (bool, string, error) {

@@ -33,7 +33,8 @@ type loadResult struct {
 	requests, failures         int64
 	slowRequests, slowFailures int64
 	longest                    time.Duration
-	examples                   []string // the first failures, with their time
+	elapsed                    time.Duration // from the first request sent to the last one ended
+	examples                   []string      // the first failures, with their time
 	byKind                     map[string]int64
 }
 
@@ -43,8 +44,16 @@ func (r loadResult) String() string {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("%d requests (%d slow), %d failed (%d slow) [%s], longest %s",
-		r.requests, r.slowRequests, r.failures, r.slowFailures, strings.Join(kinds, " "), r.longest.Round(time.Millisecond))
+	return fmt.Sprintf("%d requests in %s (%.0f/s; %d slow), %d failed (%d slow) [%s], longest %s",
+		r.requests, r.elapsed.Round(time.Second), r.rate(), r.slowRequests, r.failures, r.slowFailures, strings.Join(kinds, " "), r.longest.Round(time.Millisecond))
+}
+
+// rate is the requests sent per second, over the time the load ran.
+func (r loadResult) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.requests) / r.elapsed.Seconds()
 }
 
 // runLoad sends the load and returns when every request it started has ended. Half the
@@ -148,7 +157,9 @@ loop:
 			}
 		}
 	}
+	sentFor := time.Since(begin)
 	wg.Wait()
+	res.elapsed = sentFor
 	keepAlive.CloseIdleConnections()
 	res.longest = time.Duration(longest.Load())
 	return res
