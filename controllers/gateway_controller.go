@@ -20,9 +20,12 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
@@ -281,12 +284,18 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 		}); err != nil {
 		return fmt.Errorf("index Gateways by ConfigMap: %w", err)
 	}
+	// A Gateway's own status patch changes neither its generation nor its metadata:
+	// no reconcile for it. An owned object's creation is the reconciler's own doing
+	// (and at start every Gateway is reconciled anyway); its updates and deletions,
+	// drift or the Deployment's rollout status, are what matter.
+	gatewayChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+	notCreated := predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&ferrofedv1alpha1.Gateway{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
+		For(&ferrofedv1alpha1.Gateway{}, builder.WithPredicates(gatewayChanged)).
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(notCreated)).
+		Owns(&appsv1.Deployment{}, builder.WithPredicates(notCreated)).
+		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
+		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(notCreated)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
 		Complete(r)

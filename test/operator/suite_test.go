@@ -145,6 +145,7 @@ func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfigura
 func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions, stopped chan<- struct{}) error {
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{

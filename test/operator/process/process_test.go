@@ -43,7 +43,9 @@ func BenchmarkOperatorProcess1000Gateways(b *testing.B) {
 func benchProcess(b *testing.B) {
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "ferrofed")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	// Built as the image builds it (examples/Dockerfile): stripped, so that the figure
+	// is the resident memory of the binary users run.
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
 	build.Dir = filepath.Join("..", "..", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build ferrofed: %v\n%s", err, out)
@@ -89,7 +91,7 @@ func benchProcess(b *testing.B) {
 	}
 	defer func() { cancel(); _ = op.Wait() }()
 
-	var peak atomic.Uint64
+	var peak, peakAnon atomic.Uint64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -97,6 +99,9 @@ func benchProcess(b *testing.B) {
 		for {
 			if rss := procStatus(op.Process.Pid, "VmHWM:"); rss > peak.Load() {
 				peak.Store(rss)
+			}
+			if anon := procStatus(op.Process.Pid, "RssAnon:"); anon > peakAnon.Load() {
+				peakAnon.Store(anon)
 			}
 			select {
 			case <-stop:
@@ -150,8 +155,9 @@ func benchProcess(b *testing.B) {
 	<-sampled
 	b.ReportMetric(elapsed.Seconds(), "s/1000-gateways")
 	b.ReportMetric(float64(peak.Load())/(1<<20), "MiB-operator-peak-rss")
-	fmt.Printf("bench (ferrofed operator process): %d Gateways reconciled after %s; operator peak RSS %.1f MiB\n",
-		gateways, elapsed.Round(time.Millisecond), float64(peak.Load())/(1<<20))
+	b.ReportMetric(float64(peakAnon.Load())/(1<<20), "MiB-operator-peak-anon")
+	fmt.Printf("bench (ferrofed operator process): %d Gateways reconciled after %s; operator peak RSS %.1f MiB (anonymous %.1f MiB, the rest the binary's mapped pages)\n",
+		gateways, elapsed.Round(time.Millisecond), float64(peak.Load())/(1<<20), float64(peakAnon.Load())/(1<<20))
 	if elapsed > 60*time.Second || peak.Load() > 150<<20 {
 		b.Errorf("over the goal of 60 s and 150 MiB")
 	}
