@@ -46,7 +46,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 // CacheOptions keep the informers' copies small: of every object's managedFields only
 // FieldOwner's entries stay (the reconciler extracts those and nothing else), and a
 // Gateway loses kubectl's last-applied-configuration, a second copy of its spec that
-// the reconciler never reads.
+// the reconciler never reads. The trimmed copies must never be sent back whole (an
+// Update would reset the other managers' fields): the reconciler only applies, patches
+// status and deletes.
 func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: trimForCache}
 }
