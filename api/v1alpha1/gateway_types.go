@@ -315,8 +315,9 @@ type GatewayStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// terminationGracePeriodSeconds is the grace period written into the pods, in
-	// seconds: the explicit value, or the derived one.
+	// terminationGracePeriodSeconds is the grace period of the current spec, in
+	// seconds: the explicit value, or the derived one. The pods get it once the
+	// configuration passes (ConfigValid=True); until then they keep the previous one.
 	// +optional
 	TerminationGracePeriodSeconds int64 `json:"terminationGracePeriodSeconds,omitempty"`
 
