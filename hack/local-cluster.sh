@@ -110,7 +110,8 @@ build() {
     for b in "${pkgs[@]}"; do printf '\t_ "k8s.io/kubernetes/%s"\n' "$b"; done
     printf ')\n'
   } >"$work/kube/tools.go"
-  (cd "$work/kube" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true)
+  # Best effort: tidy fills go.sum; the `go get` below is what must succeed.
+  (cd "$work/kube" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1) || true
   (cd "$work/kube" && GOFLAGS=-mod=mod go get k8s.io/kubernetes@"$KUBERNETES_VERSION" >/dev/null)
 
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
@@ -122,7 +123,7 @@ build() {
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     sleep 20
-    kill -0 "$pid" 2>/dev/null && log "  still building Kubernetes ($((SECONDS - start)) s; $(ls "$BIN" 2>/dev/null | grep -c '^kube') of 6 linked)"
+    kill -0 "$pid" 2>/dev/null && log "  still building Kubernetes ($((SECONDS - start)) s; $(find "$BIN" -maxdepth 1 -name 'kube*' -newer "$work/kube/go.mod" | wc -l) of 6 linked)"
   done
   wait "$pid" || die "go build of the Kubernetes components failed"
   log "built the Kubernetes components in $((SECONDS - start)) s"
@@ -594,8 +595,7 @@ down() {
     log "deleting every pod while kubelet runs"
     timeout 90 "$BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" delete pods --all -A --grace-period=3 --timeout=80s >/dev/null 2>&1
     timeout 20 "$BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" delete pods --all -A --grace-period=0 --force >/dev/null 2>&1
-    local i
-    for i in $(seq 1 40); do
+    for _ in $(seq 1 40); do
       [[ -z "$(ctr_ tasks ls -q 2>/dev/null)" ]] && break
       sleep 0.5
     done
@@ -627,8 +627,8 @@ down() {
   conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
   conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1
   # 4. Every mount under WORK, deepest first (kubelet bind-mounts its root dir onto itself).
-  local m pass
-  for pass in 1 2 3; do
+  local m
+  for _ in 1 2 3; do
     for m in $(findmnt -rn -o TARGET | grep -F "$WORK" | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
       umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
     done
