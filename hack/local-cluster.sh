@@ -365,11 +365,11 @@ start() { # start NAME BINARY ARGS...
 }
 
 stop() { # stop NAME: SIGTERM, then SIGKILL after 15 s
-  local name=$1 pid i
+  local name=$1 pid
   running "$name" || { rm -f "$(pidfile "$name")"; return 0; }
   pid="$(cat "$(pidfile "$name")")"
   kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 150); do
+  for _ in $(seq 1 150); do
     [[ -d "/proc/$pid" ]] || break
     sleep 0.1
   done
@@ -383,9 +383,9 @@ stop() { # stop NAME: SIGTERM, then SIGKILL after 15 s
 }
 
 wait_for() { # wait_for WHAT SECONDS COMMAND...: poll until COMMAND succeeds
-  local what=$1 secs=$2 i
+  local what=$1 secs=$2
   shift 2
-  for i in $(seq 1 $((secs * 2))); do
+  for _ in $(seq 1 $((secs * 2))); do
     "$@" >/dev/null 2>&1 && return 0
     sleep 0.5
   done
@@ -657,7 +657,7 @@ down() {
     diffs="$(diff <(sort "$WORK/saved/snapshot") <(host_snapshot | sort) | grep '^[<>]')"
     if [[ -n "$diffs" ]]; then
       log "warning: the host differs from before \"up\" (< before, > now):"
-      echo "$diffs" | sed 's/^/    /' >&2
+      printf "    %s\n" "${diffs//$'\n'/$'\n    '}" >&2
     else
       log "host restored: sysctls, iptables, links, mounts, cgroups and paths as before \"up\""
     fi
