@@ -99,6 +99,8 @@ func (r Resolved) GracePeriodSeconds() int64 {
 	return r.DerivedGracePeriodSeconds()
 }
 
+const maxDurationSeconds = int64(math.MaxInt64 / int64(time.Second))
+
 func ceilSeconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
 }
@@ -184,7 +186,9 @@ func (b Budgets) Validate(f Fields) []Problem {
 		switch {
 		case *g < 0:
 			out = append(out, Problem{f.TerminationGracePeriodSeconds, fmt.Sprint(*g), "must not be negative"})
-		case boundsOK && time.Duration(*g)*time.Second <= r.Drain():
+		// A grace period past what a Duration holds (~292 years) outlasts any drain;
+		// converting it would wrap.
+		case boundsOK && *g <= maxDurationSeconds && time.Duration(*g)*time.Second <= r.Drain():
 			out = append(out, Problem{f.TerminationGracePeriodSeconds, fmt.Sprint(*g), fmt.Sprintf(
 				"%s (%ds) must be greater than %s + %s + %s (%s)",
 				f.TerminationGracePeriodSeconds, *g, f.DrainDelay, f.ShutdownTimeout, f.BindingsDrainTimeout, r.Drain())})
@@ -208,7 +212,10 @@ func (b Budgets) Warnings(f Fields, readinessPoll time.Duration) []string {
 	// With an explicit grace period the headroom is what it leaves after the drain.
 	headroom, name := r.TerminationHeadroom, f.TerminationHeadroom
 	if g := r.ExplicitGracePeriodSeconds; g != nil {
-		headroom, name = time.Duration(*g)*time.Second-r.Drain(), f.TerminationGracePeriodSeconds
+		headroom, name = DefaultTerminationHeadroom, f.TerminationGracePeriodSeconds
+		if *g <= maxDurationSeconds {
+			headroom = time.Duration(*g)*time.Second - r.Drain()
+		}
 	}
 	if headroom < DefaultTerminationHeadroom {
 		out = append(out, fmt.Sprintf(

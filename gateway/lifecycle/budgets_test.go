@@ -83,6 +83,7 @@ func TestValidateNamesEveryFieldInvolved(t *testing.T) {
 			Budgets{TerminationGracePeriodSeconds: secs(35)},
 			[][]string{{"server.termination_grace_period_seconds", "server.drain_delay_ms", "server.shutdown_timeout_ms", "server.bindings_drain_timeout_ms", "35s"}}},
 		{"an explicit grace period one second past the drain fits", Budgets{TerminationGracePeriodSeconds: secs(36)}, nil},
+		{"a grace period past what a Duration holds fits and does not wrap", Budgets{TerminationGracePeriodSeconds: secs(1 << 62)}, nil},
 		{"a negative grace period is refused", Budgets{TerminationGracePeriodSeconds: secs(-1)},
 			[][]string{{"server.termination_grace_period_seconds", "negative"}}},
 	}
