@@ -69,14 +69,17 @@ func TestEndToEnd(t *testing.T) {
 		{"with drainDelay 0 the same rollouts drop requests (negative control)", s.negativeControl},
 	}
 	t.Cleanup(s.cleanup(t))
+	// The summary lines print last, also when a step failed.
+	t.Cleanup(func() {
+		for _, line := range s.summary {
+			t.Log(line)
+			fmt.Println(line)
+		}
+	})
 	for _, st := range steps {
 		if !t.Run(st.name, st.run) && !cfg.continueOnFailure {
 			t.Fatalf("step %q failed: the steps after it are skipped (FERROFED_E2E_CONTINUE=1 runs them)", st.name)
 		}
-	}
-	for _, line := range s.summary {
-		t.Log(line)
-		fmt.Println(line)
 	}
 }
 

@@ -27,8 +27,6 @@ import (
 
 var gatewayGVR = schema.GroupVersionResource{Group: "ferrofed.io", Version: "v1alpha1", Resource: "gateways"}
 
-func metav1ListOptions() metav1.ListOptions { return metav1.ListOptions{} }
-
 // eventually polls check every interval until it reports done, failing the test with
 // the last detail after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) (bool, string, error)) {
@@ -323,8 +321,11 @@ func (r *recorder) follow(ctx context.Context, pod *corev1.Pod) {
 	}
 }
 
-// drainOutcome finds the outcome of the drain in one log line of the gateway: the
-// step that ends the in-flight drain names it ("completed" or "cut").
+// drainOutcome finds the outcome of the drain in one log line of the gateway: its
+// "Drained" line (and the InFlightDrained step) carry the outcome label that the same
+// drain adds to ferrofed_drain_total, "completed" or "cut". The metric itself cannot be
+// scraped from a pod that drained: its listener closed before the count moved, and the
+// process exits right after.
 func drainOutcome(line string) string {
 	if !strings.Contains(line, "InFlightDrained") && !strings.Contains(line, "ferrofed_drain_total") && !strings.Contains(line, "Drain") {
 		return ""

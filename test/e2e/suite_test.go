@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -121,7 +122,7 @@ func connect(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatalf("reach the cluster of KUBECONFIG %s: %v", cfg.kubeconfig, err)
 	}
-	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1ListOptions())
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list nodes: %v", err)
 	}
