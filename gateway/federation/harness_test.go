@@ -52,6 +52,7 @@ type harness struct {
 	urls     []string
 	token    string
 	registry *prometheus.Registry
+	cfg      *config.Config
 }
 
 type harnessOptions struct {
@@ -68,7 +69,9 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	}
 	h := &harness{t: t, members: map[string]*members.Server{}}
 	var toml strings.Builder
-	fmt.Fprintf(&toml, "[server]\nbase_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds())
+	// The listen address is for the benchmarks, which also serve the surface from the
+	// gateway's own server (serveFull); the harness's gin engine ignores it.
+	fmt.Fprintf(&toml, "[server]\nlisten = \"127.0.0.1:0\"\nbase_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds())
 	if o.memberReady {
 		toml.WriteString("[health]\nmember_ready_check = true\n")
 	}
@@ -114,6 +117,7 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		t.Fatal(err)
 	}
 	h.surface = s
+	h.cfg = cfg
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	e.ContextWithFallback = true
