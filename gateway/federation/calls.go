@@ -34,7 +34,8 @@ type exchange struct {
 func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody int64) exchange {
 	start := time.Now()
 	ex := exchange{}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	tctx, sent := traceSent(ctx)
+	req, err := http.NewRequestWithContext(tctx, http.MethodGet, url, nil)
 	if err != nil {
 		// A URL built from a validated registry does not fail to parse; were it to,
 		// nothing left the gateway and nothing is recorded.
@@ -42,7 +43,6 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody
 		return ex
 	}
 	req.Header.Set("Accept", FHIRJSON)
-	req, sent := traceSent(req)
 	res, err := c.client.Do(req)
 	if err == nil {
 		ex.call.Status = res.StatusCode
@@ -64,18 +64,24 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody
 	return ex
 }
 
-// traceSent returns req with a trace that reports whether the request left the
-// gateway: a name was looked up, or a connection was sought or reused. A request whose
-// budget ran out before any of that never reached the member, and says nothing of it.
-func traceSent(req *http.Request) (*http.Request, *atomic.Bool) {
-	sent := new(atomic.Bool)
-	mark := func() { sent.Store(true) }
-	trace := &httptrace.ClientTrace{
-		DNSStart:     func(httptrace.DNSStartInfo) { mark() },
-		ConnectStart: func(string, string) { mark() },
-		GotConn:      func(httptrace.GotConnInfo) { mark() },
+// traceSent returns ctx with a trace that reports whether a request sent with it left
+// the gateway: a name was looked up, or a connection was sought or reused. A request
+// whose budget ran out before any of that never reached the member, and says nothing
+// of it.
+func traceSent(ctx context.Context) (context.Context, *atomic.Bool) {
+	// One allocation for the flag and the trace; the three hooks share it.
+	t := new(sentTrace)
+	t.trace = httptrace.ClientTrace{
+		DNSStart:     func(httptrace.DNSStartInfo) { t.sent.Store(true) },
+		ConnectStart: func(string, string) { t.sent.Store(true) },
+		GotConn:      func(httptrace.GotConnInfo) { t.sent.Store(true) },
 	}
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace)), sent
+	return httptrace.WithClientTrace(ctx, &t.trace), &t.sent
+}
+
+type sentTrace struct {
+	sent  atomic.Bool
+	trace httptrace.ClientTrace
 }
 
 // observe records the state a call observed of m's endpoint, unless the call says

@@ -6,15 +6,22 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
-// hopByHop are the headers that describe one connection, not the message: a proxy
-// must not pass them on (RFC 9110 §7.6.1), in either direction.
-var hopByHop = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+// isHopByHop reports whether the canonical header name k describes one connection,
+// not the message: a proxy must not pass those on (RFC 9110 §7.6.1), in either
+// direction.
+func isHopByHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // clientCredentials are request headers that carry the client's credentials for the
@@ -24,26 +31,52 @@ var clientCredentials = []string{"Authorization", "Cookie"}
 
 // copyHeaders copies src into dst without the hop-by-hop headers (the fixed list, and
 // any header src's Connection names) and without the headers listed in drop.
+//
+// It runs twice for every routed request, so it builds no set: the lists are short
+// and scanned in place, and every copied value goes into one array allocated for all
+// of them (each header's slice capped at its own values, so that appending to one
+// never writes over the next).
 func copyHeaders(dst, src http.Header, drop ...string) {
-	skip := make(map[string]bool, len(hopByHop)+len(drop))
-	for _, h := range hopByHop {
-		skip[h] = true
-	}
-	for _, h := range drop {
-		skip[textproto.CanonicalMIMEHeaderKey(h)] = true
-	}
-	for _, v := range src.Values("Connection") {
-		for _, f := range strings.Split(v, ",") {
+	// The headers src's Connection names, canonical: rarely more than one.
+	var namedBuf [4]string
+	named := namedBuf[:0]
+	for _, v := range src["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
 			if f = textproto.TrimString(f); f != "" {
-				skip[textproto.CanonicalMIMEHeaderKey(f)] = true
+				named = append(named, textproto.CanonicalMIMEHeaderKey(f))
 			}
 		}
 	}
+	skip := func(k string) bool {
+		k = textproto.CanonicalMIMEHeaderKey(k)
+		if isHopByHop(k) || slices.Contains(named, k) {
+			return true
+		}
+		for _, d := range drop {
+			if textproto.CanonicalMIMEHeaderKey(d) == k {
+				return true
+			}
+		}
+		return false
+	}
+	n := 0
 	for k, vs := range src {
-		if skip[textproto.CanonicalMIMEHeaderKey(k)] {
+		if !skip(k) {
+			n += len(vs)
+		}
+	}
+	values := make([]string, 0, n)
+	for k, vs := range src {
+		if skip(k) {
 			continue
 		}
-		dst[k] = append(dst[k][:0:0], vs...)
+		if len(vs) == 0 {
+			dst[k] = dst[k][:0:0]
+			continue
+		}
+		first := len(values)
+		values = append(values, vs...)
+		dst[k] = values[first:len(values):len(values)]
 	}
 }
 
@@ -80,7 +113,10 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
-	out, err := http.NewRequestWithContext(ctx, r.Method, m.url(path, r.URL.RawQuery), r.Body)
+	// The trace goes on the context before the request is built: adding it to a built
+	// request would copy the request.
+	tctx, sent := traceSent(ctx)
+	out, err := http.NewRequestWithContext(tctx, r.Method, m.url(path, r.URL.RawQuery), r.Body)
 	if err != nil {
 		writeFHIR(w, http.StatusBadGateway, operationOutcome("exception", "the request cannot be sent to member "+m.id))
 		return
@@ -96,7 +132,6 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		out.Header["User-Agent"] = nil
 	}
 
-	out, sent := traceSent(out)
 	res, err := c.client.Do(out)
 	if err != nil {
 		call := Call{
@@ -136,20 +171,33 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	}
 }
 
+// streamBuffers are stream's copy buffers. A buffer made per routed request was 32
+// KiB of garbage each time: most of what the gateway allocated on that path, and the
+// garbage collector's work that came with it.
+var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
 // stream copies body to w, flushing after every read so that the client sees the
 // member's bytes as soon as the gateway has them. It returns the member's side
 // failing; the client's side failing just stops the copy.
+//
+// The read that ends the body is not flushed: the handler returns right after it and
+// the server writes what is left at once, in the same write as the end of a chunked
+// body rather than in one of its own.
 func stream(w http.ResponseWriter, body io.Reader) (readErr error) {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32*1024)
+	bp := streamBuffers.Get().(*[]byte)
+	defer streamBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil
 			}
-			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
-				return nil
+			if !errors.Is(err, io.EOF) {
+				if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+					return nil
+				}
 			}
 		}
 		if errors.Is(err, io.EOF) {

@@ -52,6 +52,8 @@ type settings struct {
 	cfg      *config.Config
 	reg      *registry
 	verifier *auth.Verifier
+	// requestTimeout is server.request_timeout_ms resolved, read on every request.
+	requestTimeout time.Duration
 }
 
 // New builds the surface from a validated configuration. It fails when the registry
@@ -94,7 +96,7 @@ func buildSettings(cfg *config.Config, opts Options) (*settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
 	}
-	return &settings{cfg: cfg, reg: reg, verifier: v}, nil
+	return &settings{cfg: cfg, reg: reg, verifier: v, requestTimeout: cfg.Lifecycle().RequestTimeout}, nil
 }
 
 // Name names the surface in the server's logs.
@@ -238,7 +240,7 @@ func (s *Surface) handleSearch(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	b := s.caller.search(ctx, st.reg, budget(ctx, st.cfg.Lifecycle().RequestTimeout), "/"+resourceType, c.Request.URL.RawQuery)
+	b := s.caller.search(ctx, st.reg, budget(ctx, st.requestTimeout), "/"+resourceType, c.Request.URL.RawQuery)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return // the client left: nobody to answer.
 	}
@@ -257,7 +259,7 @@ func (s *Surface) handleRoute(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the path must not contain . or .. segments"))
 		return
 	}
-	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.cfg.Lifecycle().RequestTimeout))
+	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout))
 }
 
 func (s *Surface) handleDependencies(c *gin.Context) {
@@ -278,7 +280,7 @@ type probeAnswer struct {
 func (s *Surface) handleProbe(c *gin.Context) {
 	st := s.state.Load()
 	ctx := c.Request.Context()
-	records := s.caller.probe(ctx, st.reg, budget(ctx, st.cfg.Lifecycle().RequestTimeout))
+	records := s.caller.probe(ctx, st.reg, budget(ctx, st.requestTimeout))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}

@@ -1,0 +1,71 @@
+package federation
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+func TestCopyHeaders(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		src  http.Header
+		drop []string
+		want http.Header
+	}{
+		{"end-to-end headers are copied with all their values",
+			http.Header{"Accept": {"a", "b"}, "X-Trace": {"1"}},
+			nil,
+			http.Header{"Accept": {"a", "b"}, "X-Trace": {"1"}}},
+		{"hop-by-hop headers are left behind",
+			http.Header{"Connection": {"close"}, "Keep-Alive": {"timeout=5"}, "Te": {"trailers"}, "Transfer-Encoding": {"chunked"}, "Accept": {"a"}},
+			nil,
+			http.Header{"Accept": {"a"}}},
+		{"headers the Connection header names are left behind, whatever their case",
+			http.Header{"Connection": {"x-hop, X-Other ,"}, "X-Hop": {"1"}, "X-Other": {"2"}, "X-Keep": {"3"}},
+			nil,
+			http.Header{"X-Keep": {"3"}}},
+		{"dropped headers are left behind",
+			http.Header{"Authorization": {"Bearer t"}, "Cookie": {"s=1"}, "Accept": {"a"}},
+			clientCredentials,
+			http.Header{"Accept": {"a"}}},
+		{"a header without values stays without values",
+			http.Header{"User-Agent": nil},
+			nil,
+			http.Header{"User-Agent": nil}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dst := http.Header{}
+			copyHeaders(dst, c.src, c.drop...)
+			if !reflect.DeepEqual(dst, c.want) {
+				t.Fatalf("got %v, want %v", dst, c.want)
+			}
+		})
+	}
+}
+
+func TestCopiedHeadersShareNoValues(t *testing.T) {
+	src := http.Header{"A": {"1"}, "B": {"2"}, "C": {"3", "4"}}
+	dst := http.Header{}
+	copyHeaders(dst, src)
+	// Appending to one copied header must neither write over another's value nor
+	// reach back into the source.
+	dst["A"] = append(dst["A"], "x")
+	dst["C"][0] = "y"
+	if got := dst["B"]; len(got) != 1 || got[0] != "2" {
+		t.Fatalf("appending to A changed B: %v", dst)
+	}
+	if src["C"][0] != "3" {
+		t.Fatalf("writing the copy changed the source: %v", src)
+	}
+}
+
+func TestCopyingHeadersAllocatesOneArray(t *testing.T) {
+	src := http.Header{"Accept": {"a"}, "Accept-Encoding": {"gzip"}, "User-Agent": {"u"}, "Connection": {"keep-alive"}, "Authorization": {"t"}}
+	dst := http.Header{"Accept": nil, "Accept-Encoding": nil, "User-Agent": nil}
+	// The destination's keys exist already, so that the map does not grow: what is left
+	// is copyHeaders' own.
+	if n := testing.AllocsPerRun(100, func() { copyHeaders(dst, src, clientCredentials...) }); n > 2 {
+		t.Fatalf("copyHeaders allocates %v times per call, want at most 2 (the values, the Connection names)", n)
+	}
+}
