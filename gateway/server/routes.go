@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/health"
@@ -91,11 +93,26 @@ func notConfiguredHandler(c *gin.Context) {
 	c.Data(http.StatusNotImplemented, "application/fhir+json", notConfigured)
 }
 
-// count counts each request of a surface by status code, after it was served.
+// count counts each request of a surface by status code, after it was served. Each
+// code's counter is looked up once and kept: a lookup by label values formats the
+// code and hashes both labels, on every request otherwise.
 func (s *Server) count(surface string) gin.HandlerFunc {
+	vec := s.metrics.requests.MustCurryWith(prometheus.Labels{"surface": surface})
+	var byCode [600]atomic.Pointer[prometheus.Counter]
 	return func(c *gin.Context) {
 		c.Next()
-		s.metrics.requests.WithLabelValues(surface, strconv.Itoa(c.Writer.Status())).Inc()
+		code := c.Writer.Status()
+		if code < 0 || code >= len(byCode) {
+			vec.WithLabelValues(strconv.Itoa(code)).Inc()
+			return
+		}
+		counter := byCode[code].Load()
+		if counter == nil {
+			ctr := vec.WithLabelValues(strconv.Itoa(code))
+			counter = &ctr
+			byCode[code].Store(counter)
+		}
+		(*counter).Inc()
 	}
 }
 
@@ -123,7 +140,7 @@ func (s *Server) closeWhileDraining() gin.HandlerFunc {
 // deadline (read per request: a reload may change it).
 func (s *Server) requestTimeout() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		d := s.cfg.Load().Lifecycle().RequestTimeout
+		d := time.Duration(s.requestTimeoutNow.Load())
 		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
 		defer cancel()
 		c.Request = c.Request.WithContext(ctx)
@@ -135,8 +152,8 @@ func (s *Server) requestTimeout() gin.HandlerFunc {
 // logs the route template ("/fhir/*path"), not the path: FHIR paths and queries carry
 // patient identifiers, which have no place in an access log.
 func (s *Server) accessLog() gin.HandlerFunc {
+	log := s.log.V(1)
 	return func(c *gin.Context) {
-		log := s.log.V(1)
 		if !log.Enabled() {
 			c.Next()
 			return

@@ -112,11 +112,14 @@ func WithBootPoll(d time.Duration) Option { return func(srv *Server) { srv.bootP
 // Server is one gateway's HTTP server. Create it with New, bind with Listen (or let Run
 // do it), and Run it until its context ends.
 type Server struct {
-	log      logr.Logger
-	cfg      atomic.Pointer[config.Config]
-	surfaces []Surface
-	observer func(lifecycle.Signal, time.Time)
-	bootPoll time.Duration
+	log logr.Logger
+	cfg atomic.Pointer[config.Config]
+	// requestTimeoutNow is cfg's resolved request timeout, stored with it: read on
+	// every data-plane request.
+	requestTimeoutNow atomic.Int64
+	surfaces          []Surface
+	observer          func(lifecycle.Signal, time.Time)
+	bootPoll          time.Duration
 	// collectors are registered on the metrics registry besides the server's own.
 	collectors []prometheus.Collector
 
@@ -151,7 +154,7 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 	for _, sig := range lifecycle.DrainSignals {
 		s.signals[sig] = make(chan struct{})
 	}
-	s.cfg.Store(cfg)
+	s.storeConfig(cfg)
 	s.metrics = newMetrics()
 	for _, sf := range s.surfaces {
 		if c, ok := sf.(Collected); ok {
@@ -221,6 +224,12 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// storeConfig makes cfg the configuration serving now.
+func (s *Server) storeConfig(cfg *config.Config) {
+	s.requestTimeoutNow.Store(int64(cfg.Lifecycle().RequestTimeout))
+	s.cfg.Store(cfg)
 }
 
 // Config is the configuration serving now.
@@ -305,7 +314,7 @@ func (s *Server) Reload(cfg *config.Config) ([]string, error) {
 	for _, k := range restart {
 		s.log.Info("Configuration changed but needs a restart: "+k, "key", k)
 	}
-	s.cfg.Store(cfg)
+	s.storeConfig(cfg)
 	s.eval.SetSettings(healthSettings(cfg))
 	for _, sf := range s.surfaces {
 		if r, ok := sf.(Reloader); ok {

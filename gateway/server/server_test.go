@@ -253,6 +253,31 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+func TestTheRequestCounterCountsEveryRequestOfACode(t *testing.T) {
+	s, err := New(parse(t, ""), logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, s.Handler(), "GET", "/health/readiness")
+	// The counters are kept per surface and code after the first request: the later
+	// ones, and another surface with the same code, count on their own series.
+	for range 3 {
+		get(t, s.Handler(), "GET", "/fhir/x")
+	}
+	get(t, s.Handler(), "GET", "/nowhere")
+	get(t, s.Handler(), "GET", "/nowhere")
+	w := get(t, s.Handler(), "GET", "/metrics")
+	for _, want := range []string{
+		`ferrofed_http_requests_total{code="501",surface="data_plane"} 3`,
+		`ferrofed_http_requests_total{code="404",surface="none"} 2`,
+		`ferrofed_http_requests_total{code="200",surface="health"} 1`,
+	} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, w.Body)
+		}
+	}
+}
+
 func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ferrofed.toml")
