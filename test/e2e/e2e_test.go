@@ -562,6 +562,7 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 	}
 	run := s.rolloutRun(t, cfg.rollouts, true)
 	grace := budgets(nil).Resolve().GracePeriodSeconds()
+	drainDelay := lifecycle.ReadinessPoll(readinessPeriod, readinessFailure)
 	var longest podEnd
 	for _, e := range run.ended {
 		if e.took > longest.took {
@@ -574,6 +575,10 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 			t.Errorf("pod %s did not end on its own: exit code %d (%s) after %s, grace %d s\n%s", e.name, e.exitCode, e.reason, e.took, e.grace, s.tailOf(e.name))
 		case e.took >= time.Duration(e.grace)*time.Second:
 			t.Errorf("pod %s ended after %s, not before its grace period of %d s", e.name, e.took, e.grace)
+		case e.took < drainDelay:
+			// Both times are whole seconds, truncated: a real drain of d ≥ drainDelay
+			// never reads shorter than drainDelay.
+			t.Errorf("pod %s ended %s after SIGTERM, before its drain delay of %s", e.name, e.took, drainDelay)
 		}
 		if e.drain != "completed" {
 			t.Errorf("pod %s: drain outcome %q, want completed", e.name, e.drain)
@@ -612,6 +617,11 @@ func (s *e2e) negativeControl(t *testing.T) {
 	line := fmt.Sprintf("e2e negative control (drainDelay 0s): rollouts=%d requests=%d (%.0f/s) failures=%d", run.rollouts, run.load.requests, run.load.rate(), run.load.failures)
 	s.summary = append(s.summary, line)
 	t.Log(line + ": " + run.load.String())
+	if run.load.failures > 0 {
+		t.Logf("the window the drain delay covers: with drainDelay 0 the listener closes at SIGTERM, while the Service " +
+			"keeps routing new connections to the pod until the EndpointSlice drops it and kube-proxy rewrites its rules; " +
+			"the load's fresh connections landing there are refused")
+	}
 	if run.load.failures == 0 {
 		t.Errorf("with drainDelay 0 no request failed: the suite cannot see the window between SIGTERM and the " +
 			"Service dropping the endpoint, so its 0 failures above prove nothing; see the load's fresh-connection share")
