@@ -59,11 +59,11 @@ func copyHeaders(dst, src http.Header, drop ...string) {
 		}
 		return false
 	}
+	// Room for every value, the few left behind included: counting only the copied
+	// ones would mean asking skip twice per header.
 	n := 0
-	for k, vs := range src {
-		if !skip(k) {
-			n += len(vs)
-		}
+	for _, vs := range src {
+		n += len(vs)
 	}
 	values := make([]string, 0, n)
 	for k, vs := range src {
@@ -184,7 +184,7 @@ var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); retu
 // the server writes what is left at once, in the same write as the end of a chunked
 // body rather than in one of its own.
 func stream(w http.ResponseWriter, body io.Reader) (readErr error) {
-	rc := http.NewResponseController(w)
+	var rc *http.ResponseController // made at the first flush: a small answer has none
 	bp := streamBuffers.Get().(*[]byte)
 	defer streamBuffers.Put(bp)
 	buf := *bp
@@ -195,6 +195,9 @@ func stream(w http.ResponseWriter, body io.Reader) (readErr error) {
 				return nil
 			}
 			if !errors.Is(err, io.EOF) {
+				if rc == nil {
+					rc = http.NewResponseController(w)
+				}
 				if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
 					return nil
 				}
