@@ -46,7 +46,7 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody
 	res, err := c.client.Do(req)
 	if err == nil {
 		ex.call.Status = res.StatusCode
-		ex.body, err = io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+		ex.body, err = readBody(res, maxBody)
 		res.Body.Close()
 		if err == nil && int64(len(ex.body)) > maxBody {
 			ex.body = nil
@@ -62,6 +62,35 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody
 	}
 	ex.duration = time.Since(start)
 	return ex
+}
+
+// readBody reads at most max+1 bytes of res's body: one more than a usable answer may
+// have, so that a larger one shows. An answer that says its length is read into one
+// buffer of that size, not into one grown (and copied) a few times on the way.
+func readBody(res *http.Response, max int64) ([]byte, error) {
+	r := io.LimitReader(res.Body, max+1)
+	n := res.ContentLength
+	if n < 0 || n > max {
+		return io.ReadAll(r)
+	}
+	// One byte more than announced, to see the end without growing the buffer.
+	buf := make([]byte, 0, n+1)
+	for {
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			// Longer than announced (the transport does not let that happen): read the
+			// rest as any other answer.
+			rest, err := io.ReadAll(r)
+			return append(buf, rest...), err
+		}
+	}
 }
 
 // traceSent returns ctx with a trace that reports whether a request sent with it left

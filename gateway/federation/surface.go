@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -221,7 +222,11 @@ func writeFHIR(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"exception"}]}`)
 	}
-	w.Header().Set("Content-Type", FHIRJSON)
+	h := w.Header()
+	h.Set("Content-Type", FHIRJSON)
+	// With its length known the answer goes out as one body, not as chunks written
+	// (and read) piecemeal plus a last one of its own.
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the client may be gone.
 }
