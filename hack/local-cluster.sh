@@ -189,6 +189,19 @@ host_snapshot() {
   true
 }
 
+# refuse_foreign_cluster stops `up` on a machine where another Kubernetes already
+# runs: `down` removes every KUBE-* and CNI-* iptables chain and the cni0 bridge, which
+# would break it. Only checked before this script changed anything (no saved state).
+refuse_foreign_cluster() {
+  [[ -f "$WORK/saved/snapshot" || "${CLUSTER_FORCE:-}" == 1 ]] && return 0
+  local why=""
+  iptables -S 2>/dev/null | grep -q '^-N KUBE-' && why="iptables chains KUBE-* exist"
+  iptables -t nat -S 2>/dev/null | grep -q '^-N \(KUBE\|CNI\)-' && why="nat chains KUBE-*/CNI-* exist"
+  ip link show "$BRIDGE" >/dev/null 2>&1 && why="the bridge $BRIDGE exists"
+  [[ -z "$why" ]] && return 0
+  die "another Kubernetes or CNI seems to run here ($why); \"down\" would remove its rules. CLUSTER_FORCE=1 overrides"
+}
+
 setup_network() {
   sysctl -qw net.ipv4.ip_forward=1
   # Pod -> ClusterIP -> pod on the same bridge needs bridged replies to pass iptables.
@@ -460,6 +473,7 @@ up() {
   trap 'log "up failed: component logs in $WORK/logs; run \"$0 down\" to clean up"' ERR
   [[ -d "$WORK/logs" ]] && rm -rf "$WORK/logs.prev" && mv "$WORK/logs" "$WORK/logs.prev"
   mkdir -p "$WORK/run" "$WORK/logs"
+  refuse_foreign_cluster
   save_host
   setup_network
   make_pki
@@ -613,19 +627,25 @@ down() {
   for shim in $(shims_of_ours); do kill -KILL "$shim" 2>/dev/null; done
   stop kube-apiserver
   stop etcd
-  # 3. Network: veths on the bridge, the bridge, the iptables chains, conntrack entries.
-  local veth
-  for veth in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//'); do
-    ip link del "$veth" 2>/dev/null
-  done
-  ip link del "$BRIDGE" 2>/dev/null
-  remove_chains iptables
-  remove_chains ip6tables
-  nft delete table ip kube-proxy 2>/dev/null
-  nft delete table ip6 kube-proxy 2>/dev/null
-  conntrack -D -s "$POD_CIDR" >/dev/null 2>&1
-  conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
-  conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1
+  # 3. Network: veths on the bridge, the bridge, the iptables chains, conntrack entries;
+  #    only when `up` got as far as changing the host (it saved its state first), so a
+  #    `down` on a machine this script never set up touches nothing of anyone else's.
+  if [[ ! -f "$WORK/saved/snapshot" ]]; then
+    log "no saved host state in $WORK/saved: network, cgroups and sysctls left as they are"
+  else
+    local veth
+    for veth in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//'); do
+      ip link del "$veth" 2>/dev/null
+    done
+    ip link del "$BRIDGE" 2>/dev/null
+    remove_chains iptables
+    remove_chains ip6tables
+    nft delete table ip kube-proxy 2>/dev/null
+    nft delete table ip6 kube-proxy 2>/dev/null
+    conntrack -D -s "$POD_CIDR" >/dev/null 2>&1
+    conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
+    conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1
+  fi
   # 4. Every mount under WORK, deepest first (kubelet bind-mounts its root dir onto itself).
   local m
   for _ in 1 2 3; do
@@ -634,10 +654,12 @@ down() {
     done
   done
   # 5. Cgroups kubelet made (cgroupfs driver), deepest first.
-  local c
-  for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
-    [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-  done
+  if [[ -f "$WORK/saved/snapshot" ]]; then
+    local c
+    for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+      [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+  fi
   # 6. Sysctls and host paths.
   if [[ -f "$WORK/saved/sysctl" ]]; then
     local kv
