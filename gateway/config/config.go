@@ -26,6 +26,7 @@ const (
 	DefaultCheckTimeoutMS      = 100
 	DefaultCacheTTLMS          = 1000
 	DefaultMetricsPath         = "/metrics"
+	DefaultMetricsPushJob      = "ferrofed"
 )
 
 // Config is a loaded, defaulted ferrofed.toml. Durations are integers in milliseconds.
@@ -95,6 +96,15 @@ type Metrics struct {
 	Disabled bool `toml:"disabled"`
 	// Path is where Prometheus metrics are served, under server.base_path.
 	Path string `toml:"path"`
+	// PushURL is, when set, the absolute http(s) URL of a Prometheus
+	// Pushgateway-compatible endpoint that the whole registry is pushed to once at the
+	// end of the drain (DESIGN §2.5): a draining process closes its listener before
+	// ferrofed_drain_total moves, so no scrape can see the outcome. The push is grouped
+	// by job (PushJob) and instance (the hostname: the pod name on Kubernetes). It works
+	// with Disabled too. Empty (the default): nothing is pushed.
+	PushURL string `toml:"push_url"`
+	// PushJob is the job the push is grouped under; default DefaultMetricsPushJob.
+	PushJob string `toml:"push_job"`
 }
 
 // Auth is the [auth] table.
@@ -284,7 +294,7 @@ func defaults() Config {
 	return Config{
 		Server:   Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS},
 		Health:   Health{CheckTimeoutMS: DefaultCheckTimeoutMS, CacheTTLMS: DefaultCacheTTLMS},
-		Metrics:  Metrics{Path: DefaultMetricsPath},
+		Metrics:  Metrics{Path: DefaultMetricsPath, PushJob: DefaultMetricsPushJob},
 		Registry: Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
 	}
 }

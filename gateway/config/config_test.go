@@ -139,6 +139,13 @@ func TestParseRules(t *testing.T) {
 		{"member_ready_check without members", "[health]\nmember_ready_check = true\n", []want{{"health.member_ready_check", 2, []string{"registry.members"}}}},
 		{"a metrics path on the root", "[metrics]\npath = \"/\"\n", []want{{"metrics.path", 2, []string{"root"}}}},
 		{"a relative metrics path", "[metrics]\npath = \"metrics\"\n", []want{{"metrics.path", 2, []string{"start with /"}}}},
+		{"a relative push URL", "[metrics]\npush_url = \"pushgateway:9091\"\n", []want{{"metrics.push_url", 2, []string{"absolute"}}}},
+		{"a push URL of another scheme", "[metrics]\npush_url = \"ftp://pushgateway:9091\"\n", []want{{"metrics.push_url", 2, []string{"http or https"}}}},
+		{"a push URL with credentials", "[metrics]\npush_url = \"https://u:p@pushgateway:9091\"\n", []want{{"metrics.push_url", 2, []string{"credentials"}}}},
+		{"a push URL with a query", "[metrics]\npush_url = \"http://pushgateway:9091/?x=1\"\n", []want{{"metrics.push_url", 2, []string{"query"}}}},
+		{"an empty push job", "[metrics]\npush_url = \"http://pushgateway:9091\"\npush_job = \" \"\n", []want{{"metrics.push_job", 3, []string{"empty"}}}},
+		{"a push URL with a path prefix and a job", "[metrics]\npush_url = \"https://metrics.example/push/\"\npush_job = \"edge\"\n", nil},
+		{"a push URL with the metrics endpoint disabled is valid", "[metrics]\ndisabled = true\npush_url = \"http://10.0.0.1:9091\"\n", nil},
 
 		// [[registry.members]].
 		{"a member without id or endpoint", "[[registry.members]]\n", []want{
@@ -234,6 +241,8 @@ func TestDefaults(t *testing.T) {
 		{"check timeout", cfg.CheckTimeout(), 100 * time.Millisecond},
 		{"cache TTL", cfg.CacheTTL(), time.Second},
 		{"metrics.path", cfg.Metrics.Path, "/metrics"},
+		{"metrics.push_url", cfg.Metrics.PushURL, ""},
+		{"metrics.push_job", cfg.Metrics.PushJob, "ferrofed"},
 		{"lifecycle", cfg.Lifecycle(), lifecycle.Resolved{RequestTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second,
 			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second}},
 		{"member endpoint id", cfg.Registry.Members[0].EndpointID, "a-query"},

@@ -55,6 +55,17 @@ func (c *Config) Validate(opts Options) []Problem {
 		}
 		add("metrics.path", "%q %s", c.Metrics.Path, msg)
 	}
+	if c.Metrics.PushURL != "" {
+		if u, err := url.Parse(c.Metrics.PushURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("metrics.push_url", "must be an absolute http or https URL")
+		} else if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			// The push appends /metrics/job/... to the URL, and the URL is logged.
+			add("metrics.push_url", "must not carry credentials, a query or a fragment")
+		}
+	}
+	if strings.TrimSpace(c.Metrics.PushJob) == "" {
+		add("metrics.push_job", "must not be empty")
+	}
 
 	ps = append(ps, c.Registry.validate()...)
 	if c.Registry.MaxMemberBodyBytes <= 0 {

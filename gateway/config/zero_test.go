@@ -16,6 +16,7 @@ func TestZeroIsNotTheDefault(t *testing.T) {
 		{"a zero check timeout is refused", "[health]\ncheck_timeout_ms = 0\n", "health.check_timeout_ms"},
 		{"an empty listen is refused", "[server]\nlisten = \"\"\n", "server.listen"},
 		{"an empty base path is refused", "[server]\nbase_path = \"\"\n", "server.base_path"},
+		{"an empty push job is refused", "[metrics]\npush_job = \"\"\n", "metrics.push_job"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
