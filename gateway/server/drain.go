@@ -195,7 +195,8 @@ func (s *Server) boot(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// drain runs the four steps; the budgets are read now, so that a reload applies to it.
+// drain runs the four steps, then pushes the metrics when metrics.push_url is set; the
+// budgets are read now, so that a reload applies to it.
 func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut context.CancelFunc) {
 	budgets := s.cfg.Load().Lifecycle()
 	start := time.Now()
@@ -246,6 +247,10 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 	step = time.Now()
 	abandoned := s.stopSurfaces(budgets.BindingsDrainTimeout)
 	s.fire(lifecycle.SignalBindingsStopped, step, "abandoned", abandoned)
+
+	// After the last step, before the exit: push the metrics the listener can no longer
+	// serve (metrics.push_url; bounded by pushTimeout, logged with its duration).
+	s.pushMetrics(s.cfg.Load(), start)
 	s.log.Info("Drained", "took", time.Since(start).String(), "outcome", outcome)
 }
 

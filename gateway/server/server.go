@@ -37,7 +37,10 @@
 //
 // Run drains on context cancellation (the serve command cancels on SIGTERM or SIGINT)
 // in the steps of DESIGN §2.5, each a lifecycle.Signal observable by tests (Signaled,
-// WithSignalObserver) and logged with its duration; see drain.go.
+// WithSignalObserver) and logged with its duration; see drain.go. After the last step,
+// when metrics.push_url is set, the whole registry is pushed once (Pushgateway
+// protocol, job metrics.push_job, instance the hostname) within MaxPushTimeout: the
+// drain outcome cannot be scraped from a listener that has closed; see push.go.
 package server
 
 import (
@@ -284,7 +287,8 @@ func RestartKeys(old, new *config.Config) []string {
 	if old.Server.TLS != new.Server.TLS {
 		keys = append(keys, "server.tls")
 	}
-	if old.Metrics != new.Metrics {
+	// metrics.push_url and push_job are read when the drain pushes: a reload applies them.
+	if old.Metrics.Disabled != new.Metrics.Disabled || old.Metrics.Path != new.Metrics.Path {
 		keys = append(keys, "metrics")
 	}
 	// The readiness checks are built once at start from these two.

@@ -340,6 +340,7 @@ func TestRestartKeys(t *testing.T) {
 		{"read header timeout", func(c *config.Config) { c.Server.ReadHeaderTimeoutMS = 1 }, []string{"server.read_header_timeout_ms"}},
 		{"tls", func(c *config.Config) { c.Server.TLS.ClientCAFile = "ca.pem" }, []string{"server.tls"}},
 		{"metrics", func(c *config.Config) { c.Metrics.Path = "/m" }, []string{"metrics"}},
+		{"the metrics push applies at the drain", func(c *config.Config) { c.Metrics.PushURL = "http://p:9091"; c.Metrics.PushJob = "j" }, nil},
 		{"a first member", func(c *config.Config) {
 			c.Registry.Members = []config.Member{{ID: "a", QueryEndpoint: "http://127.0.0.1:1/fhir"}}
 		}, []string{"registry.members (adding the first or removing the last)"}},
