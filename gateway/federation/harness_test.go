@@ -60,6 +60,8 @@ type harnessOptions struct {
 	noIssuer       bool
 	memberReady    bool
 	maxBody        int64
+	// transport carries the member calls instead of the surface's own (benchmarks).
+	transport http.RoundTripper
 }
 
 func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
@@ -112,7 +114,7 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		t.Fatal(err)
 	}
 	h.registry = prometheus.NewPedanticRegistry()
-	s, err := New(cfg, Options{Registerer: h.registry})
+	s, err := New(cfg, Options{Registerer: h.registry, Transport: o.transport})
 	if err != nil {
 		t.Fatal(err)
 	}
