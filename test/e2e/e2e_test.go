@@ -44,6 +44,7 @@ type e2e struct {
 	c        *cluster
 	members  []*member
 	issuer   *issuer
+	pushes   *pushReceiver // where the gateway pods push their metrics at the end of the drain
 	gateway  *unstructured.Unstructured
 	service  *corev1.Service
 	baseURL  string    // http://<ClusterIP>:<port>, empty when not on this machine
@@ -87,6 +88,9 @@ func (s *e2e) cleanup(t *testing.T) func() {
 	return func() {
 		if s.issuer != nil {
 			s.issuer.close()
+		}
+		if s.pushes != nil {
+			s.pushes.close()
 		}
 		if cfg.keep {
 			t.Logf("FERROFED_E2E_KEEP=1: namespace %s and release %s kept", cfg.namespace, releaseName)
@@ -330,6 +334,9 @@ func (s *e2e) gatewaySpec(extra string) map[string]any {
 	if s.issuer != nil {
 		b.WriteString(s.issuer.tomlIssuer())
 	}
+	if s.pushes != nil {
+		b.WriteString(s.pushes.tomlMetrics())
+	}
 	b.WriteString(extra)
 	return map[string]any{
 		"replicas": 2,
@@ -347,11 +354,13 @@ func (s *e2e) gatewayReady(t *testing.T) {
 	ctx := context.Background()
 	host, err := s.nodeAddressOnThisMachine(ctx)
 	if err != nil {
-		t.Logf("no token issuer: %v (the dependency report step will skip)", err)
+		t.Logf("no token issuer and no metrics push receiver: %v (the dependency report step will skip)", err)
 	} else if s.issuer, err = startIssuer(host); err != nil {
 		t.Fatal(err)
+	} else if s.pushes, err = startPushReceiver(host); err != nil {
+		t.Fatal(err)
 	} else {
-		t.Logf("token issuer key set at %s", s.issuer.jwksURL)
+		t.Logf("token issuer key set at %s; metrics pushes (metrics.push_url) received at %s", s.issuer.jwksURL, s.pushes.url)
 	}
 	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, gatewayName, s.gatewaySpec(""))); err != nil {
 		t.Fatalf("create Gateway: %v", err)
@@ -564,6 +573,10 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 	grace := budgets(nil).Resolve().GracePeriodSeconds()
 	drainDelay := lifecycle.ReadinessPoll(readinessPeriod, readinessFailure)
 	var longest podEnd
+	if s.pushes == nil {
+		t.Errorf("no metrics push receiver on this machine: the drain outcome the pods push cannot be checked")
+	}
+	pushedCompleted := 0
 	for _, e := range run.ended {
 		if e.took > longest.took {
 			longest = e
@@ -583,6 +596,14 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 		if e.drain != "completed" {
 			t.Errorf("pod %s: drain outcome %q, want completed", e.name, e.drain)
 		}
+		// The metric itself, as the pod pushed it after its drain (metrics.push_url).
+		if s.pushes != nil {
+			if problem := s.pushes.pushedCompleted(e.name); problem != "" {
+				t.Errorf("pod %s: %s\n%s", e.name, problem, s.tailOf(e.name))
+			} else {
+				pushedCompleted++
+			}
+		}
 	}
 	if want := 2 * run.rollouts; len(run.ended) < want {
 		t.Errorf("%d old pods seen ending, want %d (2 per rollout)", len(run.ended), want)
@@ -596,9 +617,9 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 	if run.load.slowRequests == 0 || run.load.slowFailures != 0 {
 		t.Errorf("slow requests (longer than the drain delay): %d sent, %d failed", run.load.slowRequests, run.load.slowFailures)
 	}
-	s.summary = append(s.summary, fmt.Sprintf("e2e summary: rollouts=%d (pods replaced %d) requests=%d in %s (%.0f/s; %d slow, each longer than drainDelay %s) failures=%d longest-termination=%s (%s) vs grace=%ds",
+	s.summary = append(s.summary, fmt.Sprintf("e2e summary: rollouts=%d (pods replaced %d) requests=%d in %s (%.0f/s; %d slow, each longer than drainDelay %s) failures=%d longest-termination=%s (%s) vs grace=%ds pushed-drain-completed=%d/%d",
 		run.rollouts, len(run.ended), run.load.requests, run.load.elapsed.Round(time.Second), run.load.rate(), run.load.slowRequests,
-		lifecycle.ReadinessPoll(readinessPeriod, readinessFailure), run.load.failures, longest.took, longest.name, grace))
+		lifecycle.ReadinessPoll(readinessPeriod, readinessFailure), run.load.failures, longest.took, longest.name, grace, pushedCompleted, len(run.ended)))
 }
 
 func (s *e2e) negativeControl(t *testing.T) {
@@ -683,7 +704,12 @@ func (s *e2e) rolloutRun(t *testing.T, n int, configChanges bool) rolloutRun {
 	ended := rec.stop()
 	t.Logf("%d rollouts in %s; load: %s", n, time.Since(start).Round(time.Second), res)
 	for _, e := range ended {
-		t.Logf("  %s: exit %d (%s) %s after SIGTERM, grace %d s, drain %q", e.name, e.exitCode, e.reason, e.took, e.grace, e.drain)
+		pushed := "no push receiver"
+		if s.pushes != nil {
+			drains, _ := s.pushes.pushes(e.name)
+			pushed = fmt.Sprintf("pushed ferrofed_drain_total %v", drains)
+		}
+		t.Logf("  %s: exit %d (%s) %s after SIGTERM, grace %d s, drain %q, %s", e.name, e.exitCode, e.reason, e.took, e.grace, e.drain, pushed)
 	}
 	return rolloutRun{rollouts: n, load: res, ended: ended}
 }

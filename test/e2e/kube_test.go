@@ -324,8 +324,9 @@ func (r *recorder) follow(ctx context.Context, pod *corev1.Pod) {
 // drainOutcome finds the outcome of the drain in one log line of the gateway: its
 // "Drained" line (and the InFlightDrained step) carry the outcome label that the same
 // drain adds to ferrofed_drain_total, "completed" or "cut". The metric itself cannot be
-// scraped from a pod that drained: its listener closed before the count moved, and the
-// process exits right after.
+// scraped from a pod that drained (its listener closed before the count moved, and the
+// process exits right after): the pod pushes it to metrics.push_url instead, and the
+// suite checks that push too (pushReceiver).
 func drainOutcome(line string) string {
 	if !strings.Contains(line, "InFlightDrained") && !strings.Contains(line, "ferrofed_drain_total") && !strings.Contains(line, "Drain") {
 		return ""
