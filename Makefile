@@ -65,7 +65,7 @@ e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local o
 	if [ -z "$$kc" ] && [ -f "$(LOCAL_KUBECONFIG)" ]; then kc="$(LOCAL_KUBECONFIG)"; fi; \
 	if [ -z "$$kc" ] || [ ! -f "$${kc%%:*}" ]; then \
 	  echo "e2e: no cluster: set KUBECONFIG to a cluster's kubeconfig, or run 'make cluster-up' (root) first" >&2; exit 1; fi; \
-	if [ "$$kc" = "$(LOCAL_KUBECONFIG)" ]; then hack/local-cluster.sh images || exit 1; fi; \
+	if [ "$$kc" = "$(LOCAL_KUBECONFIG)" ]; then hack/local-cluster.sh images || exit 1; export FERROFED_E2E_REQUIRE_LOCAL=1; fi; \
 	hack/tools.sh >/dev/null || exit 1; \
 	echo "e2e: KUBECONFIG=$$kc"; \
 	KUBECONFIG="$$kc" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
