@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
 // TestChartInstallsAWorkingOperator is the install test: a local control plane
@@ -254,18 +254,16 @@ func writeKubeconfig(t *testing.T, name string, cfg *rest.Config) string {
 func buildFerrofed(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ferrofed")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = repoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ferrofed: %v\n%s", err, out)
+	if err := proctest.BuildFerrofed(bin); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
 // startOperator runs `ferrofed operator` until the test ends; its output is collected.
-func startOperator(t *testing.T, bin, kubeconfig, probe string) *syncBuffer {
+func startOperator(t *testing.T, bin, kubeconfig, probe string) *proctest.SyncBuffer {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &proctest.SyncBuffer{}
 	cmd := exec.Command(bin, "operator", "--enable-webhook=false", "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address="+probe)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
@@ -330,22 +328,4 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-// syncBuffer is a bytes.Buffer a process may write to while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

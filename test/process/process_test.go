@@ -22,10 +22,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
 var binary string
@@ -37,14 +38,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "ferrofed")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
-	}
-	build := exec.Command(gobin, "build", "-o", binary, "github.com/ferrofed/ferrofed")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build ferrofed:", err)
+	if err := proctest.BuildFerrofed(binary); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -71,28 +66,10 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to write from the process's pipe and read from the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // gateway is a running `ferrofed serve`.
 type gateway struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *proctest.SyncBuffer
 	exited chan struct{}
 	err    error // Wait's result, once exited
 }
@@ -100,7 +77,7 @@ type gateway struct {
 // serve starts `ferrofed serve --config path` and waits until it printed its address.
 func serve(t *testing.T, path string) *gateway {
 	t.Helper()
-	g := &gateway{cmd: exec.Command(binary, "serve", "--config", path), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	g := &gateway{cmd: exec.Command(binary, "serve", "--config", path), stderr: &proctest.SyncBuffer{}, exited: make(chan struct{})}
 	g.cmd.Stderr = g.stderr
 	stdout, err := g.cmd.StdoutPipe()
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
 const gateways = 1000
@@ -45,10 +46,8 @@ func benchProcess(b *testing.B) {
 	bin := filepath.Join(dir, "ferrofed")
 	// Built as the image builds it (examples/Dockerfile): stripped, so that the figure
 	// is the resident memory of the binary users run.
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
-	build.Dir = filepath.Join("..", "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build ferrofed: %v\n%s", err, out)
+	if err := proctest.BuildFerrofed(bin, "-trimpath", "-ldflags", "-s -w"); err != nil {
+		b.Fatal(err)
 	}
 
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
