@@ -1,6 +1,7 @@
 // Package controllers holds the GatewayReconciler and the pure builders of the objects
-// it owns. A builder is a function of the Gateway (and of the rendered configuration):
-// no client, no clock, no environment; each is golden-file tested.
+// it owns. A builder is a function of the Gateway (and of its lifecycle plan and rendered
+// configuration, both made once per reconcile): no client, no clock, no environment;
+// each is golden-file tested.
 package controllers
 
 import (
@@ -15,8 +16,10 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
 // Labels and annotations the operator sets.
@@ -71,34 +74,9 @@ func ConfigMap(gw *ferrofedv1alpha1.Gateway, rendered []byte) *corev1ac.ConfigMa
 		WithData(map[string]string{ferrofedv1alpha1.ConfigFileName: string(rendered)})
 }
 
-func replicas(gw *ferrofedv1alpha1.Gateway) int32 {
-	if gw.Spec.Replicas == nil {
-		return ferrofedv1alpha1.DefaultReplicas
-	}
-	return *gw.Spec.Replicas
-}
-
-func port(gw *ferrofedv1alpha1.Gateway) int32 {
-	if gw.Spec.Port == 0 {
-		return ferrofedv1alpha1.DefaultPort
-	}
-	return gw.Spec.Port
-}
-
-func orDefault(p *int32, def int32) int32 {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
 // probePath joins the base path and a health route: "/" + "health" is "/health".
 func probePath(gw *ferrofedv1alpha1.Gateway, route string) string {
-	base := gw.Spec.BasePath
-	if base == "" {
-		base = ferrofedv1alpha1.DefaultBasePath
-	}
-	return path.Join(base, route)
+	return path.Join(gw.Spec.BasePathOrDefault(), route)
 }
 
 func httpGet(gw *ferrofedv1alpha1.Gateway, route string) *corev1ac.HTTPGetActionApplyConfiguration {
@@ -116,36 +94,35 @@ func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1a
 	p := gw.Spec.Probes
 	startup = corev1ac.Probe().
 		WithHTTPGet(httpGet(gw, "health/readiness")).
-		WithPeriodSeconds(orDefault(p.Startup.PeriodSeconds, ferrofedv1alpha1.DefaultStartupPeriodSeconds)).
-		WithFailureThreshold(orDefault(p.Startup.FailureThreshold, ferrofedv1alpha1.DefaultStartupFailureThreshold)).
-		WithTimeoutSeconds(orDefault(p.Startup.TimeoutSeconds, ferrofedv1alpha1.DefaultStartupTimeoutSeconds))
+		WithPeriodSeconds(ptr.Deref(p.Startup.PeriodSeconds, ferrofedv1alpha1.DefaultStartupPeriodSeconds)).
+		WithFailureThreshold(ptr.Deref(p.Startup.FailureThreshold, ferrofedv1alpha1.DefaultStartupFailureThreshold)).
+		WithTimeoutSeconds(ptr.Deref(p.Startup.TimeoutSeconds, ferrofedv1alpha1.DefaultStartupTimeoutSeconds))
 	readiness = corev1ac.Probe().
 		WithHTTPGet(httpGet(gw, "health/readiness")).
-		WithPeriodSeconds(orDefault(p.Readiness.PeriodSeconds, ferrofedv1alpha1.DefaultReadinessPeriodSeconds)).
-		WithFailureThreshold(orDefault(p.Readiness.FailureThreshold, ferrofedv1alpha1.DefaultReadinessFailureThreshold)).
-		WithTimeoutSeconds(orDefault(p.Readiness.TimeoutSeconds, ferrofedv1alpha1.DefaultReadinessTimeoutSeconds))
+		WithPeriodSeconds(ptr.Deref(p.Readiness.PeriodSeconds, ferrofedv1alpha1.DefaultReadinessPeriodSeconds)).
+		WithFailureThreshold(ptr.Deref(p.Readiness.FailureThreshold, ferrofedv1alpha1.DefaultReadinessFailureThreshold)).
+		WithTimeoutSeconds(ptr.Deref(p.Readiness.TimeoutSeconds, ferrofedv1alpha1.DefaultReadinessTimeoutSeconds))
 	liveness = corev1ac.Probe().
 		WithHTTPGet(httpGet(gw, "health")).
-		WithPeriodSeconds(orDefault(p.Liveness.PeriodSeconds, ferrofedv1alpha1.DefaultLivenessPeriodSeconds)).
-		WithFailureThreshold(orDefault(p.Liveness.FailureThreshold, ferrofedv1alpha1.DefaultLivenessFailureThreshold)).
-		WithTimeoutSeconds(orDefault(p.Liveness.TimeoutSeconds, ferrofedv1alpha1.DefaultLivenessTimeoutSeconds))
-	if d := orDefault(p.Startup.InitialDelaySeconds, 0); d > 0 {
+		WithPeriodSeconds(ptr.Deref(p.Liveness.PeriodSeconds, ferrofedv1alpha1.DefaultLivenessPeriodSeconds)).
+		WithFailureThreshold(ptr.Deref(p.Liveness.FailureThreshold, ferrofedv1alpha1.DefaultLivenessFailureThreshold)).
+		WithTimeoutSeconds(ptr.Deref(p.Liveness.TimeoutSeconds, ferrofedv1alpha1.DefaultLivenessTimeoutSeconds))
+	if d := ptr.Deref(p.Startup.InitialDelaySeconds, 0); d > 0 {
 		startup.WithInitialDelaySeconds(d)
 	}
 	return startup, readiness, liveness
 }
 
-// Deployment runs the gateway pods. Its grace period is the lifecycle formula; no
-// preStop hook is needed, since the process itself keeps accepting for drainDelay
-// after SIGTERM. configHash is ConfigHash of the rendered configuration.
-func Deployment(gw *ferrofedv1alpha1.Gateway, configHash string) *appsv1ac.DeploymentApplyConfiguration {
-	grace, _ := gw.Spec.GracePeriod()
+// Deployment runs the gateway pods. Its grace period is the plan's; no preStop hook is
+// needed, since the process itself keeps accepting for drainDelay after SIGTERM.
+// configHash is ConfigHash of the rendered configuration.
+func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash string) *appsv1ac.DeploymentApplyConfiguration {
 	startup, readiness, liveness := probes(gw)
 	container := corev1ac.Container().
 		WithName(ContainerName).
 		WithImage(gw.Spec.Image).
 		WithArgs("serve", "--config", ferrofedv1alpha1.ConfigPath).
-		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(port(gw)).WithProtocol(corev1.ProtocolTCP)).
+		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(gw.Spec.PortOrDefault()).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(startup).
 		WithReadinessProbe(readiness).
 		WithLivenessProbe(liveness).
@@ -174,7 +151,7 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, configHash string) *appsv1ac.Deplo
 		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(tls.SecretName)))
 	}
 	pod := corev1ac.PodSpec().
-		WithTerminationGracePeriodSeconds(grace).
+		WithTerminationGracePeriodSeconds(plan.GracePeriodSeconds).
 		WithContainers(container).
 		WithVolumes(volumes...)
 	if len(gw.Spec.NodeSelector) > 0 {
@@ -190,7 +167,7 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, configHash string) *appsv1ac.Deplo
 		WithLabels(Labels(gw)).
 		WithOwnerReferences(ownerReference(gw)).
 		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(replicas(gw)).
+			WithReplicas(gw.Spec.ReplicasOrDefault()).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))).
 			WithStrategy(appsv1ac.DeploymentStrategy().
 				WithType(appsv1.RollingUpdateDeploymentStrategyType).
@@ -214,7 +191,7 @@ func Service(gw *ferrofedv1alpha1.Gateway) *corev1ac.ServiceApplyConfiguration {
 			WithPorts(corev1ac.ServicePort().
 				WithName(PortName).
 				WithProtocol(corev1.ProtocolTCP).
-				WithPort(port(gw)).
+				WithPort(gw.Spec.PortOrDefault()).
 				WithTargetPort(intstr.FromString(PortName))))
 }
 
@@ -222,7 +199,7 @@ func Service(gw *ferrofedv1alpha1.Gateway) *corev1ac.ServiceApplyConfiguration {
 // only with more than one replica (nil otherwise): with one, it would block every drain
 // of the node.
 func PodDisruptionBudget(gw *ferrofedv1alpha1.Gateway) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
-	if replicas(gw) <= 1 {
+	if gw.Spec.ReplicasOrDefault() <= 1 {
 		return nil
 	}
 	return policyv1ac.PodDisruptionBudget(gw.Name, gw.Namespace).

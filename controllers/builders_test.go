@@ -105,12 +105,13 @@ func TestGoldenBuilders(t *testing.T) {
 			if c := gw.Spec.Config; c != nil && c.Inline != nil {
 				user = []byte(*c.Inline)
 			}
-			rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, user)
+			plan := gw.Spec.Plan()
+			rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, plan, user)
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}
 			var out bytes.Buffer
-			for _, obj := range []any{ConfigMap(gw, rendered), Deployment(gw, ConfigHash(rendered)), Service(gw), PodDisruptionBudget(gw)} {
+			for _, obj := range []any{ConfigMap(gw, rendered), Deployment(gw, plan, ConfigHash(rendered)), Service(gw), PodDisruptionBudget(gw)} {
 				data, err := yaml.Marshal(obj)
 				if err != nil {
 					t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
 // configMapRefIndex indexes Gateways by the ConfigMap their spec.config.configMapRef names.
@@ -54,8 +55,9 @@ type GatewayReconciler struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile renders the configuration, applies the owned objects when it passes, and
-// patches the status once, in a deferred function, whatever happened.
+// Reconcile makes one lifecycle plan, renders the configuration from it, applies the
+// owned objects when it passes, and patches the status once, in a deferred function,
+// whatever happened.
 func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	gw := &ferrofedv1alpha1.Gateway{}
 	if err := r.Get(ctx, req.NamespacedName, gw); err != nil {
@@ -64,7 +66,8 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	if !gw.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // the garbage collector removes the owned objects
 	}
-	outcome, err := r.renderConfig(ctx, gw)
+	plan := gw.Spec.Plan()
+	outcome, err := r.renderConfig(ctx, gw, plan)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -75,43 +78,64 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		if applied || r.Get(ctx, req.NamespacedName, dep) == nil {
 			observed = dep
 		}
-		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, observed, outcome, retErr != nil))
+		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, plan, observed, outcome, retErr != nil))
 	}()
 	if !outcome.valid() {
 		return ctrl.Result{}, nil // never roll out a configuration config check refuses
 	}
-	cm := ConfigMap(gw, outcome.rendered)
-	if err := r.apply(ctx, gw, &corev1.ConfigMap{}, cm, *cm.Name, func(o client.Object) (any, error) {
-		return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), FieldOwner)
-	}); err != nil {
-		return ctrl.Result{}, err
+	for _, o := range ownedObjects(gw, plan, outcome.rendered, dep) {
+		if o.desired == nil {
+			err = r.deleteOwned(ctx, gw, o)
+		} else {
+			err = r.apply(ctx, gw, o)
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		applied = applied || o.live == dep
 	}
-	d := Deployment(gw, ConfigHash(outcome.rendered))
-	if err := r.apply(ctx, gw, dep, d, *d.Name, func(o client.Object) (any, error) {
-		return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
-	}); err != nil {
-		return ctrl.Result{}, err
+	return ctrl.Result{}, nil
+}
+
+// ownedObject is one object a Gateway owns, named after it, in the order applied.
+type ownedObject struct {
+	kind string
+	// live receives the object as the apiserver has it.
+	live client.Object
+	// desired is its apply configuration, or nil when the object must not exist (it is
+	// then deleted, if the Gateway controls it).
+	desired runtime.ApplyConfiguration
+	// extract reads the fields FieldOwner manages from a live object.
+	extract func(client.Object) (any, error)
+}
+
+// ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
+// mount it), then the Deployment (into dep), the Service and, with more than one
+// replica, the PodDisruptionBudget.
+func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment) []ownedObject {
+	pdb := ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}, extract: func(o client.Object) (any, error) {
+		return policyv1ac.ExtractPodDisruptionBudget(o.(*policyv1.PodDisruptionBudget), FieldOwner)
+	}}
+	if d := PodDisruptionBudget(gw); d != nil {
+		pdb.desired = d
 	}
-	applied = true
-	svc := Service(gw)
-	if err := r.apply(ctx, gw, &corev1.Service{}, svc, *svc.Name, func(o client.Object) (any, error) {
-		return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)
-	}); err != nil {
-		return ctrl.Result{}, err
+	return []ownedObject{
+		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), extract: func(o client.Object) (any, error) {
+			return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), FieldOwner)
+		}},
+		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, ConfigHash(rendered)), extract: func(o client.Object) (any, error) {
+			return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
+		}},
+		{kind: "Service", live: &corev1.Service{}, desired: Service(gw), extract: func(o client.Object) (any, error) {
+			return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)
+		}},
+		pdb,
 	}
-	if pdb := PodDisruptionBudget(gw); pdb != nil {
-		err = r.apply(ctx, gw, &policyv1.PodDisruptionBudget{}, pdb, *pdb.Name, func(o client.Object) (any, error) {
-			return policyv1ac.ExtractPodDisruptionBudget(o.(*policyv1.PodDisruptionBudget), FieldOwner)
-		})
-	} else {
-		err = r.deleteOwned(ctx, gw, &policyv1.PodDisruptionBudget{})
-	}
-	return ctrl.Result{}, err
 }
 
 // renderConfig reads the referenced ConfigMap, if any, renders ferrofed.toml and runs
 // `config check` on it. A refused configuration is an outcome, not an error.
-func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alpha1.Gateway) (configOutcome, error) {
+func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan) (configOutcome, error) {
 	var user []byte
 	if c := gw.Spec.Config; c != nil && c.Inline != nil {
 		user = []byte(*c.Inline)
@@ -136,7 +160,7 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 		}
 		user = []byte(data)
 	}
-	rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, user)
+	rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, plan, user)
 	if err != nil {
 		return configOutcome{reason: ferrofedv1alpha1.ReasonInvalidConfig, message: ferrofedv1alpha1.ConfigMessage(err)}, nil
 	}
@@ -146,13 +170,12 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 // apply server-side applies desired unless the fields FieldOwner manages on the live
 // object already hold exactly the desired values. On success live holds the object as
 // the apiserver has it: the cached object, or the apply's response.
-func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, live client.Object,
-	desired runtime.ApplyConfiguration, name string, extract func(client.Object) (any, error)) error {
-	kind := fmt.Sprintf("%T", live)[len("*v1."):]
-	err := r.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: name}, live)
+func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
+	kind, name, live, desired := o.kind, gw.Name, o.live, o.desired
+	err := r.Get(ctx, client.ObjectKeyFromObject(gw), live)
 	switch {
 	case err == nil:
-		if same, err := sameAsLive(live, desired, extract); err != nil || same {
+		if same, err := sameAsLive(live, desired, o.extract); err != nil || same {
 			return err
 		}
 	case !apierrors.IsNotFound(err):
@@ -215,8 +238,8 @@ func asTyped(proto client.Object, v any) (string, error) {
 }
 
 // deleteOwned deletes the object named after gw when gw controls it.
-func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha1.Gateway, obj client.Object) error {
-	kind := fmt.Sprintf("%T", obj)[len("*v1."):]
+func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
+	kind, obj := o.kind, o.live
 	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -234,8 +257,8 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 // configuration newly refused is also told as a Warning event. After a failed apply the
 // status still tells what is observed, but observedGeneration stays where it was: the
 // generation has not been fully rolled out, and the retry will say when it is.
-func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome, failed bool) error {
-	st := desiredStatus(gw, dep, o)
+func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, failed bool) error {
+	st := desiredStatus(gw, plan, dep, o)
 	if failed {
 		st.ObservedGeneration = gw.Status.ObservedGeneration
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
 // configOutcome is what rendering the Gateway's configuration gave: the rendered
@@ -35,7 +36,7 @@ func configValidCondition(o configOutcome) metav1.Condition {
 // readyCondition is True when the Deployment has every desired pod ready and updated.
 func readyCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) metav1.Condition {
 	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionReady, Status: metav1.ConditionFalse}
-	want := replicas(gw)
+	want := gw.Spec.ReplicasOrDefault()
 	switch {
 	case dep == nil && !o.valid():
 		c.Reason, c.Message = ferrofedv1alpha1.ReasonInvalidConfig, "No Deployment was created: the configuration is invalid."
@@ -55,7 +56,7 @@ func readyCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o conf
 // or runs pods of an older template, or has too few updated pods.
 func progressingCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) metav1.Condition {
 	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse}
-	want := replicas(gw)
+	want := gw.Spec.ReplicasOrDefault()
 	switch {
 	case dep == nil && !o.valid():
 		c.Reason, c.Message = ferrofedv1alpha1.ReasonInvalidConfig, "Nothing is rolled out: the configuration is invalid."
@@ -70,13 +71,14 @@ func progressingCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, 
 	return c
 }
 
-// desiredStatus is the Gateway's status for the observed Deployment (nil when there is
-// none) and configuration. Conditions keep their lastTransitionTime when unchanged.
-func desiredStatus(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) ferrofedv1alpha1.GatewayStatus {
+// desiredStatus is the Gateway's status for its plan, the observed Deployment (nil when
+// there is none) and configuration. Conditions keep their lastTransitionTime when
+// unchanged.
+func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome) ferrofedv1alpha1.GatewayStatus {
 	st := *gw.Status.DeepCopy()
 	st.ObservedGeneration = gw.Generation
-	grace, breakdown := gw.Spec.GracePeriod()
-	st.TerminationGracePeriodSeconds, st.GracePeriod = grace, &breakdown
+	breakdown := ferrofedv1alpha1.Breakdown(plan)
+	st.TerminationGracePeriodSeconds, st.GracePeriod = plan.GracePeriodSeconds, &breakdown
 	st.Selector = labels.SelectorFromSet(SelectorLabels(gw)).String()
 	st.Replicas, st.ReadyReplicas = 0, 0
 	if dep != nil {

@@ -6,10 +6,13 @@ import (
 )
 
 // The CEL rules below mirror gateway/lifecycle (Budgets.Validate) so that they hold with
-// no operator running. Two choices make them agree with the Go side exactly:
+// no operator running; gateway/lifecycle's package documentation lists each rule with
+// its twin here. These choices make them agree with the Go side exactly:
 //   - An absent drainDelay is the readiness poll, spec.probes.readiness.periodSeconds ×
 //     failureThreshold, read from the defaulted probe fields (the CRD defaults are applied
-//     before validation); Gateway.Budgets derives it the same way.
+//     before validation); lifecycle.Budgets.Plan resolves it the same way.
+//   - requestTimeout, bindingsDrainTimeout and terminationHeadroom have CRD defaults, so
+//     the rules read them without has(): the apiserver defaults them before validating.
 //   - The grace period the pod gets must outlast the drain whether it is explicit or
 //     derived: ceil(drain + terminationHeadroom) equals the drain only when the headroom
 //     is 0s and the drain is a whole number of seconds, so that case is refused too.
@@ -99,7 +102,7 @@ type GatewaySpec struct {
 // "2.5s", "250ms"). The form keeps every value a whole number of milliseconds, the unit
 // of ferrofed.toml; "1.5m" or "500us" are refused.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.shutdownTimeout) || duration(self.shutdownTimeout) >= (has(self.requestTimeout) ? duration(self.requestTimeout) : duration('30s'))",message="spec.lifecycle.shutdownTimeout must not be shorter than spec.lifecycle.requestTimeout: a request accepted just before the listener closes may run for the whole request timeout",messageExpression="'spec.lifecycle.shutdownTimeout (' + self.shutdownTimeout + ') must not be shorter than spec.lifecycle.requestTimeout (' + (has(self.requestTimeout) ? self.requestTimeout : '30s') + '): a request accepted just before the listener closes may run for the whole request timeout'",fieldPath=".shutdownTimeout"
+// +kubebuilder:validation:XValidation:rule="!has(self.shutdownTimeout) || duration(self.shutdownTimeout) >= duration(self.requestTimeout)",message="spec.lifecycle.shutdownTimeout must not be shorter than spec.lifecycle.requestTimeout: a request accepted just before the listener closes may run for the whole request timeout",messageExpression="'spec.lifecycle.shutdownTimeout (' + self.shutdownTimeout + ') must not be shorter than spec.lifecycle.requestTimeout (' + self.requestTimeout + '): a request accepted just before the listener closes may run for the whole request timeout'",fieldPath=".shutdownTimeout"
 type Lifecycle struct {
 	// requestTimeout is the longest a client request may run (server.request_timeout_ms).
 	// Default "30s"; greater than 0s, at most 1h.

@@ -1,11 +1,12 @@
 package v1alpha1
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
@@ -40,108 +41,90 @@ var LifecycleFields = lifecycle.Fields{
 	TerminationGracePeriodSeconds: "spec.lifecycle.terminationGracePeriodSeconds",
 }
 
-// derivedGraceField names the derived grace period in problems. A problem with it is
-// reported on spec.lifecycle.terminationHeadroom, the one field that can fix it.
-const derivedGraceField = "the derived terminationGracePeriodSeconds, ceil(drain + spec.lifecycle.terminationHeadroom),"
+// ReplicasOrDefault is spec.replicas with its default applied.
+func (s *GatewaySpec) ReplicasOrDefault() int32 { return ptr.Deref(s.Replicas, DefaultReplicas) }
 
-func orInt32(p *int32, def int32) int32 {
-	if p == nil {
-		return def
+// PortOrDefault is spec.port with its default applied.
+func (s *GatewaySpec) PortOrDefault() int32 {
+	if s.Port == 0 {
+		return DefaultPort
 	}
-	return *p
+	return s.Port
+}
+
+// BasePathOrDefault is spec.basePath with its default applied.
+func (s *GatewaySpec) BasePathOrDefault() string {
+	if s.BasePath == "" {
+		return DefaultBasePath
+	}
+	return s.BasePath
 }
 
 // ReadinessPoll is periodSeconds × failureThreshold of the readiness probe: how long
 // the kubelet needs, at worst, to see a draining pod unready.
 func (s *GatewaySpec) ReadinessPoll() time.Duration {
 	r := s.Probes.Readiness
-	return lifecycle.ReadinessPoll(orInt32(r.PeriodSeconds, DefaultReadinessPeriodSeconds),
-		orInt32(r.FailureThreshold, DefaultReadinessFailureThreshold))
+	return lifecycle.ReadinessPoll(ptr.Deref(r.PeriodSeconds, DefaultReadinessPeriodSeconds),
+		ptr.Deref(r.FailureThreshold, DefaultReadinessFailureThreshold))
 }
 
 func durationPtr(d *metav1.Duration) *time.Duration {
 	if d == nil {
 		return nil
 	}
-	v := d.Duration
+	v := d.Duration // a copy: the budgets never alias the spec
 	return &v
 }
 
-// Budgets are the spec's drain budgets for gateway/lifecycle: an unset drainDelay is
-// the readiness poll, every other unset field is left to lifecycle's defaults (the same
-// values as the CRD's), and terminationGracePeriodSeconds is the explicit one or nil.
+// Budgets maps the spec's drain budgets onto gateway/lifecycle's, with the readiness
+// poll as lifecycle's input: every rule and default (an unset drainDelay is one poll)
+// is lifecycle's, applied by Budgets.Plan.
 func (s *GatewaySpec) Budgets() lifecycle.Budgets {
 	l := s.Lifecycle
-	b := lifecycle.Budgets{
+	return lifecycle.Budgets{
 		RequestTimeout:                durationPtr(l.RequestTimeout),
 		DrainDelay:                    durationPtr(l.DrainDelay),
 		ShutdownTimeout:               durationPtr(l.ShutdownTimeout),
 		BindingsDrainTimeout:          durationPtr(l.BindingsDrainTimeout),
 		TerminationHeadroom:           durationPtr(l.TerminationHeadroom),
 		TerminationGracePeriodSeconds: l.TerminationGracePeriodSeconds,
+		ReadinessPoll:                 s.ReadinessPoll(),
 	}
-	if b.DrainDelay == nil {
-		poll := s.ReadinessPoll()
-		b.DrainDelay = &poll
-	}
-	return b
 }
 
-// PodBudgets are Budgets with the grace period the pod actually gets, explicit or
-// derived. Validating them refuses a derived grace period that does not outlast the
-// drain (headroom 0s on a whole-second drain), as `config check` on the rendered
-// ferrofed.toml, which carries that grace period, would.
-func (s *GatewaySpec) PodBudgets() lifecycle.Budgets {
-	b := s.Budgets()
-	g := b.Resolve().GracePeriodSeconds()
-	b.TerminationGracePeriodSeconds = &g
-	return b
-}
+// Plan is the spec's lifecycle plan: made once per reconcile and per admission, and
+// handed to the renderer, the Deployment builder and the status.
+func (s *GatewaySpec) Plan() lifecycle.Plan { return s.Budgets().Plan() }
 
-// ValidateLifecycle runs lifecycle.Budgets.Validate on the pod's budgets and returns
+// ValidateLifecycle runs lifecycle.Budgets.Validate on the spec's budgets and returns
 // its problems as field errors on the spec's field paths.
 func (s *GatewaySpec) ValidateLifecycle() field.ErrorList {
-	fields := LifecycleFields
-	if s.Lifecycle.TerminationGracePeriodSeconds == nil {
-		fields.TerminationGracePeriodSeconds = derivedGraceField
-	}
 	var errs field.ErrorList
-	for _, p := range s.PodBudgets().Validate(fields) {
-		value := p.Value
-		if p.Field == derivedGraceField {
-			value = s.Budgets().Resolve().TerminationHeadroom.String() // the field it is reported on
-		}
-		errs = append(errs, field.Invalid(problemPath(p.Field), value, p.Message))
+	for _, p := range s.Budgets().Validate(LifecycleFields) {
+		errs = append(errs, field.Invalid(problemPath(p.Field), p.Value, p.Message))
 	}
 	return errs
 }
 
-// LifecycleWarnings are lifecycle's warnings on the spec's budgets (the explicit grace
-// period only, so that a headroom under 5s is seen even where the derived grace
-// period's rounding up hides it).
+// LifecycleWarnings are lifecycle's warnings on the spec's budgets.
 func (s *GatewaySpec) LifecycleWarnings() []string {
-	return s.Budgets().Warnings(LifecycleFields, s.ReadinessPoll())
+	return s.Budgets().Warnings(LifecycleFields)
 }
 
 func problemPath(name string) *field.Path {
-	if name == derivedGraceField {
-		name = LifecycleFields.TerminationHeadroom
-	}
 	parts := strings.Split(name, ".")
 	return field.NewPath(parts[0], parts[1:]...)
 }
 
-// GracePeriod is the grace period the pod gets and its breakdown, for the Deployment
-// and the status.
-func (s *GatewaySpec) GracePeriod() (int64, GracePeriodBreakdown) {
-	r := s.Budgets().Resolve()
-	return r.GracePeriodSeconds(), GracePeriodBreakdown{
-		DrainDelay:           r.DrainDelay.String(),
-		DrainDelayDerived:    s.Lifecycle.DrainDelay == nil,
-		ShutdownTimeout:      r.ShutdownTimeout.String(),
-		BindingsDrainTimeout: r.BindingsDrainTimeout.String(),
-		TerminationHeadroom:  r.TerminationHeadroom.String(),
-		Explicit:             r.ExplicitGracePeriodSeconds != nil,
+// Breakdown is where a plan's grace period comes from, for the status.
+func Breakdown(p lifecycle.Plan) GracePeriodBreakdown {
+	return GracePeriodBreakdown{
+		DrainDelay:           p.DrainDelay.String(),
+		DrainDelayDerived:    p.DrainDelayFromPoll,
+		ShutdownTimeout:      p.ShutdownTimeout.String(),
+		BindingsDrainTimeout: p.BindingsDrainTimeout.String(),
+		TerminationHeadroom:  p.TerminationHeadroom.String(),
+		Explicit:             p.GracePeriodExplicit,
 	}
 }
 

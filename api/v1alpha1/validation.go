@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
 // Validate is the Go side of admission: the CEL rules' Go twins (whole milliseconds,
@@ -19,6 +20,7 @@ import (
 // objects); the controller checks it, with the same functions, before any rollout.
 func (g *Gateway) Validate() (field.ErrorList, []string) {
 	s := &g.Spec
+	plan := s.Plan()
 	errs := validateMilliseconds(s)
 	errs = append(errs, s.ValidateLifecycle()...)
 	cfgPath := field.NewPath("spec", "config")
@@ -35,16 +37,17 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	if s.Config != nil && s.Config.Inline != nil {
 		user = []byte(*s.Config.Inline)
 	}
-	if _, err := RenderAndCheck(s, user); err != nil {
+	if _, err := RenderAndCheck(s, plan, user); err != nil {
 		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
 	}
 	return errs, warnings
 }
 
-// RenderAndCheck renders ferrofed.toml and runs `config check` on it: what the webhook
-// and the controller both call, so that they refuse the same documents.
-func RenderAndCheck(s *GatewaySpec, user []byte) ([]byte, error) {
-	rendered, err := RenderConfig(s, user)
+// RenderAndCheck renders ferrofed.toml from the spec's plan and user, the rest of the
+// configuration, and runs `config check` on it: what the webhook and the controller
+// both call, so that they refuse the same documents.
+func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
+	rendered, err := config.Render(s.Owned(plan), user)
 	if err != nil {
 		return nil, err
 	}

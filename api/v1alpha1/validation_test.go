@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 func d(s string) *metav1.Duration {
@@ -21,12 +23,12 @@ func d(s string) *metav1.Duration {
 func TestRenderConfigIsDeterministicAndMergesTheRest(t *testing.T) {
 	spec := &GatewaySpec{Image: "x", Port: 9090, BasePath: "/fed"}
 	user := []byte("[health]\ncheck_timeout_ms = 250\n[server]\nread_header_timeout_ms = 3000\n")
-	first, err := RenderAndCheck(spec, user)
+	first, err := RenderAndCheck(spec, spec.Plan(), user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 20 {
-		again, _ := RenderConfig(spec, user)
+		again, _ := config.Render(spec.Owned(spec.Plan()), user)
 		if !bytes.Equal(first, again) {
 			t.Fatalf("rendering twice gave two documents:\n%s\n---\n%s", first, again)
 		}
@@ -50,7 +52,8 @@ func TestRenderConfigRefusesKeysTheSpecOwns(t *testing.T) {
 		"[server.tls]\nkey_file = \"k\"\n":                 "server.tls: is set by the Gateway from spec.tls.secretName",
 	}
 	for user, want := range cases {
-		_, err := RenderConfig(&GatewaySpec{}, []byte(user))
+		spec := &GatewaySpec{}
+		_, err := config.Render(spec.Owned(spec.Plan()), []byte(user))
 		if err == nil || !strings.Contains(ConfigMessage(err), want) {
 			t.Errorf("render %q: %v, want a problem containing %q", user, err, want)
 		}
@@ -79,9 +82,25 @@ func TestValidateNamesFieldPaths(t *testing.T) {
 	}
 }
 
+func TestEveryKeyTheSpecOwnsIsAKeyOfTheSchema(t *testing.T) {
+	// A key named here but absent from config.Server would reserve nothing.
+	spec := &GatewaySpec{TLS: &TLS{SecretName: "s"}, Lifecycle: Lifecycle{TerminationGracePeriodSeconds: ptr.To[int64](90)}}
+	rendered, err := config.Render(spec.Owned(spec.Plan()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range ownedFields {
+		leaf := key[strings.LastIndex(key, ".")+1:]
+		if !strings.Contains(string(rendered), leaf) {
+			t.Errorf("%s is reserved for the spec but the spec never renders it:\n%s", key, rendered)
+		}
+	}
+}
+
 func TestGracePeriodFollowsTheProbes(t *testing.T) {
 	s := &GatewaySpec{Probes: Probes{Readiness: ReadinessProbe{PeriodSeconds: ptr.To[int32](10), FailureThreshold: ptr.To[int32](3)}}}
-	grace, b := s.GracePeriod()
+	plan := s.Plan()
+	grace, b := plan.GracePeriodSeconds, Breakdown(plan)
 	if grace != 70 || b.DrainDelay != "30s" || !b.DrainDelayDerived || b.Explicit {
 		t.Errorf("grace = %d %+v, want 70 = 30s derived delay + 30s + 5s + 5s", grace, b)
 	}

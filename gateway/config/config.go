@@ -327,11 +327,15 @@ func (c *Config) Budgets() lifecycle.Budgets {
 		// The headroom is the runtime's business, not the process's: the grace period,
 		// when known, is checked against the drain alone.
 		TerminationGracePeriodSeconds: c.Server.TerminationGracePeriodSeconds,
+		// A process knows of no balancer polling its readiness: an unset drain delay is
+		// 0, the listener closing at once. The operator always sets the key, to the
+		// Gateway's readiness poll when its drainDelay is unset.
+		ReadinessPoll: 0,
 	}
 }
 
-// Lifecycle is the resolved drain budgets, every default applied.
-func (c *Config) Lifecycle() lifecycle.Resolved { return c.Budgets().Resolve() }
+// Lifecycle is the plan of the drain budgets, every default applied.
+func (c *Config) Lifecycle() lifecycle.Plan { return c.Budgets().Plan() }
 
 // ReadHeaderTimeout is server.read_header_timeout_ms as a duration.
 func (c *Config) ReadHeaderTimeout() time.Duration { return ms(c.Server.ReadHeaderTimeoutMS) }

@@ -16,7 +16,7 @@ func TestMemberTimeoutAndBodyCap(t *testing.T) {
 		{"a timeout within the request timeout", "[server]\nrequest_timeout_ms = 1000\n" + member + "timeout_ms = 500\n", ""},
 		{"a timeout longer than the request timeout names both keys", "[server]\nrequest_timeout_ms = 1000\n" + member + "timeout_ms = 1500\n",
 			"registry.members[0].timeout_ms (line 6): 1500 is longer than server.request_timeout_ms (1000)"},
-		{"a negative timeout", member + "timeout_ms = -1\n", "registry.members[0].timeout_ms (line 4): must be greater than zero"},
+		{"a negative timeout", member + "timeout_ms = -1\n", "registry.members[0].timeout_ms (line 4): must not be negative"},
 		{"a negative body cap", "[registry]\nmax_member_body_bytes = -1\n" + member, "registry.max_member_body_bytes (line 2): must be greater than zero"},
 	}
 	for _, c := range cases {

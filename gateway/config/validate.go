@@ -75,7 +75,7 @@ func (c *Config) Validate(opts Options) []Problem {
 		key := fmt.Sprintf("registry.members[%d].timeout_ms", i)
 		switch rt := c.Lifecycle().RequestTimeout.Milliseconds(); {
 		case m.TimeoutMS < 0:
-			add(key, "must be greater than zero")
+			add(key, "must not be negative (0, or unset, gives the member the request's budget)")
 		case m.TimeoutMS > rt:
 			add(key, "%d is longer than server.request_timeout_ms (%d): the request budget bounds every member", m.TimeoutMS, rt)
 		}
@@ -237,7 +237,7 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 		}
 	}
 	if is.JWKSRefreshMS < 0 {
-		add("jwks_refresh_ms", "must be greater than zero")
+		add("jwks_refresh_ms", "must not be negative (0, or unset, is the default %d)", DefaultJWKSRefreshMS)
 	}
 	return ps
 }

@@ -1,10 +1,3 @@
-// Package lifecycle holds the drain budgets of a gateway process, the rules that make
-// them fit together, and the grace-period formula derived from them.
-//
-// It is the one place these rules live: `ferrofed config check`, the gateway at start
-// and on reload, the operator's controller and its admission webhook all call it, and
-// the CRD's CEL rules mirror it (a shared table test holds them in agreement).
-// Everything here is pure: no clock, no environment, no I/O.
 package lifecycle
 
 import (
@@ -16,9 +9,6 @@ import (
 const (
 	// DefaultRequestTimeout is the longest a client request may run when nothing is set.
 	DefaultRequestTimeout = 30 * time.Second
-	// DefaultDrainDelay is step 1 of the drain when nothing is set: the listener closes
-	// at once, right for a single process with nothing in front of it.
-	DefaultDrainDelay = time.Duration(0)
 	// DefaultBindingsDrainTimeout is step 4 of the drain when nothing is set.
 	DefaultBindingsDrainTimeout = 5 * time.Second
 	// DefaultTerminationHeadroom is the room left after the drain for the last metrics
@@ -29,13 +19,13 @@ const (
 	MaxBudget = time.Hour
 )
 
-// Budgets are the durations that govern how a gateway stops. A nil pointer means the
-// value was not set and its default applies; see Resolve.
+// Budgets are the durations that govern how a gateway stops, as the user set them. A
+// nil pointer means the value was not set and its default applies; see Plan.
 type Budgets struct {
 	// RequestTimeout is the longest a client request may run.
 	RequestTimeout *time.Duration
 	// DrainDelay is step 1: how long the listener keeps accepting after readiness
-	// turned 503.
+	// turned 503. Unset, it is ReadinessPoll.
 	DrainDelay *time.Duration
 	// ShutdownTimeout is step 3: how long in-flight requests get to finish. Unset, it
 	// equals RequestTimeout.
@@ -47,30 +37,56 @@ type Budgets struct {
 	// TerminationGracePeriodSeconds is an explicit grace period that replaces the
 	// derived one. It must outlast the drain.
 	TerminationGracePeriodSeconds *int64
+
+	// ReadinessPoll is not a budget but an input: how long whatever balances the gateway
+	// needs, at worst, to see its readiness 503 (ReadinessPoll(periodSeconds,
+	// failureThreshold) of a Kubernetes readiness probe), zero when nothing polls it (a
+	// process run by hand or by compose). An unset DrainDelay is one readiness poll,
+	// so that the balancer has stopped routing before the listener closes; Warnings
+	// compares a set DrainDelay with it.
+	ReadinessPoll time.Duration
 }
 
-// Resolved are Budgets with every default applied.
-type Resolved struct {
+// Plan is what Budgets resolve to: every budget with its default applied, the grace
+// period the runtime will really give the process, and where the values that were not
+// set came from. It is computed once (per load, per reconcile, per admission) and
+// handed to everything that needs a budget, so that no two places derive it apart.
+type Plan struct {
 	RequestTimeout       time.Duration
 	DrainDelay           time.Duration
 	ShutdownTimeout      time.Duration
 	BindingsDrainTimeout time.Duration
 	TerminationHeadroom  time.Duration
-	// ExplicitGracePeriodSeconds is the explicit grace period, or nil.
-	ExplicitGracePeriodSeconds *int64
+	// GracePeriodSeconds is the grace period the runtime gives: the explicit one, else
+	// ceil(Drain() + TerminationHeadroom).
+	GracePeriodSeconds int64
+	// GracePeriodExplicit reports that GracePeriodSeconds was set, not derived.
+	GracePeriodExplicit bool
+	// DrainDelayFromPoll reports that DrainDelay was unset and is the readiness poll.
+	DrainDelayFromPoll bool
+	// ReadinessPoll is the input the plan was made with.
+	ReadinessPoll time.Duration
 }
 
-// Resolve applies the defaults: an unset shutdown timeout equals the request timeout.
-func (b Budgets) Resolve() Resolved {
-	r := Resolved{
-		RequestTimeout:             orDefault(b.RequestTimeout, DefaultRequestTimeout),
-		DrainDelay:                 orDefault(b.DrainDelay, DefaultDrainDelay),
-		BindingsDrainTimeout:       orDefault(b.BindingsDrainTimeout, DefaultBindingsDrainTimeout),
-		TerminationHeadroom:        orDefault(b.TerminationHeadroom, DefaultTerminationHeadroom),
-		ExplicitGracePeriodSeconds: b.TerminationGracePeriodSeconds,
+// Plan applies the defaults: an unset drain delay is the readiness poll, an unset
+// shutdown timeout equals the request timeout, and the grace period is the explicit
+// one or ceil(delay + shutdown + bindings + headroom) in whole seconds.
+func (b Budgets) Plan() Plan {
+	p := Plan{
+		RequestTimeout:       orDefault(b.RequestTimeout, DefaultRequestTimeout),
+		DrainDelay:           orDefault(b.DrainDelay, b.ReadinessPoll),
+		BindingsDrainTimeout: orDefault(b.BindingsDrainTimeout, DefaultBindingsDrainTimeout),
+		TerminationHeadroom:  orDefault(b.TerminationHeadroom, DefaultTerminationHeadroom),
+		DrainDelayFromPoll:   b.DrainDelay == nil,
+		ReadinessPoll:        b.ReadinessPoll,
 	}
-	r.ShutdownTimeout = orDefault(b.ShutdownTimeout, r.RequestTimeout)
-	return r
+	p.ShutdownTimeout = orDefault(b.ShutdownTimeout, p.RequestTimeout)
+	if g := b.TerminationGracePeriodSeconds; g != nil {
+		p.GracePeriodSeconds, p.GracePeriodExplicit = *g, true
+	} else {
+		p.GracePeriodSeconds = ceilSeconds(p.Drain() + p.TerminationHeadroom)
+	}
+	return p
 }
 
 func orDefault(d *time.Duration, def time.Duration) time.Duration {
@@ -81,25 +97,34 @@ func orDefault(d *time.Duration, def time.Duration) time.Duration {
 }
 
 // Drain is the longest the drain itself may take: delay + shutdown + bindings.
-func (r Resolved) Drain() time.Duration {
-	return r.DrainDelay + r.ShutdownTimeout + r.BindingsDrainTimeout
+func (p Plan) Drain() time.Duration {
+	return p.DrainDelay + p.ShutdownTimeout + p.BindingsDrainTimeout
 }
 
-// DerivedGracePeriodSeconds is ceil(drainDelay + shutdownTimeout + bindingsDrainTimeout
-// + terminationHeadroom) in whole seconds, the formula the operator writes into the pod.
-func (r Resolved) DerivedGracePeriodSeconds() int64 {
-	return ceilSeconds(r.Drain() + r.TerminationHeadroom)
-}
-
-// GracePeriodSeconds is the explicit grace period when one is set, else the derived one.
-func (r Resolved) GracePeriodSeconds() int64 {
-	if r.ExplicitGracePeriodSeconds != nil {
-		return *r.ExplicitGracePeriodSeconds
-	}
-	return r.DerivedGracePeriodSeconds()
-}
-
+// maxDurationSeconds is the longest grace period a time.Duration holds (~292 years).
 const maxDurationSeconds = int64(math.MaxInt64 / int64(time.Second))
+
+// gracePeriod is GracePeriodSeconds as a duration, and false when it is past what a
+// Duration holds (it then outlasts any drain; converting it would wrap).
+func (p Plan) gracePeriod() (time.Duration, bool) {
+	if p.GracePeriodSeconds > maxDurationSeconds {
+		return 0, false
+	}
+	return time.Duration(p.GracePeriodSeconds) * time.Second, true
+}
+
+// Headroom is what the grace period leaves after the drain: TerminationHeadroom, or,
+// with an explicit grace period, the grace period minus the drain.
+func (p Plan) Headroom() time.Duration {
+	if !p.GracePeriodExplicit {
+		return p.TerminationHeadroom
+	}
+	g, ok := p.gracePeriod()
+	if !ok {
+		return MaxBudget // any headroom past the longest budget reads the same
+	}
+	return g - p.Drain()
+}
 
 func ceilSeconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
@@ -122,7 +147,8 @@ type Fields struct {
 	TerminationGracePeriodSeconds string
 }
 
-// TOMLFields are the keys of ferrofed.toml.
+// TOMLFields are the keys of ferrofed.toml. The headroom is no key: a process never
+// sets it, so it keeps its default, and a derived grace period always outlasts the drain.
 var TOMLFields = Fields{
 	RequestTimeout:                "server.request_timeout_ms",
 	DrainDelay:                    "server.drain_delay_ms",
@@ -134,7 +160,8 @@ var TOMLFields = Fields{
 
 // Problem is one rule a set of budgets breaks.
 type Problem struct {
-	// Field is the field the problem is reported on; Message names every field involved.
+	// Field is the field the problem is reported on, the one a user changes to fix it;
+	// Message names every field involved.
 	Field   string
 	Value   string
 	Message string
@@ -143,12 +170,17 @@ type Problem struct {
 func (p Problem) Error() string { return p.Field + ": " + p.Message }
 
 // Validate returns every rule the budgets break, each naming the fields involved:
-// every budget is non-negative and at most MaxBudget, the request timeout is positive,
-// the shutdown timeout is not shorter than the request timeout, and an explicit grace
-// period outlasts the drain (delay + shutdown + bindings).
+//   - every budget is non-negative and at most MaxBudget, and the request timeout is
+//     positive (the readiness poll is the caller's input, bounded where it is set: the
+//     CRD's probe fields cap it at an hour);
+//   - the shutdown timeout is not shorter than the request timeout;
+//   - the grace period the runtime will give outlasts the drain (delay + shutdown +
+//     bindings). An explicit one is reported on its own field; a derived one,
+//     ceil(drain + headroom), fails only with a headroom of 0 on a drain of whole
+//     seconds, and is reported on the headroom, the one field that fixes it.
 func (b Budgets) Validate(f Fields) []Problem {
 	var out []Problem
-	r := b.Resolve()
+	p := b.Plan()
 	bounded := []struct {
 		name     string
 		value    *time.Duration
@@ -177,50 +209,49 @@ func (b Budgets) Validate(f Fields) []Problem {
 			boundsOK = false
 		}
 	}
-	if b.ShutdownTimeout != nil && r.ShutdownTimeout < r.RequestTimeout {
-		out = append(out, Problem{f.ShutdownTimeout, r.ShutdownTimeout.String(), fmt.Sprintf(
+	if b.ShutdownTimeout != nil && p.ShutdownTimeout < p.RequestTimeout {
+		out = append(out, Problem{f.ShutdownTimeout, p.ShutdownTimeout.String(), fmt.Sprintf(
 			"%s (%s) must not be shorter than %s (%s): a request accepted just before the listener closes may run for the whole request timeout",
-			f.ShutdownTimeout, r.ShutdownTimeout, f.RequestTimeout, r.RequestTimeout)})
+			f.ShutdownTimeout, p.ShutdownTimeout, f.RequestTimeout, p.RequestTimeout)})
 	}
-	if g := b.TerminationGracePeriodSeconds; g != nil {
-		switch {
-		case *g < 0:
-			out = append(out, Problem{f.TerminationGracePeriodSeconds, fmt.Sprint(*g), "must not be negative"})
-		// A grace period past what a Duration holds (~292 years) outlasts any drain;
-		// converting it would wrap.
-		case boundsOK && *g <= maxDurationSeconds && time.Duration(*g)*time.Second <= r.Drain():
-			out = append(out, Problem{f.TerminationGracePeriodSeconds, fmt.Sprint(*g), fmt.Sprintf(
-				"%s (%ds) must be greater than %s + %s + %s (%s)",
-				f.TerminationGracePeriodSeconds, *g, f.DrainDelay, f.ShutdownTimeout, f.BindingsDrainTimeout, r.Drain())})
-		}
+	grace, fits := p.gracePeriod()
+	switch {
+	case p.GracePeriodExplicit && p.GracePeriodSeconds < 0:
+		out = append(out, Problem{f.TerminationGracePeriodSeconds, fmt.Sprint(p.GracePeriodSeconds), "must not be negative"})
+	case !boundsOK || !fits || grace > p.Drain():
+	case p.GracePeriodExplicit:
+		out = append(out, Problem{f.TerminationGracePeriodSeconds, fmt.Sprint(p.GracePeriodSeconds), fmt.Sprintf(
+			"%s (%ds) must be greater than %s + %s + %s (%s)",
+			f.TerminationGracePeriodSeconds, p.GracePeriodSeconds, f.DrainDelay, f.ShutdownTimeout, f.BindingsDrainTimeout, p.Drain())})
+	default:
+		out = append(out, Problem{f.TerminationHeadroom, p.TerminationHeadroom.String(), fmt.Sprintf(
+			"%s (%s) makes the derived grace period, ceil(%s + %s + %s + %s) = %ds, no longer than the drain (%s): the kill would land while the drain may still run; set %s above 0s",
+			f.TerminationHeadroom, p.TerminationHeadroom, f.DrainDelay, f.ShutdownTimeout, f.BindingsDrainTimeout,
+			f.TerminationHeadroom, p.GracePeriodSeconds, p.Drain(), f.TerminationHeadroom)})
 	}
 	return out
 }
 
 // Warnings are budgets that fit together but are likely to drop requests or lose
-// telemetry: a drain delay shorter than the readiness poll that removes the pod from its
-// balancer, and headroom under DefaultTerminationHeadroom. readinessPoll is zero when
-// no balancer polls.
-func (b Budgets) Warnings(f Fields, readinessPoll time.Duration) []string {
-	r := b.Resolve()
+// telemetry: a drain delay shorter than the readiness poll that removes the process
+// from its balancer, and a grace period that leaves under DefaultTerminationHeadroom
+// after the drain.
+func (b Budgets) Warnings(f Fields) []string {
+	p := b.Plan()
 	var out []string
-	if r.DrainDelay < readinessPoll {
+	if p.DrainDelay < p.ReadinessPoll {
 		out = append(out, fmt.Sprintf(
 			"%s (%s) is shorter than the readiness poll (%s = periodSeconds × failureThreshold): requests routed before the balancer sees the 503 may be refused",
-			f.DrainDelay, r.DrainDelay, readinessPoll))
+			f.DrainDelay, p.DrainDelay, p.ReadinessPoll))
 	}
-	// With an explicit grace period the headroom is what it leaves after the drain.
-	headroom, name := r.TerminationHeadroom, f.TerminationHeadroom
-	if g := r.ExplicitGracePeriodSeconds; g != nil {
-		headroom, name = DefaultTerminationHeadroom, f.TerminationGracePeriodSeconds
-		if *g <= maxDurationSeconds {
-			headroom = time.Duration(*g)*time.Second - r.Drain()
-		}
+	name := f.TerminationHeadroom
+	if p.GracePeriodExplicit {
+		name = f.TerminationGracePeriodSeconds
 	}
-	if headroom < DefaultTerminationHeadroom {
+	if h := p.Headroom(); h < DefaultTerminationHeadroom {
 		out = append(out, fmt.Sprintf(
 			"%s leaves %s of headroom after the drain, under %s: the last metrics and spans may not be pushed before the kill",
-			name, headroom, DefaultTerminationHeadroom))
+			name, h, DefaultTerminationHeadroom))
 	}
 	return out
 }

@@ -9,26 +9,39 @@ import (
 func dur(d time.Duration) *time.Duration { return &d }
 func secs(s int64) *int64                { return &s }
 
-func TestResolveAppliesDefaults(t *testing.T) {
+func TestPlanAppliesDefaults(t *testing.T) {
 	tests := []struct {
 		name string
 		in   Budgets
-		want Resolved
+		want Plan
 	}{
-		{"nothing set takes every default", Budgets{}, Resolved{
+		{"nothing set takes every default, and nothing polls: no delay", Budgets{}, Plan{
 			RequestTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second,
-			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second}},
-		{"an unset shutdown timeout follows the request timeout", Budgets{RequestTimeout: dur(12 * time.Second)}, Resolved{
+			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second,
+			GracePeriodSeconds: 40, DrainDelayFromPoll: true}},
+		{"an unset drain delay is one readiness poll", Budgets{ReadinessPoll: 10 * time.Second}, Plan{
+			RequestTimeout: 30 * time.Second, DrainDelay: 10 * time.Second, ShutdownTimeout: 30 * time.Second,
+			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second,
+			GracePeriodSeconds: 50, DrainDelayFromPoll: true, ReadinessPoll: 10 * time.Second}},
+		{"a set drain delay wins over the poll", Budgets{DrainDelay: dur(2 * time.Second), ReadinessPoll: 10 * time.Second}, Plan{
+			RequestTimeout: 30 * time.Second, DrainDelay: 2 * time.Second, ShutdownTimeout: 30 * time.Second,
+			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second,
+			GracePeriodSeconds: 42, ReadinessPoll: 10 * time.Second}},
+		{"an unset shutdown timeout follows the request timeout", Budgets{RequestTimeout: dur(12 * time.Second), DrainDelay: dur(0)}, Plan{
 			RequestTimeout: 12 * time.Second, ShutdownTimeout: 12 * time.Second,
-			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second}},
+			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second, GracePeriodSeconds: 22}},
 		{"set values win", Budgets{RequestTimeout: dur(time.Second), DrainDelay: dur(2 * time.Second), ShutdownTimeout: dur(3 * time.Second),
-			BindingsDrainTimeout: dur(0), TerminationHeadroom: dur(0)}, Resolved{
-			RequestTimeout: time.Second, DrainDelay: 2 * time.Second, ShutdownTimeout: 3 * time.Second}},
+			BindingsDrainTimeout: dur(0), TerminationHeadroom: dur(0)}, Plan{
+			RequestTimeout: time.Second, DrainDelay: 2 * time.Second, ShutdownTimeout: 3 * time.Second, GracePeriodSeconds: 5}},
+		{"an explicit grace period is kept as set", Budgets{DrainDelay: dur(0), TerminationGracePeriodSeconds: secs(120)}, Plan{
+			RequestTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second,
+			BindingsDrainTimeout: 5 * time.Second, TerminationHeadroom: 5 * time.Second,
+			GracePeriodSeconds: 120, GracePeriodExplicit: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.in.Resolve(); got != tt.want {
-				t.Fatalf("Resolve() = %+v, want %+v", got, tt.want)
+			if got := tt.in.Plan(); got != tt.want {
+				t.Fatalf("Plan() = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
@@ -41,6 +54,7 @@ func TestGracePeriodIsTheCeilingOfDrainPlusHeadroom(t *testing.T) {
 		want int64
 	}{
 		{"defaults: 0 + 30 + 5 + 5", Budgets{}, 40},
+		{"defaults under a 10s readiness poll: 10 + 30 + 5 + 5", Budgets{ReadinessPoll: 10 * time.Second}, 50},
 		{"fractions round up", Budgets{DrainDelay: dur(1500 * time.Millisecond), RequestTimeout: dur(time.Second),
 			BindingsDrainTimeout: dur(0), TerminationHeadroom: dur(1 * time.Millisecond)}, 3},
 		{"exact seconds do not round up", Budgets{DrainDelay: dur(10 * time.Second), RequestTimeout: dur(20 * time.Second),
@@ -49,8 +63,8 @@ func TestGracePeriodIsTheCeilingOfDrainPlusHeadroom(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.in.Resolve().GracePeriodSeconds(); got != tt.want {
-				t.Fatalf("GracePeriodSeconds() = %d, want %d", got, tt.want)
+			if got := tt.in.Plan().GracePeriodSeconds; got != tt.want {
+				t.Fatalf("GracePeriodSeconds = %d, want %d", got, tt.want)
 			}
 		})
 	}
@@ -86,6 +100,16 @@ func TestValidateNamesEveryFieldInvolved(t *testing.T) {
 		{"a grace period past what a Duration holds fits and does not wrap", Budgets{TerminationGracePeriodSeconds: secs(1 << 62)}, nil},
 		{"a negative grace period is refused", Budgets{TerminationGracePeriodSeconds: secs(-1)},
 			[][]string{{"server.termination_grace_period_seconds", "negative"}}},
+		{"an explicit grace period must outlast a drain delay taken from the poll",
+			Budgets{ReadinessPoll: 10 * time.Second, TerminationGracePeriodSeconds: secs(45)},
+			[][]string{{"server.termination_grace_period_seconds", "server.drain_delay_ms", "45s"}}},
+		{"a derived grace period with no headroom on a whole-second drain is refused on the headroom",
+			Budgets{TerminationHeadroom: dur(0)},
+			[][]string{{"termination headroom (0s)", "server.drain_delay_ms", "server.shutdown_timeout_ms", "server.bindings_drain_timeout_ms", "= 35s", "(35s)"}}},
+		{"a derived grace period with no headroom on a fractional drain rounds up and fits",
+			Budgets{TerminationHeadroom: dur(0), DrainDelay: dur(500 * time.Millisecond)}, nil},
+		{"an explicit grace period makes the headroom irrelevant",
+			Budgets{TerminationHeadroom: dur(0), TerminationGracePeriodSeconds: secs(36)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +117,7 @@ func TestValidateNamesEveryFieldInvolved(t *testing.T) {
 			if len(got) != len(tt.want) {
 				t.Fatalf("Validate() = %v, want %d problems", got, len(tt.want))
 			}
+
 			for i, subs := range tt.want {
 				for _, s := range subs {
 					if !strings.Contains(got[i].Error(), s) {
@@ -104,21 +129,40 @@ func TestValidateNamesEveryFieldInvolved(t *testing.T) {
 	}
 }
 
+func TestGraceProblemIsReportedOnTheFieldThatFixesIt(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Budgets
+		want string
+	}{
+		{"explicit: on the grace period", Budgets{TerminationGracePeriodSeconds: secs(35)}, TOMLFields.TerminationGracePeriodSeconds},
+		{"derived: on the headroom", Budgets{TerminationHeadroom: dur(0)}, TOMLFields.TerminationHeadroom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in.Validate(TOMLFields)
+			if len(got) != 1 || got[0].Field != tt.want {
+				t.Fatalf("Validate() = %+v, want one problem on %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestWarnings(t *testing.T) {
 	tests := []struct {
 		name string
 		in   Budgets
-		poll time.Duration
 		want []string
 	}{
-		{"a delay covering the poll with default headroom warns of nothing", Budgets{DrainDelay: dur(10 * time.Second)}, 10 * time.Second, nil},
-		{"a delay shorter than the poll warns", Budgets{DrainDelay: dur(5 * time.Second)}, 10 * time.Second, []string{"server.drain_delay_ms (5s) is shorter than the readiness poll (10s"}},
-		{"headroom under 5s warns", Budgets{TerminationHeadroom: dur(time.Second)}, 0, []string{"termination headroom leaves 1s"}},
-		{"an explicit grace period with little room warns", Budgets{TerminationGracePeriodSeconds: secs(36)}, 0, []string{"server.termination_grace_period_seconds leaves 1s"}},
+		{"a delay covering the poll with default headroom warns of nothing", Budgets{DrainDelay: dur(10 * time.Second), ReadinessPoll: 10 * time.Second}, nil},
+		{"an unset delay is the poll and warns of nothing", Budgets{ReadinessPoll: 10 * time.Second}, nil},
+		{"a delay shorter than the poll warns", Budgets{DrainDelay: dur(5 * time.Second), ReadinessPoll: 10 * time.Second}, []string{"server.drain_delay_ms (5s) is shorter than the readiness poll (10s"}},
+		{"headroom under 5s warns", Budgets{TerminationHeadroom: dur(time.Second)}, []string{"termination headroom leaves 1s"}},
+		{"an explicit grace period with little room warns", Budgets{TerminationGracePeriodSeconds: secs(36)}, []string{"server.termination_grace_period_seconds leaves 1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.in.Warnings(TOMLFields, tt.poll)
+			got := tt.in.Warnings(TOMLFields)
 			if len(got) != len(tt.want) {
 				t.Fatalf("Warnings() = %q, want %d", got, len(tt.want))
 			}

@@ -150,7 +150,7 @@ func TestChartInstallsAWorkingOperator(t *testing.T) {
 				t.Fatalf("Gateways in %s: %d, %v", tc.ns, len(list.Items), err)
 			}
 			for _, gw := range list.Items {
-				want := gw.Spec.Budgets().Resolve().GracePeriodSeconds()
+				want := gw.Spec.Plan().GracePeriodSeconds
 				var dep appsv1.Deployment
 				waitFor(t, ctx, fmt.Sprintf("Deployment %s/%s with terminationGracePeriodSeconds %d", tc.ns, gw.Name, want), func() (bool, string) {
 					err := c.Get(ctx, types.NamespacedName{Namespace: tc.ns, Name: gw.Name}, &dep)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/test/controlplane"
 )
 
 func repoRoot(t *testing.T) string {
@@ -32,11 +33,7 @@ func repoRoot(t *testing.T) string {
 
 func TestDemoRunsEndToEndAndStopsEverything(t *testing.T) {
 	root := repoRoot(t)
-	for _, p := range []string{"bin/helm", "bin/k8s/kube-apiserver", "bin/k8s/etcd", "bin/k8s/kubectl"} {
-		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
-			t.Fatalf("%s is missing: run hack/tools.sh and hack/controlplane.sh (make test does this first)", p)
-		}
-	}
+	controlplane.Require(t, true)
 	state := t.TempDir()
 	cmd := exec.Command(filepath.Join(root, "hack", "demo.sh"))
 	cmd.Dir = root
@@ -126,7 +123,7 @@ func sampleGracePeriod(t *testing.T, root string) int64 {
 		if err := yaml.Unmarshal(data, &gw); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		return gw.Spec.Budgets().Resolve().GracePeriodSeconds()
+		return gw.Spec.Plan().GracePeriodSeconds
 	}
 	t.Fatal("config/samples holds no Gateway")
 	return 0

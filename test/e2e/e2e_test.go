@@ -455,7 +455,7 @@ func (s *e2e) gracePeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := budgets(nil).Resolve().GracePeriodSeconds()
+	want := budgets(nil).Plan().GracePeriodSeconds
 	got := dep.Spec.Template.Spec.TerminationGracePeriodSeconds
 	if got == nil || *got != want {
 		t.Fatalf("Deployment terminationGracePeriodSeconds = %v, want %d = ceil(drainDelay %s + shutdownTimeout %s + bindingsDrainTimeout %s + headroom %s)",
@@ -582,7 +582,7 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 		skipOffMachine(t, "the gateway Service's endpoints are not on this machine: no load is sent")
 	}
 	run := s.rolloutRun(t, cfg.rollouts, true)
-	grace := budgets(nil).Resolve().GracePeriodSeconds()
+	grace := budgets(nil).Plan().GracePeriodSeconds
 	drainDelay := lifecycle.ReadinessPoll(readinessPeriod, readinessFailure)
 	var longest podEnd
 	if s.pushes == nil {

@@ -31,106 +31,110 @@ type budgetCase struct {
 	// configBlind, when set, says why `config check` cannot see this case: layer (d)
 	// is then skipped, and the other three must still agree.
 	configBlind string
+	// names are the spec.lifecycle fields every layer's refusal must name (layer (d)
+	// names their ferrofed.toml keys, see tomlKey).
+	names []string
 }
 
 var budgetCases = []budgetCase{
-	{"every budget at its default", nil, true, ""},
+	{"every budget at its default", nil, true, "", nil},
 	{"shutdownTimeout equal to requestTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout, l.ShutdownTimeout = dur("30s"), dur("30s")
-	}, true, ""},
+	}, true, "", nil},
 	{"shutdownTimeout one millisecond shorter than requestTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout, l.ShutdownTimeout = dur("30s"), dur("29999ms")
-	}, false, ""},
+	}, false, "", []string{"shutdownTimeout", "requestTimeout"}},
 	{"absent shutdownTimeout follows a longer requestTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout = dur("45s")
-	}, true, ""},
+	}, true, "", nil},
 	{"shutdownTimeout shorter than the default requestTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.ShutdownTimeout = dur("10s")
-	}, false, ""},
+	}, false, "", []string{"shutdownTimeout", "requestTimeout"}},
 	{"zero requestTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout = dur("0s")
-	}, false, ""},
+	}, false, "", []string{"requestTimeout"}},
 	{"one-millisecond requestTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout = dur("1ms")
-	}, true, ""},
+	}, true, "", nil},
 	{"fractional requestTimeout with an equal shutdownTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout, l.ShutdownTimeout = dur("1.5s"), dur("1500ms")
-	}, true, ""},
+	}, true, "", nil},
 	{"fractional shutdownTimeout a millisecond short", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout, l.ShutdownTimeout = dur("2.5s"), dur("2499ms")
-	}, false, ""},
+	}, false, "", []string{"shutdownTimeout", "requestTimeout"}},
 	{"zero drainDelay", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.DrainDelay = dur("0s")
-	}, true, ""},
+	}, true, "", nil},
 	{"negative drainDelay", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.DrainDelay = dur("-1s")
-	}, false, ""},
+	}, false, "", []string{"drainDelay"}},
 	{"drainDelay of exactly one hour", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.DrainDelay = dur("1h")
-	}, true, ""},
+	}, true, "", nil},
 	{"drainDelay a millisecond over one hour", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.DrainDelay = dur("1h0m0.001s")
-	}, false, ""},
+	}, false, "", []string{"drainDelay"}},
 	{"shutdownTimeout of two hours", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.ShutdownTimeout = dur("2h")
-	}, false, ""},
+	}, false, "", []string{"shutdownTimeout"}},
 	{"zero bindingsDrainTimeout", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.BindingsDrainTimeout = dur("0s")
-	}, true, ""},
+	}, true, "", nil},
 	{"bindingsDrainTimeout of 61 minutes", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.BindingsDrainTimeout = dur("61m")
-	}, false, ""},
+	}, false, "", []string{"bindingsDrainTimeout"}},
 	{"explicit grace period equal to the drain", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationGracePeriodSeconds = ptr.To[int64](45)
-	}, false, ""},
+	}, false, "", []string{"terminationGracePeriodSeconds", "drainDelay", "shutdownTimeout", "bindingsDrainTimeout"}},
 	{"explicit grace period one second past the drain", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationGracePeriodSeconds = ptr.To[int64](46)
-	}, true, ""},
+	}, true, "", nil},
 	{"explicit grace period under a fractional drain", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.DrainDelay, l.TerminationGracePeriodSeconds = dur("10.5s"), ptr.To[int64](45)
-	}, false, ""},
+	}, false, "", []string{"terminationGracePeriodSeconds", "drainDelay", "shutdownTimeout", "bindingsDrainTimeout"}},
 	{"explicit grace period just past a fractional drain", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.DrainDelay, l.TerminationGracePeriodSeconds = dur("10.5s"), ptr.To[int64](46)
-	}, true, ""},
+	}, true, "", nil},
 	{"explicit grace period of zero", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationGracePeriodSeconds = ptr.To[int64](0)
-	}, false, ""},
+	}, false, "", []string{"terminationGracePeriodSeconds", "drainDelay"}},
 	{"explicit grace period of a day", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationGracePeriodSeconds = ptr.To[int64](86400)
-	}, true, ""},
+	}, true, "", nil},
 	{"zero headroom on a whole-second drain", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationHeadroom = dur("0s")
-	}, false, ""},
+	}, false, "", []string{"terminationHeadroom", "drainDelay", "shutdownTimeout", "bindingsDrainTimeout"}},
 	{"zero headroom on a fractional drain", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationHeadroom, l.DrainDelay = dur("0s"), dur("2500ms")
-	}, true, ""},
+	}, true, "", nil},
 	{"zero headroom with an explicit grace period past the drain", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationHeadroom, l.TerminationGracePeriodSeconds = dur("0s"), ptr.To[int64](46)
-	}, true, ""},
+	}, true, "", nil},
 	{"negative headroom", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationHeadroom = dur("-1s")
-	}, false, ""},
+	}, false, "", []string{"terminationHeadroom"}},
 	{"headroom of two hours", func(l *ferrofedv1alpha1.Lifecycle, _ *ferrofedv1alpha1.Probes) {
 		l.TerminationHeadroom = dur("2h")
-	}, false, "terminationHeadroom is no ferrofed.toml key; it only lengthens the rendered grace period"},
+	}, false, "terminationHeadroom is no ferrofed.toml key; it only lengthens the rendered grace period", []string{"terminationHeadroom"}},
 	{"derived drainDelay from slower probes, grace period equal to the drain", func(l *ferrofedv1alpha1.Lifecycle, p *ferrofedv1alpha1.Probes) {
 		p.Readiness.PeriodSeconds, p.Readiness.FailureThreshold = ptr.To[int32](10), ptr.To[int32](3)
 		l.TerminationGracePeriodSeconds = ptr.To[int64](65)
-	}, false, ""},
+	}, false, "", []string{"terminationGracePeriodSeconds", "drainDelay"}},
 	{"derived drainDelay from slower probes, grace period one past the drain", func(l *ferrofedv1alpha1.Lifecycle, p *ferrofedv1alpha1.Probes) {
 		p.Readiness.PeriodSeconds, p.Readiness.FailureThreshold = ptr.To[int32](10), ptr.To[int32](3)
 		l.TerminationGracePeriodSeconds = ptr.To[int64](66)
-	}, true, ""},
+	}, true, "", nil},
 	{"every budget at its bound", func(l *ferrofedv1alpha1.Lifecycle, p *ferrofedv1alpha1.Probes) {
 		l.RequestTimeout, l.DrainDelay, l.ShutdownTimeout = dur("1h"), dur("1h"), dur("1h")
 		l.BindingsDrainTimeout, l.TerminationHeadroom = dur("1h"), dur("1h")
-	}, true, ""},
+	}, true, "", nil},
 }
 
 // TestBudgetsAgreeAcrossLayers runs every case through (a) the CRD's CEL rules on the
 // apiserver with no webhook, (b) the webhook the operator serves, (c) gateway/lifecycle
 // and (d) config check on the configuration rendered for the case. All must agree.
 func TestBudgetsAgreeAcrossLayers(t *testing.T) {
+	needControlPlane(t)
 	ctx := context.Background()
 	for i, tc := range budgetCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,10 +155,35 @@ func TestBudgetsAgreeAcrossLayers(t *testing.T) {
 				t.Logf("%s %s %s", layer, word(v.accepted), v.reason)
 				if v.accepted != tc.accept {
 					t.Errorf("case %q: layer %s %s, want %s; its reason: %s", tc.name, layer, word(v.accepted), word(tc.accept), v.reason)
+					continue
 				}
+				for _, name := range tc.names {
+					want := "spec.lifecycle." + name
+					if layer == "(d) config check" {
+						want = tomlKey[name]
+					}
+					if !v.accepted && !strings.Contains(v.reason, want) {
+						t.Errorf("case %q: layer %s refused without naming %s: %s", tc.name, layer, want, v.reason)
+					}
+				}
+			}
+			if !tc.accept && len(tc.names) == 0 {
+				t.Errorf("case %q is refused but names no field its refusals must name", tc.name)
 			}
 		})
 	}
+}
+
+// tomlKey is the ferrofed.toml key a refusal of `config check` names for a spec field.
+// The headroom is no key: it only lengthens the rendered grace period, which is what
+// config check then refuses.
+var tomlKey = map[string]string{
+	"requestTimeout":                "server.request_timeout_ms",
+	"drainDelay":                    "server.drain_delay_ms",
+	"shutdownTimeout":               "server.shutdown_timeout_ms",
+	"bindingsDrainTimeout":          "server.bindings_drain_timeout_ms",
+	"terminationGracePeriodSeconds": "server.termination_grace_period_seconds",
+	"terminationHeadroom":           "server.termination_grace_period_seconds",
 }
 
 type verdict struct {
@@ -227,7 +256,7 @@ func webhookVerdict(t *testing.T, gw *ferrofedv1alpha1.Gateway) webhookAnswer {
 }
 
 func lifecycleVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
-	ps := gw.Spec.PodBudgets().Validate(ferrofedv1alpha1.LifecycleFields)
+	ps := gw.Spec.Budgets().Validate(ferrofedv1alpha1.LifecycleFields)
 	if len(ps) == 0 {
 		return verdict{accepted: true}
 	}
@@ -239,7 +268,7 @@ func lifecycleVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
 }
 
 func configVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
-	rendered, err := ferrofedv1alpha1.RenderConfig(&gw.Spec, nil)
+	rendered, err := config.Render(gw.Spec.Owned(gw.Spec.Plan()), nil)
 	if err != nil {
 		return verdict{reason: "render: " + err.Error()}
 	}

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Owned is the part of a ferrofed.toml that something other than its author sets: the
+// operator sets [server] from a Gateway's spec. Server holds the values (a key is
+// rendered when its field is set: non-nil, non-zero); Fields names, for every key the
+// owner reserves (rendered or not), what the user sets instead. A key names a table
+// ("server.tls") to reserve everything under it.
+type Owned struct {
+	Server Server
+	Fields map[string]string
+}
+
+// Render writes the ferrofed.toml of owned merged with user, the rest of the
+// configuration, typed from Server's toml tags. The output is deterministic: keys
+// sorted, tables after keys, under a header saying it is rendered.
+//
+// user that is not TOML, or that sets a key owned reserves, is refused with a *Problems
+// naming each key (source "spec.config"). The rendered file is not validated here:
+// Parse it, as the pod will.
+func Render(owned Owned, user []byte) ([]byte, error) {
+	rest := map[string]any{}
+	if err := toml.Unmarshal(user, &rest); err != nil {
+		return nil, userProblems(user, err)
+	}
+	server := table(reflect.ValueOf(owned.Server))
+	for _, key := range flatKeys("server", server) {
+		if !reserves(owned.Fields, key) {
+			return nil, fmt.Errorf("render ferrofed.toml: %s is set but not reserved in Owned.Fields", key)
+		}
+	}
+	if ps := reservedKeyProblems(owned.Fields, rest); len(ps) > 0 {
+		return nil, &Problems{Source: "spec.config", List: ps}
+	}
+	doc := map[string]any{"server": server}
+	merge(doc, rest)
+	var b bytes.Buffer
+	b.WriteString("# Rendered by ferrofed-operator from a Gateway; edit the Gateway, not this file.\n")
+	enc := toml.NewEncoder(&b)
+	enc.SetIndentTables(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("encode ferrofed.toml: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// table is the TOML table of a struct of this package's schema: each field under its
+// toml tag, nil pointers and zero values left out, nested structs as tables (left out
+// when empty).
+func table(v reflect.Value) map[string]any {
+	out := map[string]any{}
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if key == "" || key == "-" || !f.IsExported() {
+			continue
+		}
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		} else if fv.IsZero() {
+			continue
+		}
+		if fv.Kind() == reflect.Struct {
+			if sub := table(fv); len(sub) > 0 {
+				out[key] = sub
+			}
+			continue
+		}
+		out[key] = fv.Interface()
+	}
+	return out
+}
+
+func flatKeys(prefix string, m map[string]any) []string {
+	var out []string
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			out = append(out, flatKeys(prefix+"."+k, sub)...)
+			continue
+		}
+		out = append(out, prefix+"."+k)
+	}
+	return out
+}
+
+// reserves reports whether key, or a table enclosing it, is among fields.
+func reserves(fields map[string]string, key string) bool {
+	for k := key; k != ""; {
+		if _, ok := fields[k]; ok {
+			return true
+		}
+		i := strings.LastIndex(k, ".")
+		if i < 0 {
+			return false
+		}
+		k = k[:i]
+	}
+	return false
+}
+
+// reservedKeyProblems names every key of rest that fields reserves, sorted by key.
+func reservedKeyProblems(fields map[string]string, rest map[string]any) []Problem {
+	var ps []Problem
+	for key, field := range fields {
+		if lookup(rest, strings.Split(key, ".")) {
+			ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(
+				"is set by the Gateway from %s; set %s instead of this key", field, field)})
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Key < ps[j].Key })
+	return ps
+}
+
+func lookup(m map[string]any, path []string) bool {
+	v, ok := m[path[0]]
+	if !ok || len(path) == 1 {
+		return ok
+	}
+	sub, isTable := v.(map[string]any)
+	return isTable && lookup(sub, path[1:])
+}
+
+// merge adds src into dst; tables present in both are merged key by key.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		d, dok := dst[k].(map[string]any)
+		s, sok := v.(map[string]any)
+		if dok && sok {
+			merge(d, s)
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+// userProblems reports a user document that is not TOML the way `config check` would,
+// with its key and line.
+func userProblems(user []byte, err error) error {
+	var ps *Problems
+	if _, perr := Parse(user, "spec.config", Options{SkipFiles: true}); errors.As(perr, &ps) {
+		return ps
+	}
+	return &Problems{Source: "spec.config", List: []Problem{{Key: "(document)", Message: err.Error()}}}
+}

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func i64(v int64) *int64 { return &v }
+
+func TestRenderWritesTheSetFieldsOfTheTypedServer(t *testing.T) {
+	owned := Owned{
+		Server: Server{Listen: "0.0.0.0:9000", DrainDelayMS: i64(0), TLS: TLS{CertificateFile: "/c", KeyFile: "/k"}},
+		Fields: map[string]string{"server.listen": "spec.port", "server.drain_delay_ms": "spec.drainDelay", "server.tls": "spec.tls"},
+	}
+	out, err := Render(owned, []byte("[health]\ncheck_timeout_ms = 250\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
+	for _, want := range []string{"listen = '0.0.0.0:9000'", "drain_delay_ms = 0", "[server.tls]", "certificate_file = '/c'", "[health]", "check_timeout_ms = 250"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered file lacks %q:\n%s", want, got)
+		}
+	}
+	// Zero values and nil pointers are not set: the gateway's defaults apply to them.
+	for _, absent := range []string{"base_path", "request_timeout_ms", "read_header_timeout_ms", "client_ca_file"} {
+		if strings.Contains(got, absent) {
+			t.Errorf("rendered file sets %s, which the owner left unset:\n%s", absent, got)
+		}
+	}
+	if _, err := Parse(out, "rendered", Options{SkipFiles: true}); err != nil {
+		t.Errorf("the rendered file does not parse: %v", err)
+	}
+}
+
+func TestRenderRefusesWhatTheOwnerReserves(t *testing.T) {
+	owned := Owned{Server: Server{Listen: "0.0.0.0:1"}, Fields: map[string]string{"server.listen": "spec.port", "server.tls": "spec.tls.secretName"}}
+	tests := []struct {
+		name, user, want string
+	}{
+		{"a key", "[server]\nlisten = '0.0.0.0:2'\n", "server.listen: is set by the Gateway from spec.port; set spec.port instead"},
+		{"a key under a reserved table, even when the owner sets none", "[server.tls]\nkey_file = 'k'\n", "server.tls: is set by the Gateway from spec.tls.secretName"},
+		{"a document that is not TOML, with its line", "[server\n", "(line 1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Render(owned, []byte(tt.user))
+			var ps *Problems
+			if !errors.As(err, &ps) || !strings.Contains(ps.Error(), tt.want) {
+				t.Fatalf("Render = %v, want problems containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := Render(owned, []byte("[server]\nread_header_timeout_ms = 3000\n")); err != nil {
+		t.Errorf("a key the owner does not reserve was refused: %v", err)
+	}
+}
+
+func TestRenderRefusesAnOwnerThatSetsAKeyItDoesNotReserve(t *testing.T) {
+	_, err := Render(Owned{Server: Server{BasePath: "/x"}, Fields: map[string]string{}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "server.base_path is set but not reserved") {
+		t.Fatalf("Render = %v, want the unreserved key named", err)
+	}
+}
