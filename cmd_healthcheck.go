@@ -11,8 +11,6 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/healthcheck"
 )
 
-func init() { extraCommands = append(extraCommands, newHealthcheckCommand) }
-
 func newHealthcheckCommand() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{

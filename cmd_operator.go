@@ -5,20 +5,11 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
 )
-
-func init() { extraCommands = append(extraCommands, newOperatorCommand) }
 
 // operatorOptions are the flags of `ferrofed operator`.
 type operatorOptions struct {
@@ -41,7 +32,7 @@ func newOperatorCommand() *cobra.Command {
 the validating admission webhook. The cluster is the one KUBECONFIG (or --kubeconfig)
 names, else the in-cluster configuration.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runOperator(cmd, o) },
+		RunE: func(*cobra.Command, []string) error { return runOperator(o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the metrics endpoint; "0" turns it off`)
@@ -60,49 +51,28 @@ names, else the in-cluster configuration.`,
 	return cmd
 }
 
-func runOperator(cmd *cobra.Command, o operatorOptions) error {
+func runOperator(o operatorOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := ferrofedv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("find the cluster (KUBECONFIG or in-cluster): %w", err)
 	}
-	opts := ctrl.Options{
-		Scheme: scheme,
-		Metrics: metricsserver.Options{
-			BindAddress:   o.metricsAddr,
-			SecureServing: true,
-			// Only callers the cluster authorizes for GET /metrics may scrape.
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
-		},
+	opts, err := controllers.ManagerOptions(controllers.ManagerConfig{
+		MetricsBindAddress:     o.metricsAddr,
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
-		LeaderElectionID:       "ferrofed-operator.ferrofed.io",
-	}
-	if o.enableWebhook {
-		opts.WebhookServer = webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir})
+		Webhook:                o.enableWebhook,
+		WebhookPort:            o.webhookPort,
+		WebhookCertDir:         o.certDir,
+	})
+	if err != nil {
+		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent}); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	ready := healthz.Ping
-	if o.enableWebhook {
-		ready = mgr.GetWebhookServer().StartedChecker()
-	}
-	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
+	if _, err := controllers.Setup(mgr, controllers.Options{Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent}); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

@@ -15,17 +15,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 )
-
-func init() { extraCommands = append(extraCommands, newServeCommand) }
-
-// SurfaceFactory builds a surface of the gateway from the loaded configuration. Other
-// cmd_*.go files append theirs to surfaceFactories in init (the federation surface),
-// so that serve stays the one place the process is assembled.
-type SurfaceFactory func(cfg *config.Config, log logr.Logger) (server.Surface, error)
-
-var surfaceFactories []SurfaceFactory
 
 func newServeCommand() *cobra.Command {
 	var path string
@@ -51,17 +43,17 @@ func newServeCommand() *cobra.Command {
 	return cmd
 }
 
+// serve assembles the gateway process: the server and each of its surfaces, built here
+// from the loaded configuration, then runs it until the drain ends.
 func serve(cmd *cobra.Command, path string, cfg *config.Config, log logr.Logger) error {
-	var surfaces []server.Surface
-	for _, build := range surfaceFactories {
-		sf, err := build(cfg, log)
-		if err != nil {
-			log.Error(err, "Refused to start: a surface could not be built")
-			return exitError{1}
-		}
-		surfaces = append(surfaces, sf)
+	// The federation surface: the data plane, the operator routes and the dependency
+	// report; its metrics reach the server's registry through server.Collected.
+	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation")})
+	if err != nil {
+		log.Error(err, "Refused to start: the federation surface could not be built")
+		return exitError{1}
 	}
-	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
+	srv, err := server.New(cfg, log, server.WithSurfaces(fed))
 	if err != nil {
 		log.Error(err, "Refused to start")
 		return exitError{1}

@@ -46,19 +46,16 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Every command of the binary, each in its own cmd_*.go file.
 	root.AddCommand(
+		newServeCommand(),       // cmd_serve.go
+		newConfigCommand(),      // cmd_config.go: config check
+		newHealthcheckCommand(), // cmd_healthcheck.go
+		newOperatorCommand(),    // cmd_operator.go
 		newVersionCommand(),
-		newConfigCommand(),
 	)
-	for _, add := range extraCommands {
-		root.AddCommand(add())
-	}
 	return root
 }
-
-// extraCommands are registered by the other cmd_*.go files in init, so that each
-// subcommand lives in its own file.
-var extraCommands []func() *cobra.Command
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{

@@ -5,8 +5,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
@@ -16,27 +24,108 @@ import (
 // fleet's first rollout short.
 const DefaultMaxConcurrentReconciles = 4
 
+// ManagerConfig is what shapes the operator's manager: the flags of `ferrofed
+// operator`, and what the envtest suite sets instead (its own ports and webhook
+// certificates). ManagerOptions turns it into the one ctrl.Options both use.
+type ManagerConfig struct {
+	// MetricsBindAddress is the metrics endpoint's address; "0" turns it off. It is
+	// served over https, to callers the cluster authorizes for GET /metrics.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" turns them off.
+	HealthProbeBindAddress string
+	// LeaderElection elects a leader, so that only one replica reconciles.
+	LeaderElection bool
+	// Webhook serves the validating webhook on WebhookHost:WebhookPort with the
+	// certificates in WebhookCertDir (empty: controller-runtime's defaults).
+	Webhook        bool
+	WebhookHost    string
+	WebhookPort    int
+	WebhookCertDir string
+}
+
+// LeaderElectionID is the lease the operator's replicas elect a leader with.
+const LeaderElectionID = "ferrofed-operator.ferrofed.io"
+
+// NewScheme is the operator's scheme: the core Kubernetes types and ferrofed.io/v1alpha1.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := ferrofedv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// ManagerOptions are the operator manager's options: scheme, the trimmed cache
+// (CacheOptions), metrics, probes, leader election and the webhook server. `ferrofed
+// operator` and the envtest suite both build their manager from them, so that the
+// suite's figures describe the binary users run.
+func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return ctrl.Options{}, fmt.Errorf("build the scheme: %w", err)
+	}
+	opts := ctrl.Options{
+		Scheme: scheme,
+		Cache:  CacheOptions(),
+		Metrics: metricsserver.Options{
+			BindAddress:   c.MetricsBindAddress,
+			SecureServing: true,
+			// Only callers the cluster authorizes for GET /metrics may scrape.
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
+		HealthProbeBindAddress: c.HealthProbeBindAddress,
+		LeaderElection:         c.LeaderElection,
+		LeaderElectionID:       LeaderElectionID,
+	}
+	if c.Webhook {
+		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: c.WebhookHost, Port: c.WebhookPort, CertDir: c.WebhookCertDir})
+	}
+	return opts, nil
+}
+
 // Options tune Setup.
 type Options struct {
 	// Webhook registers the validating webhook on the manager's webhook server.
 	Webhook bool
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// WrapClient and WrapRecorder, when set, wrap the reconciler's client and event
+	// recorder (the suite counts writes with them); nil leaves the manager's.
+	WrapClient   func(client.Client) client.Client
+	WrapRecorder func(events.EventRecorder) events.EventRecorder
 }
 
-// Setup registers the GatewayReconciler with mgr and, when asked, the Gateway
-// validating webhook on mgr's webhook server.
-func Setup(mgr ctrl.Manager, o Options) error {
+// Setup registers the GatewayReconciler with mgr, the Gateway validating webhook on
+// mgr's webhook server when asked, and the /healthz and /readyz checks (ready once the
+// webhook server serves, when there is one). It returns the reconciler.
+func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	r := &GatewayReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(FieldOwner)}
-	if err := r.SetupWithManager(mgr, o.MaxConcurrentReconciles); err != nil {
-		return fmt.Errorf("set up the Gateway controller: %w", err)
+	if o.WrapClient != nil {
+		r.Client = o.WrapClient(r.Client)
 	}
+	if o.WrapRecorder != nil {
+		r.Recorder = o.WrapRecorder(r.Recorder)
+	}
+	if err := r.SetupWithManager(mgr, o.MaxConcurrentReconciles); err != nil {
+		return nil, fmt.Errorf("set up the Gateway controller: %w", err)
+	}
+	ready := healthz.Ping
 	if o.Webhook {
 		if err := ferrofedv1alpha1.SetupWebhookWithManager(mgr); err != nil {
-			return fmt.Errorf("set up the Gateway webhook: %w", err)
+			return nil, fmt.Errorf("set up the Gateway webhook: %w", err)
 		}
+		ready = mgr.GetWebhookServer().StartedChecker()
 	}
-	return nil
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add the healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
+		return nil, fmt.Errorf("add the readyz check: %w", err)
+	}
+	return r, nil
 }
 
 // The metrics endpoint of `ferrofed operator` authenticates and authorizes its callers.

@@ -4,7 +4,8 @@
 //
 // The tools come from the repository's bin/ folder: bin/helm (hack/tools.sh) and
 // bin/k8s (hack/controlplane.sh); `make test` builds both first. A missing tool fails
-// the test with the command that builds it: these tests never skip.
+// the test under CI=true and skips it elsewhere, naming the command that builds it
+// (test/controlplane).
 package chart
 
 import (
@@ -15,6 +16,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/ferrofed/ferrofed/test/controlplane"
 )
 
 // repoRoot is the repository root, found from this file's location.
@@ -29,25 +32,16 @@ func repoRoot(t testing.TB) string {
 
 func chartDir(t testing.TB) string { return filepath.Join(repoRoot(t), "charts", "ferrofed") }
 
-// tool returns the path of bin/<name>, or fails the test saying how to build it.
-func tool(t testing.TB, rel, buildWith string) string {
+// helmBin is bin/helm; without it the test fails under CI=true and skips elsewhere.
+func helmBin(t testing.TB) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), "bin", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s is missing: build it with %s (make test does this first)", filepath.Join("bin", rel), buildWith)
-	}
-	return p
+	return controlplane.RequireHelm(t)
 }
-
-func helmBin(t testing.TB) string { return tool(t, "helm", "hack/tools.sh") }
 
 // k8sAssets is the folder of kube-apiserver, etcd and kubectl, for envtest.
 func k8sAssets(t testing.TB) string {
 	t.Helper()
-	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
-		tool(t, filepath.Join("k8s", b), "hack/controlplane.sh")
-	}
-	return filepath.Join(repoRoot(t), "bin", "k8s")
+	return controlplane.Require(t, true)
 }
 
 // helm runs bin/helm with args and extra environment; it returns stdout, stderr and

@@ -32,6 +32,7 @@ const benchGateways = 1000
 // and ≤ 150 MiB. The process also holds the test's own clients, so its memory is an
 // upper bound of the controller's.
 func BenchmarkReconcile1000Gateways(b *testing.B) {
+	needControlPlane(b)
 	for i := 0; i < b.N; i++ {
 		benchOnce(b, fmt.Sprintf("bench-%d", i))
 	}

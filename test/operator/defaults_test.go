@@ -16,6 +16,7 @@ import (
 // apiserver defaulted and one built in Go mean the same (the admission table sends the
 // webhook objects built in Go).
 func TestCRDDefaultsAreTheGoDefaults(t *testing.T) {
+	needControlPlane(t)
 	gw := newGateway("cel-only", "defaults", nil)
 	if err := k8s.Create(context.Background(), gw, client.DryRunAll); err != nil {
 		t.Fatal(err)

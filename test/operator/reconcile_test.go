@@ -92,6 +92,7 @@ func gatewayContainer(dep *appsv1.Deployment) corev1.Container {
 }
 
 func TestReconcileDerivesTheDeploymentAndFollowsChanges(t *testing.T) {
+	needControlPlane(t)
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "reconcile", Name: "edge"}
 	gw := newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
@@ -200,6 +201,7 @@ func TestReconcileDerivesTheDeploymentAndFollowsChanges(t *testing.T) {
 }
 
 func TestReferencedConfigMapIsWatched(t *testing.T) {
+	needControlPlane(t)
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "reconcile", Name: "from-configmap"}
 	user := &corev1.ConfigMap{
@@ -242,6 +244,7 @@ func TestReferencedConfigMapIsWatched(t *testing.T) {
 // TestUnchangedGatewayCostsNoWrite reconciles settled Gateways again, directly and
 // through a watch event, and counts the reconciler's writes and events.
 func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
+	needControlPlane(t)
 	ctx := context.Background()
 	full := func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Replicas = ptr.To[int32](3)
@@ -288,6 +291,7 @@ func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
 }
 
 func TestDriftOfAnOwnedFieldIsRepaired(t *testing.T) {
+	needControlPlane(t)
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "reconcile", Name: "drifting"}
 	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, nil)); err != nil {

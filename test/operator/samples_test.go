@@ -10,6 +10,7 @@ import (
 // namespace the webhook does not cover: the CRD alone accepts the valid sample and
 // refuses the invalid one, as it does with no operator running.
 func TestSamplesWithKubectl(t *testing.T) {
+	needControlPlane(t)
 	kubectl := func(args ...string) (string, error) {
 		k := env.ControlPlane.KubeCtl()
 		stdout, stderr, err := k.Run(args...)

@@ -26,15 +26,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
+	"github.com/ferrofed/ferrofed/test/controlplane"
 )
 
 // celOnlyLabel marks namespaces the webhook does not cover, so that an object there
@@ -49,8 +49,10 @@ var (
 	k8s client.Client
 	// reconciler is the manager's GatewayReconciler; its client and recorder count writes.
 	reconciler *controllers.GatewayReconciler
-	writes     atomic.Int64
-	eventsSent atomic.Int64
+	// managerCache is the manager's informer cache, built from controllers.ManagerOptions.
+	managerCache cache.Cache
+	writes       atomic.Int64
+	eventsSent   atomic.Int64
 	// webhookURL and webhookClient reach the manager's webhook server directly.
 	webhookURL    string
 	webhookClient *http.Client
@@ -60,15 +62,28 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		assets, _ := filepath.Abs("../../bin/k8s")
-		if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-			fmt.Println("operator tests: skipped, no KUBEBUILDER_ASSETS (run `make test`, which builds the control plane)")
-			return 0
-		}
-		os.Setenv("KUBEBUILDER_ASSETS", assets)
+// noControlPlane, when set, says why every test of the package skips: the control
+// plane is missing and CI is not set (under CI=true the package fails instead).
+var noControlPlane string
+
+// needControlPlane starts every test and benchmark of the package.
+func needControlPlane(t testing.TB) {
+	t.Helper()
+	if noControlPlane != "" {
+		t.Skip(noControlPlane)
 	}
+}
+
+func run(m *testing.M) int {
+	if why := controlplane.Missing(false); why != "" {
+		if controlplane.CI() {
+			fmt.Fprintln(os.Stderr, "operator tests: "+why+"; CI=true, so the package fails instead of skipping")
+			return 1
+		}
+		noControlPlane = why
+		return m.Run()
+	}
+	os.Setenv("KUBEBUILDER_ASSETS", controlplane.Assets())
 	log.SetLogger(ctrlLogger())
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ferrofedv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -143,27 +158,32 @@ func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfigura
 }
 
 func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions, stopped chan<- struct{}) error {
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  controllers.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+	// The manager `ferrofed operator` builds, with the suite's ports and certificates.
+	opts, err := controllers.ManagerOptions(controllers.ManagerConfig{
+		MetricsBindAddress:     "0",
 		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
-		}),
+		Webhook:                true,
+		WebhookHost:            wh.LocalServingHost,
+		WebhookPort:            wh.LocalServingPort,
+		WebhookCertDir:         wh.LocalServingCertDir,
 	})
+	if err != nil {
+		close(stopped)
+		return err
+	}
+	mgr, err := ctrl.NewManager(restConfig, opts)
 	if err != nil {
 		close(stopped)
 		return fmt.Errorf("new manager: %w", err)
 	}
-	reconciler = &controllers.GatewayReconciler{
-		Client:   &countingClient{Client: mgr.GetClient()},
-		Recorder: countingRecorder{mgr.GetEventRecorder(controllers.FieldOwner)},
-	}
-	if err := reconciler.SetupWithManager(mgr, 0); err != nil {
-		return err
-	}
-	if err := ferrofedv1alpha1.SetupWebhookWithManager(mgr); err != nil {
+	managerCache = mgr.GetCache()
+	reconciler, err = controllers.Setup(mgr, controllers.Options{
+		Webhook:      true,
+		WrapClient:   func(c client.Client) client.Client { return &countingClient{Client: c} },
+		WrapRecorder: func(r events.EventRecorder) events.EventRecorder { return countingRecorder{r} },
+	})
+	if err != nil {
+		close(stopped)
 		return err
 	}
 	go func() {

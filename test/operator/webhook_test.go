@@ -59,6 +59,7 @@ var apiCases = []apiCase{
 }
 
 func TestAPIRulesOnCELAndWebhook(t *testing.T) {
+	needControlPlane(t)
 	ctx := context.Background()
 	for _, tc := range apiCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +82,7 @@ func TestAPIRulesOnCELAndWebhook(t *testing.T) {
 // TestApiserverCallsTheWebhook checks the installed webhook configuration end to end:
 // the apiserver sends Gateways to the operator, and relays its refusals and warnings.
 func TestApiserverCallsTheWebhook(t *testing.T) {
+	needControlPlane(t)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var warnings []string

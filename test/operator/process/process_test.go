@@ -27,15 +27,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/test/controlplane"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
 const gateways = 1000
 
 func BenchmarkOperatorProcess1000Gateways(b *testing.B) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		b.Fatal("KUBEBUILDER_ASSETS is not set: run `make bench`, which builds the local control plane")
-	}
+	controlplane.Require(b, false)
 	for i := 0; i < b.N; i++ {
 		benchProcess(b)
 	}
