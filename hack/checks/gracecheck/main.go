@@ -7,17 +7,19 @@
 //	gracecheck compose PATH...      compose files whose services run ferrofed
 //
 // A PATH is a file or a folder (its *.yaml and *.yml files). The three budgets, drain
-// delay, shutdown timeout and bindings drain timeout, are read from the example's own
+// delay, shutdown timeout and bindings drain timeout, must be set in the example's own
 // configuration: the Gateway's spec.lifecycle, or the ferrofed.toml the container is
-// started with. No default is copied from the code, so an example that leaves one of
-// them out fails: a release must not ship a grace period that holds only as long as a
-// default does not change.
+// started with. An example that leaves one of them out fails: a release must not ship a
+// grace period that holds only as long as a default does not change. Once they are
+// there, the drain is what the product computes: gateway/lifecycle's plan of the
+// Gateway, or of the ferrofed.toml as `config check` loads it (which must accept it).
 //
 // It prints one line per gateway, "ok:" or "FAIL:", and exits 1 when any failed.
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +33,10 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/pelletier/go-toml/v2"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
 func main() {
@@ -97,21 +103,12 @@ func expand(paths []string) ([]string, error) {
 	return out, nil
 }
 
-// budget is one of the three drain budgets, as the example spells it.
-type budget struct {
-	name  string // the key or field path, e.g. "server.drain_delay_ms"
-	value time.Duration
-}
-
-// verdict compares a grace period with the drain the budgets add up to.
-func verdict(graceName string, grace time.Duration, bs []budget) (string, error) {
-	var sum time.Duration
-	parts := make([]string, len(bs))
-	for i, b := range bs {
-		sum += b.value
-		parts[i] = fmt.Sprintf("%s %s", b.name, b.value)
-	}
-	drain := strings.Join(parts, " + ")
+// verdict compares the grace period the runtime gives with the drain of plan, the
+// budgets as gateway/lifecycle resolves them, each named by its key or field in fields.
+func verdict(graceName string, grace time.Duration, plan lifecycle.Plan, fields lifecycle.Fields) (string, error) {
+	drain := fmt.Sprintf("%s %s + %s %s + %s %s", fields.DrainDelay, plan.DrainDelay,
+		fields.ShutdownTimeout, plan.ShutdownTimeout, fields.BindingsDrainTimeout, plan.BindingsDrainTimeout)
+	sum := plan.Drain()
 	if grace <= sum {
 		return "", fmt.Errorf("%s %s does not outlast %s = %s: the runtime would kill the gateway before its drain ends; raise %s above %s",
 			graceName, grace, drain, sum, graceName, sum)
@@ -224,31 +221,28 @@ func runsServe(argv []string) bool {
 	return false
 }
 
-// tomlBudgets reads the three budgets from a ferrofed.toml.
-func tomlBudgets(where string, data []byte) ([]budget, error) {
+// tomlPlan checks that a ferrofed.toml sets the three budgets, then loads it as
+// `config check` does and returns its lifecycle plan.
+func tomlPlan(where string, data []byte) (lifecycle.Plan, error) {
 	var doc obj
 	if err := toml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: not valid TOML: %w", where, err)
+		return lifecycle.Plan{}, fmt.Errorf("%s: not valid TOML: %w", where, err)
 	}
-	keys := []string{"drain_delay_ms", "shutdown_timeout_ms", "bindings_drain_timeout_ms"}
-	var bs []budget
 	var absent []string
-	for _, k := range keys {
-		v, ok := get(doc, "server", k)
-		if !ok {
+	for _, k := range []string{"drain_delay_ms", "shutdown_timeout_ms", "bindings_drain_timeout_ms"} {
+		if _, ok := get(doc, "server", k); !ok {
 			absent = append(absent, "server."+k)
-			continue
 		}
-		n, ok := integer(v)
-		if !ok || n < 0 {
-			return nil, fmt.Errorf("%s: server.%s = %v is not a non-negative integer of milliseconds", where, k, v)
-		}
-		bs = append(bs, budget{"server." + k, time.Duration(n) * time.Millisecond})
 	}
 	if len(absent) > 0 {
-		return nil, missing(where, absent)
+		return lifecycle.Plan{}, missing(where, absent)
 	}
-	return bs, nil
+	// The files an example names (TLS, JWKS) live where it runs, not here.
+	cfg, err := config.Parse(data, where, config.Options{SkipFiles: true})
+	if err != nil {
+		return lifecycle.Plan{}, fmt.Errorf("config check refuses it: %w", err)
+	}
+	return cfg.Lifecycle(), nil
 }
 
 // ---- Kubernetes ----------------------------------------------------------------------
@@ -306,48 +300,53 @@ func checkKubernetes(files []string) []result {
 
 // checkGateway reads spec.lifecycle of a Gateway resource. Its grace period is the
 // explicit terminationGracePeriodSeconds, or the one the operator derives from the
-// example's own terminationHeadroom.
+// example's own terminationHeadroom; both come from gateway/lifecycle's plan of the
+// Gateway, as the operator makes it.
 func checkGateway(doc obj) (string, error) {
 	lc, _ := get(doc, "spec", "lifecycle")
-	fields := []string{"drainDelay", "shutdownTimeout", "bindingsDrainTimeout"}
-	var bs []budget
 	var absent []string
-	for _, f := range fields {
-		s := getString(lc, f)
-		if s == "" {
+	for _, f := range []string{"drainDelay", "shutdownTimeout", "bindingsDrainTimeout"} {
+		if getString(lc, f) == "" {
 			absent = append(absent, "spec.lifecycle."+f)
-			continue
 		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
-			return "", fmt.Errorf("spec.lifecycle.%s = %q is not a non-negative duration", f, s)
-		}
-		bs = append(bs, budget{"spec.lifecycle." + f, d})
 	}
 	if len(absent) > 0 {
 		return "", missing("spec.lifecycle", absent)
 	}
-	if v, ok := get(lc, "terminationGracePeriodSeconds"); ok {
-		n, ok := integer(v)
-		if !ok {
-			return "", fmt.Errorf("spec.lifecycle.terminationGracePeriodSeconds = %v is not an integer", v)
-		}
-		return verdict("spec.lifecycle.terminationGracePeriodSeconds", time.Duration(n)*time.Second, bs)
-	}
-	s := getString(lc, "terminationHeadroom")
-	if s == "" {
+	_, explicit := get(lc, "terminationGracePeriodSeconds")
+	if _, ok := get(lc, "terminationHeadroom"); !ok && !explicit {
 		return "", errors.New("spec.lifecycle sets neither terminationGracePeriodSeconds nor terminationHeadroom: the grace period cannot be known without copying a default from the code")
 	}
-	h, err := time.ParseDuration(s)
-	if err != nil || h < 0 {
-		return "", fmt.Errorf("spec.lifecycle.terminationHeadroom = %q is not a non-negative duration", s)
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return "", err
 	}
-	var sum time.Duration
-	for _, b := range bs {
-		sum += b.value
+	var gw ferrofedv1alpha1.Gateway
+	if err := json.Unmarshal(raw, &gw); err != nil {
+		return "", fmt.Errorf("not a Gateway: %w", err)
 	}
-	derived := time.Duration(math.Ceil((sum + h).Seconds())) * time.Second
-	return verdict(fmt.Sprintf("derived grace period (ceil(drain + terminationHeadroom %s))", h), derived, bs)
+	plan := gw.Spec.Plan()
+	name := "spec.lifecycle.terminationGracePeriodSeconds"
+	if !plan.GracePeriodExplicit {
+		name = fmt.Sprintf("derived grace period (ceil(drain + terminationHeadroom %s))", plan.TerminationHeadroom)
+	}
+	detail, err := verdict(name, time.Duration(plan.GracePeriodSeconds)*time.Second, plan, ferrofedv1alpha1.LifecycleFields)
+	if err != nil {
+		return "", err
+	}
+	// The rest of what admission would refuse (e.g. a shutdown shorter than the request).
+	if ps := gw.Spec.Budgets().Validate(ferrofedv1alpha1.LifecycleFields); len(ps) > 0 {
+		return "", errors.Join(problemErrors(ps)...)
+	}
+	return detail, nil
+}
+
+func problemErrors(ps []lifecycle.Problem) []error {
+	out := make([]error, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out
 }
 
 // checkPod finds the ferrofed.toml a container is started with (a ConfigMap mounted at
@@ -369,7 +368,7 @@ func checkPod(ns string, pod, container any, argv []string, configMaps map[strin
 	if data == "" {
 		return "", fmt.Errorf("ConfigMap %q in %s has no key %q for --config %s", cmName, cm.file, key, path)
 	}
-	bs, err := tomlBudgets(fmt.Sprintf("ConfigMap %q key %q (%s)", cmName, key, cm.file), []byte(data))
+	plan, err := tomlPlan(fmt.Sprintf("ConfigMap %q key %q (%s)", cmName, key, cm.file), []byte(data))
 	if err != nil {
 		return "", err
 	}
@@ -381,7 +380,7 @@ func checkPod(ns string, pod, container any, argv []string, configMaps map[strin
 	if !ok {
 		return "", fmt.Errorf("spec.template.spec.terminationGracePeriodSeconds = %v is not an integer", v)
 	}
-	return verdict("terminationGracePeriodSeconds", time.Duration(n)*time.Second, bs)
+	return verdict("terminationGracePeriodSeconds", time.Duration(n)*time.Second, plan, lifecycle.TOMLFields)
 }
 
 // mountedConfigMap returns the ConfigMap and key that hold the file at path in container.
@@ -513,7 +512,7 @@ func checkService(svc any, file, target string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read the ferrofed.toml mounted at %s: %w", target, err)
 	}
-	bs, err := tomlBudgets(file, data)
+	plan, err := tomlPlan(file, data)
 	if err != nil {
 		return "", err
 	}
@@ -525,7 +524,7 @@ func checkService(svc any, file, target string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("stop_grace_period = %v: %w", v, err)
 	}
-	detail, err := verdict("stop_grace_period", grace, bs)
+	detail, err := verdict("stop_grace_period", grace, plan, lifecycle.TOMLFields)
 	if err != nil {
 		return "", fmt.Errorf("%w (budgets from %s)", err, file)
 	}
