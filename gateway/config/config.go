@@ -98,7 +98,7 @@ type Metrics struct {
 	Path string `toml:"path"`
 	// PushURL is, when set, the absolute http(s) URL of a Prometheus
 	// Pushgateway-compatible endpoint that the whole registry is pushed to once at the
-	// end of the drain (DESIGN §2.5): a draining process closes its listener before
+	// end of the drain (the timeline in gateway/lifecycle/doc.go): a draining process closes its listener before
 	// ferrofed_drain_total moves, so no scrape can see the outcome. The push is grouped
 	// by job (PushJob) and instance (the hostname: the pod name on Kubernetes). It works
 	// with Disabled too. Empty (the default): nothing is pushed.

@@ -1,6 +1,6 @@
 // Package healthcheck is the client side of `ferrofed healthcheck`: it asks the gateway
 // running on this host for its readiness, for a container runtime that cannot send an
-// HTTP request itself (DESIGN §2.6). It reads the configuration the way serve does and
+// HTTP request itself (the image's HEALTHCHECK, see the README). It reads the configuration the way serve does and
 // answers with one line and a verdict: ready only for a 200 within Timeout.
 package healthcheck
 

@@ -240,7 +240,7 @@ func TestExampleConfigurationsLoad(t *testing.T) {
 }
 
 // TestTheImageAndTheQuickstartUseTheHealthcheck holds the Dockerfile and the compose
-// quickstart to DESIGN §2.6: both ask `ferrofed healthcheck` with the configuration
+// quickstart to the README's promise: both ask `ferrofed healthcheck` with the configuration
 // serve reads, and the image builds packages that exist.
 func TestTheImageAndTheQuickstartUseTheHealthcheck(t *testing.T) {
 	root := repoRoot(t)

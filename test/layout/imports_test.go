@@ -1,0 +1,95 @@
+// Package layout checks the import rules of docs/architecture.md ("What may import
+// what") on the real package graph, as `go list` reports it.
+package layout
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ferrofed/ferrofed"
+
+// allowed lists, per package, the ferrofed packages it may import directly. A package
+// missing from the table may not be imported by a gateway package and imports freely
+// itself only when it is main or under test/ or hack/.
+var allowed = map[string][]string{
+	"gateway/lifecycle":    {},
+	"gateway/config":       {"gateway/lifecycle"},
+	"gateway/health":       {"gateway/lifecycle"},
+	"gateway/dependencies": {},
+	"gateway/auth":         {"gateway/config"},
+	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
+	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
+	"gateway/federation":   {"gateway/auth", "gateway/config", "gateway/dependencies", "gateway/health"},
+	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
+	"controllers":          {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func list(t *testing.T) []pkg {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func TestImportsFollowTheArchitecture(t *testing.T) {
+	pkgs := list(t)
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		rel, ok := strings.CutPrefix(p.ImportPath, module+"/")
+		if !ok || strings.HasPrefix(rel, "test/") || strings.HasPrefix(rel, "hack/") {
+			continue
+		}
+		may, listed := allowed[rel]
+		if !listed {
+			t.Errorf("%s is not in docs/architecture.md's import table (and this test's): add it to both", rel)
+			continue
+		}
+		seen[rel] = true
+		for _, imp := range p.Imports {
+			dep, ours := strings.CutPrefix(imp, module+"/")
+			if ours && !slices.Contains(may, dep) {
+				t.Errorf("%s imports %s, which docs/architecture.md does not allow", rel, dep)
+			}
+		}
+		if strings.HasPrefix(rel, "gateway/") {
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, "k8s.io/") || strings.HasPrefix(d, "sigs.k8s.io/") {
+					t.Errorf("%s depends on %s: the gateway must not depend on Kubernetes", rel, d)
+					break
+				}
+			}
+		}
+	}
+	for rel := range allowed {
+		if !seen[rel] {
+			t.Errorf("the import table names %s, which is no package any more", rel)
+		}
+	}
+}
