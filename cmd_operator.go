@@ -20,6 +20,8 @@ type operatorOptions struct {
 	webhookPort   int
 	certDir       string
 	maxConcurrent int
+	allowedImages []string
+	namespaces    []string
 	zap           zap.Options
 }
 
@@ -41,6 +43,10 @@ names, else the in-cluster configuration.`,
 	f.BoolVar(&o.enableWebhook, "enable-webhook", true, "serve the validating webhook (false: controller only, for local runs)")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	f.StringVar(&o.certDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key of the webhook server (default: controller-runtime's)")
+	f.StringSliceVar(&o.allowedImages, "allowed-images", nil,
+		`glob patterns a Gateway's spec.image must match, e.g. "registry.example.org/ferrofed/*" (* crosses '/'); empty allows every image`)
+	f.StringSliceVar(&o.namespaces, "watch-namespaces", nil,
+		"namespaces to watch and write in (a namespace-scoped install, with Roles); empty watches the whole cluster")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "Gateways reconciled at once")
 	gfs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	o.zap.BindFlags(gfs)
@@ -64,6 +70,7 @@ func runOperator(o operatorOptions) error {
 		Webhook:                o.enableWebhook,
 		WebhookPort:            o.webhookPort,
 		WebhookCertDir:         o.certDir,
+		WatchNamespaces:        o.namespaces,
 	})
 	if err != nil {
 		return err
@@ -72,7 +79,9 @@ func runOperator(o operatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
-	if _, err := controllers.Setup(mgr, controllers.Options{Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent}); err != nil {
+	if _, err := controllers.Setup(mgr, controllers.Options{
+		Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent, AllowedImages: o.allowedImages,
+	}); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

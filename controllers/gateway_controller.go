@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +46,14 @@ const configMapRefIndex = "spec.config.configMapRef.name"
 // configuration differ, so drift is still repaired (with ForceOwnership).
 type GatewayReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
+	// APIReader reads around the cache: the cache holds only the objects labelled as
+	// the operator's, and an object of an owned name without the label must still be
+	// seen (never adopted). Nil reads through Client only.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// AllowedImages, when not empty, are the glob patterns spec.image must match
+	// (see ferrofedv1alpha1.ImageAllowed); a Gateway whose image matches none is not rolled out.
+	AllowedImages []string
 }
 
 // +kubebuilder:rbac:groups=ferrofed.io,resources=gateways,verbs=get;list;watch
@@ -56,8 +64,10 @@ type GatewayReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile makes one lifecycle plan, renders the configuration from it, applies the
-// owned objects when it passes, and patches the status once, in a deferred function,
-// whatever happened.
+// owned objects, and patches the status once, in a deferred function, whatever happened.
+// A configuration config check refuses is never rolled out: the objects are then applied
+// from the last valid rendering (the live ConfigMap), so that drift of the fields that
+// keep drains safe is still repaired.
 func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	gw := &ferrofedv1alpha1.Gateway{}
 	if err := r.Get(ctx, req.NamespacedName, gw); err != nil {
@@ -73,21 +83,41 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	}
 	// dep is the live Deployment, or the apply's response, for the status.
 	dep, applied := &appsv1.Deployment{}, false
+	var problem applyProblem
 	defer func() {
 		var observed *appsv1.Deployment
 		if applied || r.Get(ctx, req.NamespacedName, dep) == nil {
 			observed = dep
 		}
-		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, plan, observed, outcome, retErr != nil))
+		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, plan, observed, outcome, problem, retErr != nil))
 	}()
-	if !outcome.valid() {
-		return ctrl.Result{}, nil // never roll out a configuration config check refuses
+	if !ferrofedv1alpha1.ImageAllowed(r.AllowedImages, gw.Spec.Image) {
+		problem = applyProblem{ferrofedv1alpha1.ReasonImageNotAllowed, ferrofedv1alpha1.ImageMessage(r.AllowedImages, gw.Spec.Image)}
+		return ctrl.Result{}, nil
 	}
-	for _, o := range ownedObjects(gw, plan, outcome.rendered, dep) {
+	rendered, rolloutPlan := outcome.rendered, plan
+	if !outcome.valid() {
+		var ok bool
+		if rendered, rolloutPlan, ok = r.lastValidRendering(ctx, gw); !ok {
+			return ctrl.Result{}, nil // nothing was ever rolled out, and nothing will be
+		}
+	}
+	for _, o := range ownedObjects(gw, rolloutPlan, rendered, dep) {
+		if o.kind == "ConfigMap" && !outcome.valid() {
+			continue // the last valid rendering stays as it is
+		}
 		if o.desired == nil {
 			err = r.deleteOwned(ctx, gw, o)
 		} else {
 			err = r.apply(ctx, gw, o)
+		}
+		if errors.As(err, &problem) {
+			if problem.reason == ferrofedv1alpha1.ReasonNameConflict {
+				// Resolved by someone deleting or renaming the other object, which
+				// sends this operator no event: look again later.
+				return ctrl.Result{RequeueAfter: conflictRecheck}, nil
+			}
+			return ctrl.Result{}, err
 		}
 		if err != nil {
 			return ctrl.Result{}, err
@@ -95,6 +125,25 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		applied = applied || o.live == dep
 	}
 	return ctrl.Result{}, nil
+}
+
+// conflictRecheck is how often a Gateway whose name is taken looks again.
+const conflictRecheck = 30 * time.Second
+
+// lastValidRendering is the ferrofed.toml of the live ConfigMap this Gateway controls,
+// with the plan it was rendered with (its budgets and grace period), or false when
+// there is none.
+func (r *GatewayReconciler) lastValidRendering(ctx context.Context, gw *ferrofedv1alpha1.Gateway) ([]byte, lifecycle.Plan, bool) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), cm); err != nil || !controlledBy(cm, gw) {
+		return nil, lifecycle.Plan{}, false
+	}
+	data := []byte(cm.Data[ferrofedv1alpha1.ConfigFileName])
+	cfg, err := ferrofedv1alpha1.ParseRendered(data)
+	if err != nil {
+		return nil, lifecycle.Plan{}, false // edited by hand into something invalid: leave it
+	}
+	return data, cfg.Lifecycle(), true
 }
 
 // ownedObject is one object a Gateway owns, named after it, in the order applied.
@@ -170,11 +219,29 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 // apply server-side applies desired unless the fields FieldOwner manages on the live
 // object already hold exactly the desired values. On success live holds the object as
 // the apiserver has it: the cached object, or the apply's response.
+//
+// An existing object of that name that this Gateway does not control is never adopted:
+// the answer is an applyProblem with ReasonNameConflict, and the object is left alone.
 func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
 	kind, name, live, desired := o.kind, gw.Name, o.live, o.desired
-	err := r.Get(ctx, client.ObjectKeyFromObject(gw), live)
+	key := client.ObjectKeyFromObject(gw)
+	err := r.Get(ctx, key, live)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		// The cache holds only objects labelled as the operator's: one of this name
+		// without the label must be seen before it is taken over.
+		err = r.APIReader.Get(ctx, key, live)
+	}
 	switch {
 	case err == nil:
+		if !controlledBy(live, gw) {
+			if readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict { // told once, not every recheck
+				r.Recorder.Eventf(gw, live, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonNameConflict, "Apply",
+					"Left %s %s alone: it exists and is not controlled by this Gateway.", kind, name)
+			}
+			return applyProblem{ferrofedv1alpha1.ReasonNameConflict, fmt.Sprintf(
+				"%s %s already exists and is not controlled by this Gateway (%s); the operator never adopts an object. Delete or rename it, or give the Gateway another name.",
+				kind, name, controllerOf(live))}
+		}
 		if same, err := sameAsLive(live, desired, o.extract); err != nil || same {
 			return err
 		}
@@ -183,6 +250,11 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	}
 	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %v", kind, name, err)
+		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err) {
+			// The apiserver's own words, in the status: a retry would say the same.
+			return errors.Join(applyProblem{ferrofedv1alpha1.ReasonApplyFailed, fmt.Sprintf("%s %s: %v", kind, name, err)},
+				fmt.Errorf("apply %s %s: %w", kind, name, err))
+		}
 		return fmt.Errorf("apply %s %s: %w", kind, name, err)
 	}
 	verb := "Updated"
@@ -196,6 +268,20 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	// otherwise fold into one series.
 	r.Recorder.Eventf(gw, live, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
 	return nil
+}
+
+// controlledBy reports whether gw is obj's controller.
+func controlledBy(obj client.Object, gw *ferrofedv1alpha1.Gateway) bool {
+	owner := metav1.GetControllerOf(obj)
+	return owner != nil && owner.UID == gw.UID
+}
+
+// controllerOf names obj's controller for a message.
+func controllerOf(obj client.Object) string {
+	if owner := metav1.GetControllerOf(obj); owner != nil {
+		return fmt.Sprintf("its controller is %s %s", owner.Kind, owner.Name)
+	}
+	return "it has no controller"
 }
 
 // fromApplyResponse copies the apply's response, which the client decoded into desired,
@@ -243,7 +329,7 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if owner := metav1.GetControllerOf(obj); owner == nil || owner.UID != gw.UID {
+	if !controlledBy(obj, gw) {
 		return nil
 	}
 	if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
@@ -257,8 +343,8 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 // configuration newly refused is also told as a Warning event. After a failed apply the
 // status still tells what is observed, but observedGeneration stays where it was: the
 // generation has not been fully rolled out, and the retry will say when it is.
-func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, failed bool) error {
-	st := desiredStatus(gw, plan, dep, o)
+func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, ap applyProblem, failed bool) error {
+	st := desiredStatus(gw, plan, dep, o, ap)
 	if failed {
 		st.ObservedGeneration = gw.Status.ObservedGeneration
 	}
@@ -280,6 +366,15 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", o.message)
 	}
 	return nil
+}
+
+func readyReason(st ferrofedv1alpha1.GatewayStatus) string {
+	for _, c := range st.Conditions {
+		if c.Type == ferrofedv1alpha1.ConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
 }
 
 func conditionTrue(st ferrofedv1alpha1.GatewayStatus, t string) bool {
@@ -311,17 +406,32 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 	// no reconcile for it. An owned object's creation is the reconciler's own doing
 	// (and at start every Gateway is reconciled anyway); its updates and deletions,
 	// drift or the Deployment's rollout status, are what matter.
-	gatewayChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+	// A status changed by anyone else is rewritten: a Gateway's own status patch
+	// triggers one reconcile more, which finds nothing to write.
+	gatewayChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+		predicate.LabelChangedPredicate{}, statusChanged{})
 	notCreated := predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
+	// ConfigMaps are watched as metadata only (no data in memory): the owned one and
+	// every one a Gateway references, which the reconciler then reads by name.
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&ferrofedv1alpha1.Gateway{}, builder.WithPredicates(gatewayChanged)).
-		Owns(&corev1.ConfigMap{}, builder.WithPredicates(notCreated)).
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(notCreated)).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(notCreated)).
 		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(notCreated)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing), builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
 		Complete(r)
+}
+
+// statusChanged passes updates whose status differs: the operator's own patches, and
+// anyone else's, which the next reconcile rewrites.
+type statusChanged struct{ predicate.Funcs }
+
+func (statusChanged) Update(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*ferrofedv1alpha1.Gateway)
+	cur, okNew := e.ObjectNew.(*ferrofedv1alpha1.Gateway)
+	return okOld && okNew && !equality.Semantic.DeepEqual(old.Status, cur.Status)
 }
 
 func (r *GatewayReconciler) gatewaysReferencing(ctx context.Context, o client.Object) []reconcile.Request {

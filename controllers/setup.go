@@ -3,8 +3,11 @@ package controllers
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -41,6 +44,9 @@ type ManagerConfig struct {
 	WebhookHost    string
 	WebhookPort    int
 	WebhookCertDir string
+	// WatchNamespaces, when not empty, are the only namespaces the operator watches
+	// and writes in (a namespace-scoped install); empty watches the whole cluster.
+	WatchNamespaces []string
 }
 
 // LeaderElectionID is the lease the operator's replicas elect a leader with.
@@ -67,9 +73,22 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 	if err != nil {
 		return ctrl.Options{}, fmt.Errorf("build the scheme: %w", err)
 	}
+	cacheOpts := CacheOptions()
+	if len(c.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range c.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	opts := ctrl.Options{
 		Scheme: scheme,
-		Cache:  CacheOptions(),
+		Cache:  cacheOpts,
+		Client: client.Options{Cache: &client.CacheOptions{
+			// ConfigMaps are read by name from the apiserver, never cached whole: a
+			// cluster's ConfigMaps can hold far more than the operator's memory. Their
+			// changes still arrive, through a metadata-only watch (SetupWithManager).
+			DisableFor: []client.Object{&corev1.ConfigMap{}},
+		}},
 		Metrics: metricsserver.Options{
 			BindAddress:   c.MetricsBindAddress,
 			SecureServing: true,
@@ -92,6 +111,9 @@ type Options struct {
 	Webhook bool
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// AllowedImages, when not empty, are the glob patterns a Gateway's spec.image must
+	// match (ferrofedv1alpha1.ImageAllowed), in the webhook and in the controller.
+	AllowedImages []string
 	// WrapClient and WrapRecorder, when set, wrap the reconciler's client and event
 	// recorder (the suite counts writes with them); nil leaves the manager's.
 	WrapClient   func(client.Client) client.Client
@@ -102,7 +124,11 @@ type Options struct {
 // mgr's webhook server when asked, and the /healthz and /readyz checks (ready once the
 // webhook server serves, when there is one). It returns the reconciler.
 func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
-	r := &GatewayReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(FieldOwner)}
+	if err := ferrofedv1alpha1.ValidateImagePatterns(o.AllowedImages); err != nil {
+		return nil, err
+	}
+	r := &GatewayReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder(FieldOwner), AllowedImages: o.AllowedImages}
 	if o.WrapClient != nil {
 		r.Client = o.WrapClient(r.Client)
 	}
@@ -114,7 +140,7 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	}
 	ready := healthz.Ping
 	if o.Webhook {
-		if err := ferrofedv1alpha1.SetupWebhookWithManager(mgr); err != nil {
+		if err := ferrofedv1alpha1.SetupWebhookWithManager(mgr, ferrofedv1alpha1.GatewayValidator{AllowedImages: o.AllowedImages}); err != nil {
 			return nil, fmt.Errorf("set up the Gateway webhook: %w", err)
 		}
 		ready = mgr.GetWebhookServer().StartedChecker()
@@ -132,14 +158,28 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// CacheOptions keep the informers' copies small: of every object's managedFields only
-// FieldOwner's entries stay (the reconciler extracts those and nothing else), and a
-// Gateway loses kubectl's last-applied-configuration, a second copy of its spec that
-// the reconciler never reads. The trimmed copies must never be sent back whole (an
-// Update would reset the other managers' fields): the reconciler only applies, patches
-// status and deletes.
+// CacheOptions keep the informers small in a big cluster:
+//   - the owned kinds (Deployments, Services, PodDisruptionBudgets) are listed and
+//     watched only with the operator's managed-by label, so unrelated objects of the
+//     cluster never reach the operator's memory;
+//   - of every object's managedFields only FieldOwner's entries stay (the reconciler
+//     extracts those and nothing else), and a Gateway loses kubectl's
+//     last-applied-configuration, a second copy of its spec that the reconciler never
+//     reads. The trimmed copies must never be sent back whole (an Update would reset
+//     the other managers' fields): the reconciler only applies, patches status and
+//     deletes.
+//
+// ConfigMaps have no full informer at all (see ManagerOptions' client options).
 func CacheOptions() cache.Options {
-	return cache.Options{DefaultTransform: trimForCache}
+	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: FieldOwner})}
+	return cache.Options{
+		DefaultTransform: trimForCache,
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:            owned,
+			&corev1.Service{}:               owned,
+			&policyv1.PodDisruptionBudget{}: owned,
+		},
+	}
 }
 
 func trimForCache(in any) (any, error) {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,21 +24,33 @@ type configOutcome struct {
 
 func (o configOutcome) valid() bool { return o.reason == "" }
 
+// applyProblem is why the owned objects were not (all) applied: a name conflict, a
+// refused apply, an image the operator does not allow. The zero value is none.
+type applyProblem struct {
+	reason  string
+	message string
+}
+
+func (p applyProblem) Error() string { return p.reason + ": " + p.message }
+
 // configValidCondition is True when the rendered configuration passed `config check`.
 func configValidCondition(o configOutcome) metav1.Condition {
 	if !o.valid() {
 		return metav1.Condition{Type: ferrofedv1alpha1.ConditionConfigValid, Status: metav1.ConditionFalse,
-			Reason: o.reason, Message: o.message}
+			Reason: o.reason, Message: capMessage(o.message)}
 	}
 	return metav1.Condition{Type: ferrofedv1alpha1.ConditionConfigValid, Status: metav1.ConditionTrue,
 		Reason: ferrofedv1alpha1.ReasonConfigValid, Message: "The rendered ferrofed.toml passed config check."}
 }
 
-// readyCondition is True when the Deployment has every desired pod ready and updated.
-func readyCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) metav1.Condition {
+// readyCondition is True when the Deployment has every desired pod ready and updated
+// and nothing stopped the owned objects from being applied.
+func readyCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome, ap applyProblem) metav1.Condition {
 	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionReady, Status: metav1.ConditionFalse}
 	want := gw.Spec.ReplicasOrDefault()
 	switch {
+	case ap.reason != "":
+		c.Reason, c.Message = ap.reason, capMessage(ap.message)
 	case dep == nil && !o.valid():
 		c.Reason, c.Message = ferrofedv1alpha1.ReasonInvalidConfig, "No Deployment was created: the configuration is invalid."
 	case dep == nil:
@@ -74,7 +87,7 @@ func progressingCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, 
 // desiredStatus is the Gateway's status for its plan, the observed Deployment (nil when
 // there is none) and configuration. Conditions keep their lastTransitionTime when
 // unchanged.
-func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome) ferrofedv1alpha1.GatewayStatus {
+func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, ap applyProblem) ferrofedv1alpha1.GatewayStatus {
 	st := *gw.Status.DeepCopy()
 	st.ObservedGeneration = gw.Generation
 	breakdown := ferrofedv1alpha1.Breakdown(plan)
@@ -85,7 +98,7 @@ func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv
 		st.Replicas, st.ReadyReplicas = dep.Status.Replicas, dep.Status.ReadyReplicas
 	}
 	for _, c := range []metav1.Condition{
-		readyCondition(gw, dep, o),
+		readyCondition(gw, dep, o, ap),
 		progressingCondition(gw, dep, o),
 		configValidCondition(o),
 	} {
@@ -93,4 +106,35 @@ func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	return st
+}
+
+// maxConditionMessage bounds a condition's message well under the API's 32,768 bytes,
+// so that a status with hundreds of problems is still written (and read by a human).
+const maxConditionMessage = 4096
+
+// capMessage keeps the lines of msg that fit in maxConditionMessage and says how many
+// were left out: a status stays writable whatever the configuration holds.
+func capMessage(msg string) string {
+	if len(msg) <= maxConditionMessage {
+		return msg
+	}
+	lines := strings.Split(msg, "\n")
+	var b strings.Builder
+	for i, l := range lines {
+		more := fmt.Sprintf("\n  ... and %d more line(s)", len(lines)-i)
+		if b.Len()+len(l)+1+len(more) > maxConditionMessage {
+			if i == 0 { // one huge line: cut it
+				cut := maxConditionMessage - len(more) - 3
+				b.WriteString(l[:cut] + "...")
+				more = fmt.Sprintf("\n  ... and %d more line(s)", len(lines)-1)
+			}
+			b.WriteString(more)
+			return b.String()
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }

@@ -33,6 +33,18 @@ const (
 	// Deployment does not exist (yet).
 	ReasonDeploymentNotFound = "DeploymentNotFound"
 
+	// ReasonNameConflict surfaces on Ready=False when an object the Gateway would own
+	// (its ConfigMap, Deployment, Service or PodDisruptionBudget, all named after it)
+	// already exists and is not controlled by this Gateway: the operator never adopts
+	// it, and the message names it. Nothing after it is applied.
+	ReasonNameConflict = "NameConflict"
+	// ReasonApplyFailed surfaces on Ready=False when the apiserver refused an owned
+	// object; the message is the kind, the name and the apiserver's own message.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonImageNotAllowed surfaces on Ready=False when spec.image matches none of the
+	// operator's --allowed-images patterns; nothing is rolled out.
+	ReasonImageNotAllowed = "ImageNotAllowed"
+
 	// ReasonRollingOut surfaces on Progressing=True while the Deployment has not
 	// observed or finished rolling out its latest pod template.
 	ReasonRollingOut = "RollingOut"

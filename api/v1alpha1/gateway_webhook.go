@@ -4,6 +4,7 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -13,25 +14,30 @@ const WebhookPath = "/validate-ferrofed-io-v1alpha1-gateway"
 
 // +kubebuilder:webhook:path=/validate-ferrofed-io-v1alpha1-gateway,mutating=false,failurePolicy=fail,sideEffects=None,groups=ferrofed.io,resources=gateways,verbs=create;update,versions=v1alpha1,name=vgateway.ferrofed.io,admissionReviewVersions=v1
 
-// GatewayValidator is the validating admission webhook of Gateways: Gateway.Validate,
-// refused with apierrors.NewInvalid, and lifecycle's warnings as admission warnings.
-type GatewayValidator struct{}
+// GatewayValidator is the validating admission webhook of Gateways: Gateway.Validate
+// and, when AllowedImages is set, the operator's image allow-list, refused with
+// apierrors.NewInvalid; lifecycle's warnings as admission warnings.
+type GatewayValidator struct {
+	// AllowedImages are the operator's --allowed-images patterns (ImageAllowed); empty
+	// allows every image.
+	AllowedImages []string
+}
 
 var _ admission.Validator[*Gateway] = GatewayValidator{}
 
 // SetupWebhookWithManager registers the validating webhook with the manager's server.
-func SetupWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &Gateway{}).WithValidator(GatewayValidator{}).Complete()
+func SetupWebhookWithManager(mgr ctrl.Manager, v GatewayValidator) error {
+	return ctrl.NewWebhookManagedBy(mgr, &Gateway{}).WithValidator(v).Complete()
 }
 
 // ValidateCreate validates a new Gateway.
-func (GatewayValidator) ValidateCreate(_ context.Context, g *Gateway) (admission.Warnings, error) {
-	return validate(g)
+func (v GatewayValidator) ValidateCreate(_ context.Context, g *Gateway) (admission.Warnings, error) {
+	return v.validate(g)
 }
 
 // ValidateUpdate validates a changed Gateway as a whole; nothing is immutable.
-func (GatewayValidator) ValidateUpdate(_ context.Context, _, g *Gateway) (admission.Warnings, error) {
-	return validate(g)
+func (v GatewayValidator) ValidateUpdate(_ context.Context, _, g *Gateway) (admission.Warnings, error) {
+	return v.validate(g)
 }
 
 // ValidateDelete allows every deletion.
@@ -39,8 +45,11 @@ func (GatewayValidator) ValidateDelete(context.Context, *Gateway) (admission.War
 	return nil, nil
 }
 
-func validate(g *Gateway) (admission.Warnings, error) {
+func (v GatewayValidator) validate(g *Gateway) (admission.Warnings, error) {
 	errs, warnings := g.Validate()
+	if !ImageAllowed(v.AllowedImages, g.Spec.Image) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "image"), g.Spec.Image, ImageMessage(v.AllowedImages, g.Spec.Image)))
+	}
 	if len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(GroupVersion.WithKind("Gateway").GroupKind(), g.Name, errs)
 	}
