@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -139,6 +140,8 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash st
 			WithReadOnly(true))
 	if res := resources(gw.Spec.Resources); res != nil {
 		container.WithResources(res)
+	} else {
+		container.WithResources(defaultResources())
 	}
 	// The root filesystem is read-only; /tmp is the process's scratch space.
 	container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"))
@@ -148,10 +151,20 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash st
 	}
 	if tls := gw.Spec.TLS; tls != nil {
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(ferrofedv1alpha1.TLSDir).WithReadOnly(true))
-		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(tls.SecretName)))
+		// Only the key pair: a Secret without both keys fails the mount (the pod says
+		// so), and its other keys never reach the image the Gateway's author chose.
+		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(tls.SecretName).
+			WithItems(
+				corev1ac.KeyToPath().WithKey(corev1.TLSCertKey).WithPath(corev1.TLSCertKey),
+				corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath(corev1.TLSPrivateKeyKey))))
 	}
 	pod := corev1ac.PodSpec().
 		WithTerminationGracePeriodSeconds(plan.GracePeriodSeconds).
+		// The gateway never talks to the Kubernetes API, and needs no Service's address
+		// in its environment.
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
 		WithContainers(container).
 		WithVolumes(volumes...)
 	if len(gw.Spec.NodeSelector) > 0 {
@@ -178,6 +191,20 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash st
 				WithLabels(Labels(gw)).
 				WithAnnotations(map[string]string{AnnotationConfigHash: configHash}).
 				WithSpec(pod)))
+}
+
+// Default resources of a gateway container whose Gateway sets none: a request the
+// scheduler can plan with, and a memory limit that stops one pod from taking the node.
+var (
+	DefaultCPURequest    = resource.MustParse("100m")
+	DefaultMemoryRequest = resource.MustParse("128Mi")
+	DefaultMemoryLimit   = resource.MustParse("512Mi")
+)
+
+func defaultResources() *corev1ac.ResourceRequirementsApplyConfiguration {
+	return corev1ac.ResourceRequirements().
+		WithRequests(corev1.ResourceList{corev1.ResourceCPU: DefaultCPURequest, corev1.ResourceMemory: DefaultMemoryRequest}).
+		WithLimits(corev1.ResourceList{corev1.ResourceMemory: DefaultMemoryLimit})
 }
 
 // Service exposes the gateway's port as "http".

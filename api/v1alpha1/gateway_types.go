@@ -25,18 +25,21 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.lifecycle.terminationGracePeriodSeconds) || self.lifecycle.terminationGracePeriodSeconds * 1000 > ((has(self.lifecycle.drainDelay) ? duration(self.lifecycle.drainDelay).getMilliseconds() : self.probes.readiness.periodSeconds * self.probes.readiness.failureThreshold * 1000) + duration(has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : self.lifecycle.requestTimeout).getMilliseconds() + duration(self.lifecycle.bindingsDrainTimeout).getMilliseconds())",message="spec.lifecycle.terminationGracePeriodSeconds must be greater than spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout (an unset drainDelay is spec.probes.readiness.periodSeconds × failureThreshold, an unset shutdownTimeout is spec.lifecycle.requestTimeout)",messageExpression="'spec.lifecycle.terminationGracePeriodSeconds must be greater than spec.lifecycle.drainDelay (' + (has(self.lifecycle.drainDelay) ? self.lifecycle.drainDelay : 'unset: spec.probes.readiness.periodSeconds × failureThreshold') + ') + spec.lifecycle.shutdownTimeout (' + (has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : 'unset: spec.lifecycle.requestTimeout, ' + self.lifecycle.requestTimeout) + ') + spec.lifecycle.bindingsDrainTimeout (' + self.lifecycle.bindingsDrainTimeout + ')'",fieldPath=".lifecycle.terminationGracePeriodSeconds"
 // +kubebuilder:validation:XValidation:rule="has(self.lifecycle.terminationGracePeriodSeconds) || duration(self.lifecycle.terminationHeadroom) > duration('0s') || ((has(self.lifecycle.drainDelay) ? duration(self.lifecycle.drainDelay).getMilliseconds() : self.probes.readiness.periodSeconds * self.probes.readiness.failureThreshold * 1000) + duration(has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : self.lifecycle.requestTimeout).getMilliseconds() + duration(self.lifecycle.bindingsDrainTimeout).getMilliseconds()) % 1000 != 0",message="spec.lifecycle.terminationHeadroom of 0s makes the derived terminationGracePeriodSeconds equal to spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout: the kill would land when the drain may still run; set a headroom above 0s",fieldPath=".lifecycle.terminationHeadroom"
 type GatewaySpec struct {
-	// replicas is the number of gateway pods. Default 1, minimum 0. With more than one
-	// replica the operator adds a PodDisruptionBudget (maxUnavailable 1).
+	// replicas is the number of gateway pods. Default 1, from 0 to 1000. With more
+	// than one replica the operator adds a PodDisruptionBudget (maxUnavailable 1).
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// image is the ferrofed container image, e.g. "ghcr.io/ferrofed/ferrofed:v0.1.0".
-	// Required, no default.
+	// Required, no default; at most 512 characters, no whitespace. The operator may
+	// restrict it to an allow-list (its --allowed-images flag).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
 	Image string `json:"image"`
 
 	// basePath is the path every route of the gateway lives under (server.base_path);
@@ -78,7 +81,8 @@ type GatewaySpec struct {
 	// +optional
 	TLS *TLS `json:"tls,omitempty"`
 
-	// resources are the gateway container's compute resources. Default: none.
+	// resources are the gateway container's compute resources. Default (when neither
+	// requests nor limits are set): requests cpu 100m and memory 128Mi, limit memory 512Mi.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -375,6 +379,7 @@ type GracePeriodBreakdown struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Grace",type=integer,JSONPath=`.status.terminationGracePeriodSeconds`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 63 characters (lowercase letters, digits and '-', starting with a letter, no '.'): the Gateway's Service, Deployment, ConfigMap and PodDisruptionBudget are named after it"
 type Gateway struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the object's metadata.

@@ -20,6 +20,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -114,10 +115,16 @@ func run(m *testing.M) int {
 	// apiserver's priority and fairness governs.
 	restConfig.QPS = -1
 
+	operatorConfig, err := chartRBAC(restConfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	defer func() { cancel(); <-stopped }() // the manager stops before envtest removes its certificates
-	if err := startManager(ctx, &env.WebhookInstallOptions, stopped); err != nil {
+	if err := startManager(ctx, operatorConfig, &env.WebhookInstallOptions, stopped); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -157,7 +164,46 @@ func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfigura
 	return hook, nil
 }
 
-func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions, stopped chan<- struct{}) error {
+// operatorUser is the chart's ServiceAccount, as the apiserver names it: the manager
+// runs as this user, with exactly the operator's generated ClusterRole.
+const operatorUser = "system:serviceaccount:ferrofed-system:ferrofed-operator"
+
+// chartRBAC installs config/rbac/role.yaml (the ClusterRole the chart installs) bound to
+// operatorUser, and returns a configuration that impersonates it: a permission the
+// operator lacks fails the suite as it would fail in a cluster.
+func chartRBAC(admin *rest.Config) (*rest.Config, error) {
+	c, err := client.New(admin, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(data, role); err != nil {
+		return nil, fmt.Errorf("read config/rbac/role.yaml: %w", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ferrofed-system", Name: "ferrofed-operator"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Create(context.Background(), o); err != nil {
+			return nil, fmt.Errorf("install the operator's RBAC: %w", err)
+		}
+	}
+	op := rest.CopyConfig(admin)
+	op.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:ferrofed-system", "system:authenticated"}}
+	return op, nil
+}
+
+// allowedImages is the suite's --allowed-images: every test image matches it.
+var allowedImages = []string{"ghcr.io/ferrofed/*"}
+
+func startManager(ctx context.Context, operatorConfig *rest.Config, wh *envtest.WebhookInstallOptions, stopped chan<- struct{}) error {
 	// The manager `ferrofed operator` builds, with the suite's ports and certificates.
 	opts, err := controllers.ManagerOptions(controllers.ManagerConfig{
 		MetricsBindAddress:     "0",
@@ -171,16 +217,17 @@ func startManager(ctx context.Context, wh *envtest.WebhookInstallOptions, stoppe
 		close(stopped)
 		return err
 	}
-	mgr, err := ctrl.NewManager(restConfig, opts)
+	mgr, err := ctrl.NewManager(operatorConfig, opts)
 	if err != nil {
 		close(stopped)
 		return fmt.Errorf("new manager: %w", err)
 	}
 	managerCache = mgr.GetCache()
 	reconciler, err = controllers.Setup(mgr, controllers.Options{
-		Webhook:      true,
-		WrapClient:   func(c client.Client) client.Client { return &countingClient{Client: c} },
-		WrapRecorder: func(r events.EventRecorder) events.EventRecorder { return countingRecorder{r} },
+		Webhook:       true,
+		AllowedImages: allowedImages,
+		WrapClient:    func(c client.Client) client.Client { return &countingClient{Client: c} },
+		WrapRecorder:  func(r events.EventRecorder) events.EventRecorder { return countingRecorder{r} },
 	})
 	if err != nil {
 		close(stopped)

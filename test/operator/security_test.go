@@ -1,0 +1,221 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// TestAnObjectOfTheGatewaysNameIsNeverAdopted: a user allowed to create Gateways must
+// not take over a Service (or ConfigMap) that merely shares the Gateway's name.
+func TestAnObjectOfTheGatewaysNameIsNeverAdopted(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		other client.Object
+		kind  string
+	}{
+		{"web", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "reconcile", Name: "web"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}, "Service"},
+		{"web-config", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "reconcile", Name: "web-config"},
+			Data: map[string]string{"index.html": "hello"}}, "ConfigMap"},
+	} {
+		t.Run(tc.kind+" "+tc.name+" is left alone and named in the status and an event", func(t *testing.T) {
+			if err := k8s.Create(ctx, tc.other); err != nil {
+				t.Fatal(err)
+			}
+			key := types.NamespacedName{Namespace: "reconcile", Name: tc.name}
+			if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, nil)); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, settle, "Ready=False NameConflict", func() error {
+				c := condition(getGateway(ctx, t, key), ferrofedv1alpha1.ConditionReady)
+				if c.Reason != ferrofedv1alpha1.ReasonNameConflict || !strings.Contains(c.Message, tc.kind+" "+tc.name) {
+					return fmt.Errorf("Ready = %s %s %q", c.Status, c.Reason, c.Message)
+				}
+				return nil
+			})
+			after := tc.other.DeepCopyObject().(client.Object)
+			if err := k8s.Get(ctx, key, after); err != nil {
+				t.Fatal(err)
+			}
+			if len(after.GetOwnerReferences()) != 0 || len(after.GetLabels()) != 0 {
+				t.Errorf("%s %s was touched: owners %v, labels %v", tc.kind, tc.name, after.GetOwnerReferences(), after.GetLabels())
+			}
+			if svc, ok := after.(*corev1.Service); ok && svc.Spec.Selector["app"] != "web" {
+				t.Errorf("the Service's selector was changed to %v", svc.Spec.Selector)
+			}
+			eventually(t, settle, "a NameConflict event on the Gateway", func() error {
+				var evs eventsv1.EventList
+				if err := k8s.List(ctx, &evs, client.InNamespace(key.Namespace)); err != nil {
+					return err
+				}
+				for _, e := range evs.Items {
+					if e.Regarding.Name == tc.name && e.Regarding.Kind == "Gateway" && e.Reason == ferrofedv1alpha1.ReasonNameConflict &&
+						strings.Contains(e.Note, tc.kind+" "+tc.name) {
+						return nil
+					}
+				}
+				return fmt.Errorf("no NameConflict event among %d", len(evs.Items))
+			})
+		})
+	}
+}
+
+// TestDriftIsRepairedWhileTheConfigurationIsInvalid: a Gateway whose new configuration
+// is refused keeps its last valid rendering applied, so that a grace period edited by
+// hand is restored even then.
+func TestDriftIsRepairedWhileTheConfigurationIsInvalid(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "reconcile", Name: "invalid-then-drift"}
+	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, dep := reconciled(ctx, t, key)
+	hash := dep.Spec.Template.Annotations["ferrofed.io/config-hash"]
+	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[health]\ncheck_timeout_ms = -5\n")}
+	})
+	eventually(t, settle, "ConfigValid=False", func() error {
+		if c := condition(getGateway(ctx, t, key), ferrofedv1alpha1.ConditionConfigValid); c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("ConfigValid = %s", c.Status)
+		}
+		return nil
+	})
+	if err := k8s.Get(ctx, key, dep); err != nil {
+		t.Fatal(err)
+	}
+	dep.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	if err := k8s.Update(ctx, dep, client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "the grace period restored from the last valid rendering", func() error {
+		if err := k8s.Get(ctx, key, dep); err != nil {
+			return err
+		}
+		if g := ptr.Deref(dep.Spec.Template.Spec.TerminationGracePeriodSeconds, 0); g != 50 {
+			return fmt.Errorf("terminationGracePeriodSeconds %d", g)
+		}
+		if h := dep.Spec.Template.Annotations["ferrofed.io/config-hash"]; h != hash {
+			return fmt.Errorf("the pods were moved to configuration %s, not kept on the last valid %s", h, hash)
+		}
+		return nil
+	})
+}
+
+// TestAForgedStatusIsRewritten: someone patching the status does not make it true.
+func TestAForgedStatusIsRewritten(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "reconcile", Name: "forged"}
+	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, nil)); err != nil {
+		t.Fatal(err)
+	}
+	reconciled(ctx, t, key)
+	gw := getGateway(ctx, t, key)
+	patch := client.MergeFrom(gw.DeepCopy())
+	gw.Status.TerminationGracePeriodSeconds = 1
+	for i := range gw.Status.Conditions {
+		if gw.Status.Conditions[i].Type == ferrofedv1alpha1.ConditionReady {
+			gw.Status.Conditions[i].Status, gw.Status.Conditions[i].Reason = metav1.ConditionTrue, "Forged"
+		}
+	}
+	if err := k8s.Status().Patch(ctx, gw, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "the status rewritten", func() error {
+		g := getGateway(ctx, t, key)
+		if c := condition(g, ferrofedv1alpha1.ConditionReady); c.Reason == "Forged" || g.Status.TerminationGracePeriodSeconds != 50 {
+			return fmt.Errorf("Ready reason %s, grace %d", c.Reason, g.Status.TerminationGracePeriodSeconds)
+		}
+		return nil
+	})
+}
+
+// TestThreeHundredProblemsStillWriteAStatus: the condition message is capped under the
+// API's limit, with the first problems and a count of the rest.
+func TestThreeHundredProblemsStillWriteAStatus(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "reconcile", Name: "many-problems"}
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, "[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"not a url %d\"\n", i, i)
+	}
+	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(b.String())}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "ConfigValid=False with a capped message", func() error {
+		c := condition(getGateway(ctx, t, key), ferrofedv1alpha1.ConditionConfigValid)
+		if c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("ConfigValid = %s", c.Status)
+		}
+		if len(c.Message) > 32768 || !strings.Contains(c.Message, "more line(s)") || !strings.Contains(c.Message, "registry.members[0]") {
+			return fmt.Errorf("message of %d bytes: %.200q", len(c.Message), c.Message)
+		}
+		return nil
+	})
+}
+
+// TestNamesThatCannotNameTheOwnedObjectsAreRefused runs on the CRD's CEL rules alone.
+func TestNamesThatCannotNameTheOwnedObjectsAreRefused(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	for name, accept := range map[string]bool{
+		strings.Repeat("a", 63): true,
+		strings.Repeat("a", 64): false,
+		"web.example":           false,
+		"9lives":                false,
+		"edge-1":                true,
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := k8s.Create(ctx, newGateway("cel-only", name, nil), client.DryRunAll)
+			switch {
+			case accept && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !accept && (err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "63 characters")):
+				t.Fatalf("want a refusal naming the limit, got %v", err)
+			}
+		})
+	}
+}
+
+// TestImagesOutsideTheAllowListAreRefused: the webhook refuses them, and the controller
+// (for a Gateway admitted without the webhook) rolls nothing out.
+func TestImagesOutsideTheAllowListAreRefused(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	evil := func(g *ferrofedv1alpha1.Gateway) { g.Spec.Image = "evil.example.com/miner:latest" }
+	err := k8s.Create(ctx, newGateway("webhook", "evil-image", evil), client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "--allowed-images") {
+		t.Fatalf("the webhook admitted an image outside the allow-list: %v", err)
+	}
+	key := types.NamespacedName{Namespace: "reconcile", Name: "evil-image"}
+	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, evil)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "Ready=False ImageNotAllowed", func() error {
+		if c := condition(getGateway(ctx, t, key), ferrofedv1alpha1.ConditionReady); c.Reason != ferrofedv1alpha1.ReasonImageNotAllowed {
+			return fmt.Errorf("Ready = %s %s", c.Status, c.Reason)
+		}
+		return nil
+	})
+	if err := k8s.Get(ctx, key, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("something was rolled out for a disallowed image: %v", err)
+	}
+}
