@@ -375,3 +375,77 @@ func TestHeadOnARealListenerHasNoBody(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainSignalsFireAtMostOnce: firing a signal again, after the drain or from many
+// goroutines at once, neither panics nor reaches the observer or the log a second time,
+// and the order the observer saw stays the drain's.
+func TestDrainSignalsFireAtMostOnce(t *testing.T) {
+	t.Run("a signal fired from many goroutines is first exactly once", func(t *testing.T) {
+		sig := newNamedSignal(lifecycle.SignalListenerClosed)
+		var firsts sync.WaitGroup
+		var mu sync.Mutex
+		n := 0
+		for range 16 {
+			firsts.Add(1)
+			go func() {
+				defer firsts.Done()
+				if sig.signal() {
+					mu.Lock()
+					n++
+					mu.Unlock()
+				}
+			}()
+		}
+		firsts.Wait()
+		if n != 1 {
+			t.Fatalf("%d calls reported firing first, want 1", n)
+		}
+		select {
+		case <-sig.signaled():
+		default:
+			t.Fatal("the channel is not closed after the signal fired")
+		}
+	})
+
+	t.Run("signalling every step again after a drain is harmless", func(t *testing.T) {
+		logs := &logSink{}
+		r := start(t, "", logs.logger())
+		r.cancel()
+		if <-r.done; r.err != nil {
+			t.Fatal(r.err)
+		}
+		// Again, in reverse: each must be a no-op.
+		for _, sig := range slices.Backward(lifecycle.DrainSignals) {
+			r.s.fire(sig, time.Now(), "again", true)
+		}
+		order, _ := r.rec.get()
+		if !slices.Equal(order, lifecycle.DrainSignals) {
+			t.Fatalf("the observer saw %v, want %v once each", order, lifecycle.DrainSignals)
+		}
+		for _, sig := range lifecycle.DrainSignals {
+			select {
+			case <-r.s.Signaled(sig):
+			default:
+				t.Fatalf("Signaled(%s) is not closed", sig)
+			}
+			if n := logs.count("Drain step finished", `"signal"="`+string(sig)+`"`); n != 1 {
+				t.Fatalf("%s logged %d times, want 1", sig, n)
+			}
+		}
+		if logs.find(`"again"=true`) != "" {
+			t.Fatal("a second fire reached the log")
+		}
+	})
+
+	t.Run("a name that is not a drain signal never fires", func(t *testing.T) {
+		s, err := New(parse(t, ""), logr.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Signaled("NoSuchSignal"):
+			t.Fatal("an unknown signal reads as fired")
+		default:
+		}
+	})
+}

@@ -136,8 +136,8 @@ type Server struct {
 	reasonsMu   sync.Mutex
 	lastReasons string
 
-	signalsMu sync.Mutex
-	signals   map[lifecycle.Signal]chan struct{}
+	// signals are the drain's named signals, each firing at most once (signals.go).
+	signals *drainSignals
 
 	run runState
 }
@@ -150,12 +150,9 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 		return nil, errors.New("server: no configuration")
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{log: log, bootPoll: 100 * time.Millisecond, signals: map[lifecycle.Signal]chan struct{}{}}
+	s := &Server{log: log, bootPoll: 100 * time.Millisecond, signals: newDrainSignals()}
 	for _, o := range opts {
 		o(s)
-	}
-	for _, sig := range lifecycle.DrainSignals {
-		s.signals[sig] = make(chan struct{})
 	}
 	s.storeConfig(cfg)
 	s.metrics = newMetrics()
@@ -246,30 +243,6 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // Handler is the server's whole HTTP handler (what the listener serves).
 func (s *Server) Handler() http.Handler { return s.engine }
-
-// Signaled returns a channel closed when sig has fired.
-func (s *Server) Signaled(sig lifecycle.Signal) <-chan struct{} {
-	s.signalsMu.Lock()
-	defer s.signalsMu.Unlock()
-	ch, ok := s.signals[sig]
-	if !ok {
-		ch = make(chan struct{})
-		s.signals[sig] = ch
-	}
-	return ch
-}
-
-func (s *Server) fire(sig lifecycle.Signal, since time.Time, keysAndValues ...any) {
-	now := time.Now()
-	s.signalsMu.Lock()
-	ch := s.signals[sig]
-	s.signalsMu.Unlock()
-	close(ch)
-	if s.observer != nil {
-		s.observer(sig, now)
-	}
-	s.log.Info("Drain step finished", append([]any{"signal", sig, "took", now.Sub(since).String()}, keysAndValues...)...)
-}
 
 // RestartKeys are the keys whose change a reload cannot apply: they shape the listener
 // or the routes, built once at start.

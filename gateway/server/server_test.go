@@ -47,6 +47,23 @@ func (l *logSink) logger() logr.Logger {
 	}, funcr.Options{Verbosity: 1})
 }
 
+// count is how many lines contain every one of substrings.
+func (l *logSink) count(substrings ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+next:
+	for _, line := range l.lines {
+		for _, s := range substrings {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
 func (l *logSink) find(substrings ...string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
