@@ -147,29 +147,29 @@ func (s *Surface) Checks() []health.Check {
 		return nil
 	}
 	checks := []health.Check{
-		health.CheckFunc{CheckName: "registry", Fn: func(context.Context) error {
+		health.NamedCheck("registry", func(context.Context) error {
 			if st := s.state.Load(); st.reg == nil || len(st.reg.members) == 0 {
 				return errors.New("no member registry loaded")
 			}
 			return nil
-		}},
-		health.CheckFunc{CheckName: "clients", Fn: func(context.Context) error {
+		}),
+		health.NamedCheck("clients", func(context.Context) error {
 			if s.caller == nil || s.caller.client == nil {
 				return errors.New("member clients not built")
 			}
 			return nil
-		}},
+		}),
 	}
 	if st.cfg.Health.MemberReadyCheck {
 		// The gateway sends no request of its own, so the members start unknown and
 		// this check fails until a client request (at boot: POST
 		// {base}/operator/probe, which the readiness gate does not hold) sees one up.
-		checks = append(checks, health.CheckFunc{CheckName: "members", Fn: func(context.Context) error {
+		checks = append(checks, health.NamedCheck("members", func(context.Context) error {
 			if !s.tracker.AnyEndpointUp() {
 				return errors.New("no member endpoint observed up")
 			}
 			return nil
-		}})
+		}))
 	}
 	return checks
 }

@@ -24,11 +24,31 @@ type Check interface {
 	Check(ctx context.Context) error
 }
 
-// CheckFunc adapts a function to a Check.
-type CheckFunc struct {
-	CheckName string
-	Fn        func(ctx context.Context) error
+// NamedCheck is a Check named name whose Check is check, as k8s healthz's NamedCheck:
+// the way to declare a check without a type of its own.
+func NamedCheck(name string, check func(ctx context.Context) error) Check {
+	return namedCheck{name: name, check: check}
 }
 
-func (c CheckFunc) Name() string                    { return c.CheckName }
-func (c CheckFunc) Check(ctx context.Context) error { return c.Fn(ctx) }
+type namedCheck struct {
+	name  string
+	check func(ctx context.Context) error
+}
+
+func (c namedCheck) Name() string                    { return c.name }
+func (c namedCheck) Check(ctx context.Context) error { return c.check(ctx) }
+
+// CheckStatus is how one check ended in one evaluation; the readiness body carries it
+// as the check's value ("checks":{"config":"ok"}). It is not the process phase, which
+// State holds.
+type CheckStatus string
+
+const (
+	// CheckOK is a check that returned nil within its budget.
+	CheckOK CheckStatus = "ok"
+	// CheckFailed is a check that returned an error (or panicked) within its budget.
+	CheckFailed CheckStatus = "failed"
+	// CheckTimedOut is a check that had not answered by health.check_timeout_ms, or
+	// whose caller stopped waiting: it fails closed.
+	CheckTimedOut CheckStatus = "timeout"
+)

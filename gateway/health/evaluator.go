@@ -10,19 +10,12 @@ import (
 	"time"
 )
 
-// Status of one check in a Report.
-const (
-	StateOK      = "ok"
-	StateFailed  = "failed"
-	StateTimeout = "timeout"
-)
-
 // Result is the outcome of one check in one evaluation.
 type Result struct {
 	// Name is the check's name.
 	Name string
-	// State is StateOK, StateFailed or StateTimeout.
-	State string
+	// Status is CheckOK, CheckFailed or CheckTimedOut.
+	Status CheckStatus
 	// Reason is the public reason code: "" when ok, "<name>_timeout" or "<name>_failed".
 	Reason string
 	// Err is the full error, for the log only: it never goes into a response body.
@@ -32,7 +25,7 @@ type Result struct {
 }
 
 // OK reports whether the check passed.
-func (r Result) OK() bool { return r.State == StateOK }
+func (r Result) OK() bool { return r.Status == CheckOK }
 
 // Report is one evaluation of every readiness check, in the order the checks were given.
 type Report struct {
@@ -267,13 +260,13 @@ func runOne(parent context.Context, c Check, timeout time.Duration) Result {
 		took := time.Since(start)
 		switch {
 		case err == nil:
-			return Result{Name: name, State: StateOK, Took: took}
+			return Result{Name: name, Status: CheckOK, Took: took}
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil, errors.Is(err, errStillRunning):
 			// The check honoured its context and gave up at the deadline, or it has
 			// not returned from an earlier evaluation's deadline yet.
 			return timeoutResult(name, err, took)
 		default:
-			return Result{Name: name, State: StateFailed, Reason: name + "_failed", Err: err, Took: took}
+			return Result{Name: name, Status: CheckFailed, Reason: name + "_failed", Err: err, Took: took}
 		}
 	case <-ctx.Done():
 		return timeoutResult(name, ctx.Err(), time.Since(start))
@@ -281,7 +274,7 @@ func runOne(parent context.Context, c Check, timeout time.Duration) Result {
 }
 
 func timeoutResult(name string, err error, took time.Duration) Result {
-	return Result{Name: name, State: StateTimeout, Reason: name + "_timeout", Err: err, Took: took}
+	return Result{Name: name, Status: CheckTimedOut, Reason: name + "_timeout", Err: err, Took: took}
 }
 
 type panicError struct{ v any }

@@ -98,7 +98,7 @@ func ReadinessBody(phase lifecycle.Phase, report *Report, minimal bool) (int, []
 				}
 				writeString(&b, r.Name)
 				b.WriteByte(':')
-				writeString(&b, r.State)
+				writeString(&b, string(r.Status))
 			}
 		}
 		b.WriteByte('}')
@@ -133,7 +133,7 @@ func CheckBody(phase lifecycle.Phase, r Result) (int, []byte) {
 	b.WriteString(`{"check":`)
 	writeString(&b, r.Name)
 	b.WriteString(`,"status":`)
-	writeString(&b, r.State)
+	writeString(&b, string(r.Status))
 	b.WriteString(`,"phase":`)
 	writeString(&b, string(phase))
 	if r.Reason != "" {
@@ -200,12 +200,12 @@ func OperationOutcome(code, diagnostics string) []byte {
 // valid configuration is serving. A refused reload does not fail it, because the
 // previous configuration keeps serving; loaded reports whether one is.
 func ConfigCheck(loaded func() bool) Check {
-	return CheckFunc{CheckName: "config", Fn: func(context.Context) error {
+	return NamedCheck("config", func(context.Context) error {
 		if !loaded() {
 			return errNoConfig
 		}
 		return nil
-	}}
+	})
 }
 
 var errNoConfig = errorString("no valid configuration is loaded")

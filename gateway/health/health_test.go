@@ -20,11 +20,11 @@ import (
 func init() { gin.SetMode(gin.ReleaseMode) }
 
 func ok(name string) Check {
-	return CheckFunc{CheckName: name, Fn: func(context.Context) error { return nil }}
+	return NamedCheck(name, func(context.Context) error { return nil })
 }
 
 func failing(name, why string) Check {
-	return CheckFunc{CheckName: name, Fn: func(context.Context) error { return errors.New(why) }}
+	return NamedCheck(name, func(context.Context) error { return errors.New(why) })
 }
 
 // counting counts its evaluations.
@@ -49,9 +49,9 @@ func TestRunChecksFailsClosedOnTimeout(t *testing.T) {
 	defer close(release)
 	checks := []Check{
 		ok("config"),
-		CheckFunc{CheckName: "registry", Fn: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
+		NamedCheck("registry", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }),
 		// A check that ignores its context must still fail at the budget.
-		CheckFunc{CheckName: "clients", Fn: func(context.Context) error { <-release; return nil }},
+		NamedCheck("clients", func(context.Context) error { <-release; return nil }),
 		failing("stored_queries", "store unreadable"),
 	}
 	start := time.Now()
@@ -59,14 +59,18 @@ func TestRunChecksFailsClosedOnTimeout(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("RunChecks took %s with a 50ms budget", took)
 	}
-	want := []struct{ name, state, reason string }{
-		{"config", StateOK, ""},
-		{"registry", StateTimeout, "registry_timeout"},
-		{"clients", StateTimeout, "clients_timeout"},
-		{"stored_queries", StateFailed, "stored_queries_failed"},
+	want := []struct {
+		name   string
+		status CheckStatus
+		reason string
+	}{
+		{"config", CheckOK, ""},
+		{"registry", CheckTimedOut, "registry_timeout"},
+		{"clients", CheckTimedOut, "clients_timeout"},
+		{"stored_queries", CheckFailed, "stored_queries_failed"},
 	}
 	for i, w := range want {
-		if got[i].Name != w.name || got[i].State != w.state || got[i].Reason != w.reason {
+		if got[i].Name != w.name || got[i].Status != w.status || got[i].Reason != w.reason {
 			t.Errorf("result %d = %+v, want %+v", i, got[i], w)
 		}
 	}
@@ -79,7 +83,7 @@ func TestAHungCheckRunsOnceAtATime(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	var calls atomic.Int64
-	hung := CheckFunc{CheckName: "registry", Fn: func(context.Context) error { calls.Add(1); <-release; return nil }}
+	hung := NamedCheck("registry", func(context.Context) error { calls.Add(1); <-release; return nil })
 	e, _ := NewEvaluator([]Check{hung}, Settings{CheckTimeout: 20 * time.Millisecond})
 	for i := range 5 {
 		if r := e.Evaluate(context.Background()); r.Reasons()[0] != "registry_timeout" {
@@ -92,8 +96,8 @@ func TestAHungCheckRunsOnceAtATime(t *testing.T) {
 }
 
 func TestRunChecksTurnsAPanicIntoAFailure(t *testing.T) {
-	got := RunChecks(context.Background(), []Check{CheckFunc{CheckName: "boom", Fn: func(context.Context) error { panic("x") }}}, time.Second)
-	if got[0].State != StateFailed || got[0].Reason != "boom_failed" {
+	got := RunChecks(context.Background(), []Check{NamedCheck("boom", func(context.Context) error { panic("x") })}, time.Second)
+	if got[0].Status != CheckFailed || got[0].Reason != "boom_failed" {
 		t.Fatalf("got %+v", got[0])
 	}
 }
@@ -171,8 +175,8 @@ func TestNewEvaluatorRefusesBadNames(t *testing.T) {
 }
 
 func TestReadinessBody(t *testing.T) {
-	okReport := &Report{Results: []Result{{Name: "config", State: StateOK}, {Name: "registry", State: StateOK}}}
-	badReport := &Report{Results: []Result{{Name: "config", State: StateOK}, {Name: "registry", State: StateTimeout, Reason: "registry_timeout"}}}
+	okReport := &Report{Results: []Result{{Name: "config", Status: CheckOK}, {Name: "registry", Status: CheckOK}}}
+	badReport := &Report{Results: []Result{{Name: "config", Status: CheckOK}, {Name: "registry", Status: CheckTimedOut, Reason: "registry_timeout"}}}
 	tests := []struct {
 		name    string
 		phase   lifecycle.Phase
@@ -245,7 +249,7 @@ func TestProbeRoutes(t *testing.T) {
 		}
 	})
 	t.Run("a check past its budget fails closed with <check>_timeout", func(t *testing.T) {
-		slow := CheckFunc{CheckName: "registry", Fn: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}
+		slow := NamedCheck("registry", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 		r, st, _ := router(t, []Check{ok("config"), slow}, fast, false)
 		w := do(r, "GET", "/health/readiness")
 		if w.Code != 503 || !strings.Contains(w.Body.String(), `"reasons":["registry_timeout"]`) {
@@ -320,14 +324,14 @@ func TestProbeRoutes(t *testing.T) {
 	})
 	t.Run("the gate refuses the data plane before ready and opens after", func(t *testing.T) {
 		gate := make(chan struct{})
-		ready := CheckFunc{CheckName: "config", Fn: func(context.Context) error {
+		ready := NamedCheck("config", func(context.Context) error {
 			select {
 			case <-gate:
 				return nil
 			default:
 				return errors.New("not yet")
 			}
-		}}
+		})
 		r, st, _ := router(t, []Check{ready}, Settings{CheckTimeout: time.Second}, false)
 		w := do(r, "GET", "/fhir/Patient")
 		if w.Code != 503 || w.Header().Get("Retry-After") != "5" || !strings.Contains(w.Body.String(), `"resourceType":"OperationOutcome"`) {
@@ -393,4 +397,33 @@ func BenchmarkReadinessProbeFlood(b *testing.B) {
 		ttls = 1
 	}
 	b.ReportMetric(float64(evals.Load())/ttls, "evaluations/TTL")
+}
+
+// TestNamedCheckIsItsNameAndItsFunction: the check answers with its name and hands the
+// evaluation's context to its function, whose error it returns as is.
+func TestNamedCheckIsItsNameAndItsFunction(t *testing.T) {
+	type key struct{}
+	why := errors.New("store unreadable")
+	var got any
+	c := NamedCheck("stored_queries", func(ctx context.Context) error { got = ctx.Value(key{}); return why })
+	if c.Name() != "stored_queries" {
+		t.Fatalf("Name() = %q", c.Name())
+	}
+	if err := c.Check(context.WithValue(context.Background(), key{}, "evaluation")); !errors.Is(err, why) {
+		t.Fatalf("Check() = %v, want %v", err, why)
+	}
+	if got != "evaluation" {
+		t.Fatalf("the function got the context value %v, not the evaluation's", got)
+	}
+}
+
+// TestCheckStatusesAreTheWireValues: the readiness body shows each status as the value
+// probes and dashboards already parse; renaming the Go constants must not change them.
+func TestCheckStatusesAreTheWireValues(t *testing.T) {
+	for status, wire := range map[CheckStatus]string{CheckOK: "ok", CheckFailed: "failed", CheckTimedOut: "timeout"} {
+		_, body := CheckBody(lifecycle.PhaseServing, Result{Name: "config", Status: status})
+		if want := `"status":"` + wire + `"`; !strings.Contains(string(body), want) {
+			t.Errorf("%s: body %s lacks %s", status, body, want)
+		}
+	}
 }

@@ -127,7 +127,7 @@ func get(t testing.TB, h http.Handler, method, path string) *httptest.ResponseRe
 
 func TestRoutesLiveUnderTheBasePath(t *testing.T) {
 	sf := newTestSurface()
-	sf.checks = []health.Check{health.CheckFunc{CheckName: "registry", Fn: func(context.Context) error { return errors.New("loading") }}}
+	sf.checks = []health.Check{health.NamedCheck("registry", func(context.Context) error { return errors.New("loading") })}
 	s, err := New(parse(t, "[server]\nbase_path = \"/x\"\n"), logr.Discard(), WithSurfaces(sf))
 	if err != nil {
 		t.Fatal(err)
@@ -169,14 +169,14 @@ func TestRoutesLiveUnderTheBasePath(t *testing.T) {
 func TestGate(t *testing.T) {
 	ready := make(chan struct{})
 	sf := newTestSurface()
-	sf.checks = []health.Check{health.CheckFunc{CheckName: "registry", Fn: func(context.Context) error {
+	sf.checks = []health.Check{health.NamedCheck("registry", func(context.Context) error {
 		select {
 		case <-ready:
 			return nil
 		default:
 			return errors.New("loading")
 		}
-	}}}
+	})}
 	s, err := New(parse(t, "[health]\ncache_ttl_ms = 1\n"), logr.Discard(), WithSurfaces(sf))
 	if err != nil {
 		t.Fatal(err)
