@@ -96,11 +96,6 @@ func WithSurfaces(s ...Surface) Option {
 	return func(srv *Server) { srv.surfaces = append(srv.surfaces, s...) }
 }
 
-// WithCollectors registers more collectors on the server's metrics registry.
-func WithCollectors(cs ...prometheus.Collector) Option {
-	return func(srv *Server) { srv.collectors = append(srv.collectors, cs...) }
-}
-
 // WithSignalObserver calls f as each drain signal fires, with the time it fired; tests
 // use it to assert the order and timing of the drain.
 func WithSignalObserver(f func(lifecycle.Signal, time.Time)) Option {
@@ -123,8 +118,6 @@ type Server struct {
 	surfaces          []Surface
 	observer          func(lifecycle.Signal, time.Time)
 	bootPoll          time.Duration
-	// collectors are registered on the metrics registry besides the server's own.
-	collectors []prometheus.Collector
 
 	state   *health.State
 	eval    *health.Evaluator
@@ -156,14 +149,12 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 	}
 	s.storeConfig(cfg)
 	s.metrics = newMetrics()
+	// A surface's own metrics reach the registry one way only: through Collected.
 	for _, sf := range s.surfaces {
 		if c, ok := sf.(Collected); ok {
-			s.collectors = append(s.collectors, c.Collector())
-		}
-	}
-	for _, c := range s.collectors {
-		if err := s.metrics.Registry.Register(c); err != nil {
-			return nil, fmt.Errorf("server: register metrics: %w", err)
+			if err := s.metrics.Registry.Register(c.Collector()); err != nil {
+				return nil, fmt.Errorf("server: register the metrics of surface %q: %w", sf.Name(), err)
+			}
 		}
 	}
 	s.state = health.NewState(func(p lifecycle.Phase) {

@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
@@ -267,6 +268,42 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, err := New(parse(t, "[metrics]\npath = \"/health\"\n"), logr.Discard()); err == nil {
 		t.Fatal("a metrics.path on a health route was accepted")
+	}
+}
+
+// collected is a surface without routes that exports one gauge of its own.
+type collected struct {
+	emptyRoutes
+	gauge prometheus.Gauge
+}
+
+func (c collected) Collector() prometheus.Collector { return c.gauge }
+
+func newCollected(name string) collected {
+	sf := newTestSurface()
+	sf.name = name
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ferrofed_test_surface_gauge", Help: "A surface's own gauge."})
+	g.Set(7)
+	return collected{emptyRoutes{sf}, g}
+}
+
+// TestASurfaceExportsItsMetricsThroughCollected: Collected is the one way a surface's
+// metrics reach the server's registry; they are served beside the server's own, and two
+// surfaces exporting the same metric are a construction error that names the surface.
+func TestASurfaceExportsItsMetricsThroughCollected(t *testing.T) {
+	s, err := New(parse(t, ""), logr.Discard(), WithSurfaces(newCollected("federation")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := get(t, s.Handler(), "GET", "/metrics").Body.String()
+	for _, want := range []string{"ferrofed_test_surface_gauge 7", "ferrofed_readiness ", "go_goroutines ", "process_"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	_, err = New(parse(t, ""), logr.Discard(), WithSurfaces(newCollected("federation"), newCollected("audit")))
+	if err == nil || !strings.Contains(err.Error(), `surface "audit"`) {
+		t.Fatalf("two surfaces exporting one metric: New returned %v, want an error naming surface \"audit\"", err)
 	}
 }
 
