@@ -188,8 +188,10 @@ func TestChartInstallsAWorkingOperator(t *testing.T) {
 	t.Run("an upgrade with the webhook on keeps the certificate generated at install", func(t *testing.T) {
 		const rel, ns = "ferrofed-tls", "ferrofed-tls"
 		// failurePolicy Ignore: no operator pod serves this webhook, and it must not
-		// stand in the way of the Gateways above.
-		set := []string{"--set", "webhook.failurePolicy=Ignore", "--set", "rbac.create=false", "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=default"}
+		// stand in the way of the Gateways above. crds.enabled=false: the CRD is the
+		// first release's, and one release per cluster owns it.
+		set := []string{"--set", "webhook.failurePolicy=Ignore", "--set", "rbac.create=false", "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=default",
+			"--set", "crds.enabled=false"}
 		mustHelm(t, kubeEnv, append([]string{"install", rel, chartDir(t), "--namespace", ns, "--create-namespace"}, set...)...)
 		first := webhookCA(t, ctx, c, ns, rel)
 		mustHelm(t, kubeEnv, append([]string{"upgrade", rel, chartDir(t), "--namespace", ns}, set...)...)

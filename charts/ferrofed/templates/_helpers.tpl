@@ -30,6 +30,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: ferrofed
 {{- end }}
 
+{{/* Labels on the CRDs: the chart's, without the operator pods' component. */}}
+{{- define "ferrofed.crdLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "ferrofed.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ferrofed
+app.kubernetes.io/component: crd
+{{- end }}
+
 {{/* Labels that select the operator pods. */}}
 {{- define "ferrofed.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "ferrofed.name" . }}
