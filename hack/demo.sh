@@ -106,7 +106,7 @@ logs="$state/logs"
 
 step "Building (cached: second runs only check)"
 hack/controlplane.sh >/dev/null 2> >(sed 's/^/    /' >&2)
-hack/tools.sh >/dev/null 2> >(sed 's/^/    /' >&2)
+hack/tools.sh helm >/dev/null 2> >(sed 's/^/    /' >&2)
 k8s="$root/bin/k8s"
 kubectl="$k8s/kubectl"
 helm="$root/bin/helm"

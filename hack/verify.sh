@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when gofmt, go vet or any generated file disagrees with the tree.
+# Fails when gofmt, go vet, the linters (make lint) or any generated file disagrees with
+# the tree.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -16,4 +17,6 @@ if [[ "$before" != "$after" ]] || ! git diff --quiet; then
   git diff --stat >&2
   exit 1
 fi
+# Last, so that a red lint does not hide a drift.
+make --no-print-directory lint
 echo "verify: ok"
