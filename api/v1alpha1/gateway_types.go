@@ -28,7 +28,7 @@ type GatewaySpec struct {
 	// replicas is the number of gateway pods. Default 1, from 0 to 1000. With more
 	// than one replica the operator adds a PodDisruptionBudget (maxUnavailable 1).
 	// +optional
-	// +kubebuilder:default=1
+	// +default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -46,7 +46,7 @@ type GatewaySpec struct {
 	// the probes use it. Default "/". It starts with "/", does not end with "/" (except
 	// "/" itself) and holds no "//".
 	// +optional
-	// +kubebuilder:default="/"
+	// +default="/"
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^/([A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*)?$`
 	BasePath string `json:"basePath,omitempty"`
@@ -54,7 +54,7 @@ type GatewaySpec struct {
 	// port is the TCP port the gateway listens on (server.listen) and the Service
 	// exposes as "http". Default 8080, from 1 to 65535.
 	// +optional
-	// +kubebuilder:default=8080
+	// +default=8080
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port,omitempty"`
@@ -62,13 +62,13 @@ type GatewaySpec struct {
 	// lifecycle holds the drain budgets, from which the operator derives the pod's
 	// terminationGracePeriodSeconds. Default: every field at its own default.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Lifecycle Lifecycle `json:"lifecycle,omitempty"`
 
 	// probes overrides the timing of the pod's probes. Default: every field at its own
 	// default. The readiness timing also sets the derived drainDelay.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Probes Probes `json:"probes,omitempty"`
 
 	// config is the rest of the gateway's configuration (ferrofed.toml without the keys
@@ -111,7 +111,7 @@ type Lifecycle struct {
 	// requestTimeout is the longest a client request may run (server.request_timeout_ms).
 	// Default "30s"; greater than 0s, at most 1h.
 	// +optional
-	// +kubebuilder:default="30s"
+	// +default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
@@ -141,7 +141,7 @@ type Lifecycle struct {
 	// bindingsDrainTimeout is step 4 of the drain: how long the bindings get to stop
 	// their processes (server.bindings_drain_timeout_ms). Default "5s", from 0s to 1h.
 	// +optional
-	// +kubebuilder:default="5s"
+	// +default="5s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
@@ -152,14 +152,14 @@ type Lifecycle struct {
 	// SIGKILL, for the last metrics and spans to be pushed. Default "5s", from 0s to 1h;
 	// under 5s draws an admission warning.
 	// +optional
-	// +kubebuilder:default="5s"
+	// +default="5s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.lifecycle.terminationHeadroom must be from 0s to 1h"
 	TerminationHeadroom *metav1.Duration `json:"terminationHeadroom,omitempty"`
 
-	// terminationGracePeriodSeconds, when set, replaces the derived grace period
+	// terminationGracePeriodSeconds replaces, when set, the derived grace period
 	// ceil(drainDelay + shutdownTimeout + bindingsDrainTimeout + terminationHeadroom).
 	// Default: unset (derived). In seconds, minimum 0; it must be greater than
 	// drainDelay + shutdownTimeout + bindingsDrainTimeout.
@@ -174,19 +174,19 @@ type Probes struct {
 	// readiness is the readinessProbe on {basePath}/health/readiness. Default: period
 	// 5s, failure threshold 2, timeout 1s; their product is the derived drainDelay.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Readiness ReadinessProbe `json:"readiness,omitempty"`
 
 	// startup is the startupProbe on {basePath}/health/readiness. Default: period 2s,
 	// failure threshold 30 (a minute to start), timeout 1s.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Startup StartupProbe `json:"startup,omitempty"`
 
 	// liveness is the livenessProbe on {basePath}/health. Default: period 10s, failure
 	// threshold 3, timeout 1s.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Liveness LivenessProbe `json:"liveness,omitempty"`
 }
 
@@ -195,20 +195,20 @@ type Probes struct {
 type ReadinessProbe struct {
 	// periodSeconds is how often the kubelet probes readiness. Default 5, from 1 to 120.
 	// +optional
-	// +kubebuilder:default=5
+	// +default=5
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=120
 	PeriodSeconds *int32 `json:"periodSeconds,omitempty"`
 	// failureThreshold is how many failed probes in a row make the pod unready.
 	// Default 2, from 1 to 30.
 	// +optional
-	// +kubebuilder:default=2
+	// +default=2
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=30
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
 	// timeoutSeconds is how long one probe may take. Default 1, from 1 to 60.
 	// +optional
-	// +kubebuilder:default=1
+	// +default=1
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=60
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
@@ -219,26 +219,26 @@ type StartupProbe struct {
 	// initialDelaySeconds is how long after start the first probe runs. Default 0,
 	// from 0 to 3600.
 	// +optional
-	// +kubebuilder:default=0
+	// +default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=3600
 	InitialDelaySeconds *int32 `json:"initialDelaySeconds,omitempty"`
 	// periodSeconds is how often the kubelet probes. Default 2, from 1 to 120.
 	// +optional
-	// +kubebuilder:default=2
+	// +default=2
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=120
 	PeriodSeconds *int32 `json:"periodSeconds,omitempty"`
 	// failureThreshold is how many failed probes in a row restart the container.
 	// Default 30, from 1 to 1000.
 	// +optional
-	// +kubebuilder:default=30
+	// +default=30
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
 	// timeoutSeconds is how long one probe may take. Default 1, from 1 to 60.
 	// +optional
-	// +kubebuilder:default=1
+	// +default=1
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=60
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
@@ -248,20 +248,20 @@ type StartupProbe struct {
 type LivenessProbe struct {
 	// periodSeconds is how often the kubelet probes liveness. Default 10, from 1 to 300.
 	// +optional
-	// +kubebuilder:default=10
+	// +default=10
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=300
 	PeriodSeconds *int32 `json:"periodSeconds,omitempty"`
 	// failureThreshold is how many failed probes in a row restart the container.
 	// Default 3, from 1 to 30.
 	// +optional
-	// +kubebuilder:default=3
+	// +default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=30
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
 	// timeoutSeconds is how long one probe may take. Default 1, from 1 to 60.
 	// +optional
-	// +kubebuilder:default=1
+	// +default=1
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=60
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
@@ -293,7 +293,7 @@ type ConfigMapKeyRef struct {
 	Name string `json:"name"`
 	// key holding the TOML. Default "ferrofed.toml".
 	// +optional
-	// +kubebuilder:default="ferrofed.toml"
+	// +default="ferrofed.toml"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`

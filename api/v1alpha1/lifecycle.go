@@ -11,7 +11,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
-// Defaults of the spec, the same values as the +kubebuilder:default markers: the
+// Defaults of the spec, the same values as the +default markers: the
 // apiserver applies the markers, these apply to objects built in Go (tests, tools)
 // that never went through an apiserver.
 const (
