@@ -239,7 +239,7 @@ func TestAHugeHeaderIsRefusedCheaply(t *testing.T) {
 	rk, _ := testKeys(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "jwks.json")
-	os.WriteFile(file, jwks(t, jose.JSONWebKey{Key: rk, KeyID: "rsa-1"}), 0o600)
+	writeFile(t, file, jwks(t, jose.JSONWebKey{Key: rk, KeyID: "rsa-1"}))
 	v, err := New([]config.Issuer{{Issuer: testIssuer, Audience: testAudience, JWKSFile: file, OperatorScope: testScope}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestAHugeHeaderIsRefusedCheaply(t *testing.T) {
 			t.Fatalf("a %d-byte header costs %v per request", len(h), per)
 		}
 	}
-	allocs := testing.AllocsPerRun(20, func() { v.Verify(context.Background(), dots) })
+	allocs := testing.AllocsPerRun(20, func() { _, _ = v.Verify(context.Background(), dots) })
 	if allocs > 2 {
 		t.Fatalf("a 1 MiB header allocates %v times", allocs)
 	}
@@ -287,7 +287,7 @@ func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
 	rk, _ := testKeys(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "jwks.json")
-	os.WriteFile(file, jwks(t, jose.JSONWebKey{Key: rk, KeyID: "rsa-1"}), 0o600)
+	writeFile(t, file, jwks(t, jose.JSONWebKey{Key: rk, KeyID: "rsa-1"}))
 	v, _ := New([]config.Issuer{{Issuer: testIssuer, Audience: testAudience, JWKSFile: file, OperatorScope: testScope}}, Options{})
 	tok := "Bearer " + sign(t, jose.RS256, rk, "rsa-1", goodClaims(time.Now()))
 	req := httptest.NewRequest(http.MethodGet, "/operator/x", nil)
@@ -309,7 +309,7 @@ func TestJWKSURLIsFetchedOnUseAndRefetchedForAnUnknownKidAtMostEveryInterval(t *
 	issuer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(*served.Load())
+		_, _ = w.Write(*served.Load())
 	}))
 	defer issuer.Close()
 
@@ -362,7 +362,7 @@ func TestJWKSURLIsRefreshedWhenStaleWithoutHoldingTheRequest(t *testing.T) {
 	var fetches atomic.Int64
 	issuer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
-		w.Write(set)
+		_, _ = w.Write(set)
 	}))
 	defer issuer.Close()
 	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
@@ -409,7 +409,7 @@ func TestAnIssuerThatIsDownRefusesTokensAndIsNotHammered(t *testing.T) {
 func TestAJWKSFileWithOnlyASymmetricKeyIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "jwks.json")
-	os.WriteFile(file, []byte(`{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}`), 0o600)
+	writeFile(t, file, []byte(`{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}`))
 	if _, err := New([]config.Issuer{{Issuer: testIssuer, Audience: testAudience, JWKSFile: file, OperatorScope: testScope}}, Options{}); err == nil ||
 		!strings.Contains(err.Error(), "auth.issuers[0].jwks_file") {
 		t.Fatalf("err = %v", err)
@@ -444,5 +444,13 @@ func TestScopes(t *testing.T) {
 	}
 	if HasScope([]string{""}, "") {
 		t.Fatal("an empty operator scope matched")
+	}
+}
+
+// writeFile writes a test fixture, failing the test when it cannot.
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

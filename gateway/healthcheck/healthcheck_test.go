@@ -60,7 +60,7 @@ func TestRun(t *testing.T) {
 				w.WriteHeader(404)
 				return
 			}
-			w.Write([]byte(`{"status":"ready","phase":"serving"}` + "\n"))
+			_, _ = w.Write([]byte(`{"status":"ready","phase":"serving"}` + "\n"))
 		})
 		res := Run(context.Background(), cfg)
 		if !res.Ready || strings.Contains(res.Line, "\n") || !strings.HasPrefix(res.Line, "ready: ") {
@@ -74,7 +74,7 @@ func TestRun(t *testing.T) {
 		}
 	})
 	t.Run("a redirect is unready", func(t *testing.T) {
-		cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", 302) })
+		cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusFound) })
 		if res := Run(context.Background(), cfg); res.Ready {
 			t.Fatalf("%+v", res)
 		}

@@ -58,8 +58,11 @@ func (c ca) issue(t *testing.T, dir, name string, dns []string, ips []net.IP) (s
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 	cp, kp := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	os.WriteFile(cp, certPEM, 0o600)
-	os.WriteFile(kp, keyPEM, 0o600)
+	for path, data := range map[string][]byte{cp: certPEM, kp: keyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +74,7 @@ func (c ca) issue(t *testing.T, dir, name string, dns []string, ips []net.IP) (s
 func tlsServer(t *testing.T, cert tls.Certificate) string {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"status":"ready"}`))
+		_, _ = w.Write([]byte(`{"status":"ready"}`))
 	}))
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	ts.StartTLS()

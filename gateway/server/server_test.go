@@ -342,7 +342,9 @@ func TestReload(t *testing.T) {
 	}
 
 	t.Run("an invalid file is refused with the messages of config check and the old configuration keeps serving", func(t *testing.T) {
-		os.WriteFile(path, []byte("[server]\nrequest_timeout_ms = 2000\nshutdown_timeout_ms = 1000\n"), 0o600)
+		if err := os.WriteFile(path, []byte("[server]\nrequest_timeout_ms = 2000\nshutdown_timeout_ms = 1000\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		before := s.Config()
 		if err := s.ReloadFile(path); err == nil {
 			t.Fatal("accepted")
@@ -364,7 +366,9 @@ func TestReload(t *testing.T) {
 		}
 	})
 	t.Run("keys that need a restart are logged, the rest applies", func(t *testing.T) {
-		os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:1\"\nrequest_timeout_ms = 2000\n[health]\nminimal = true\n"), 0o600)
+		if err := os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:1\"\nrequest_timeout_ms = 2000\n[health]\nminimal = true\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.ReloadFile(path); err != nil {
 			t.Fatal(err)
 		}
@@ -425,5 +429,44 @@ func TestTLSConfig(t *testing.T) {
 	if _, err := TLSConfig(config.TLS{CertificateFile: "/nonexistent", KeyFile: "/nonexistent"}); err == nil ||
 		!strings.Contains(err.Error(), "server.tls.certificate_file") {
 		t.Fatalf("missing files: %v", err)
+	}
+}
+
+// panicking is a surface whose operator routes panic with the value the path names.
+type panicking struct{ *testSurface }
+
+func (panicking) RegisterDataPlane(*gin.RouterGroup) {}
+func (panicking) RegisterOperator(g *gin.RouterGroup) {
+	g.GET("/bug", func(*gin.Context) { panic("a bug") })
+	g.GET("/abort", func(*gin.Context) { panic(http.ErrAbortHandler) })
+	g.GET("/abort-wrapped", func(*gin.Context) { panic(fmt.Errorf("client gone: %w", http.ErrAbortHandler)) })
+}
+
+// TestAHandlerPanicIsA500ButAnAbortStaysAnAbort: a panicking handler answers 500 and is
+// logged; http.ErrAbortHandler, bare or wrapped, is re-raised for net/http to abort the
+// connection, as net/http means it.
+func TestAHandlerPanicIsA500ButAnAbortStaysAnAbort(t *testing.T) {
+	logs := &logSink{}
+	s, err := New(parse(t, ""), logs.logger(), WithSurfaces(panicking{newTestSurface()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := get(t, s.Handler(), "GET", "/operator/bug"); w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "internal error") {
+		t.Fatalf("a panicking handler answered %d %q, want 500", w.Code, w.Body)
+	}
+	if logs.find("Handler panicked", "a bug") == "" {
+		t.Fatalf("the panic was not logged: %v", logs.lines)
+	}
+	for _, path := range []string{"/operator/abort", "/operator/abort-wrapped"} {
+		func() {
+			defer func() {
+				p := recover()
+				err, ok := p.(error)
+				if !ok || !errors.Is(err, http.ErrAbortHandler) {
+					t.Errorf("%s: the handler's panic surfaced as %v, want http.ErrAbortHandler", path, p)
+				}
+			}()
+			get(t, s.Handler(), "GET", path)
+		}()
 	}
 }

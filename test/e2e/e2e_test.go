@@ -373,7 +373,8 @@ func (s *e2e) gatewayReady(t *testing.T) {
 		}
 		s.gateway = gw
 		if dep, err = s.c.ownedDeployment(ctx, gw); err != nil {
-			return false, err.Error(), nil
+			// Not there yet is what this poll waits out: the error is its reason, not its end.
+			return false, err.Error(), nil //nolint:nilerr // see above
 		}
 		ok, detail := rolledOut(dep)
 		return ok, detail, nil
