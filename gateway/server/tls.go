@@ -22,6 +22,19 @@ import (
 // DefaultCertificatePoll is how often the served key pair's files are read again.
 const DefaultCertificatePoll = time.Second
 
+// TLS12CipherSuites are the TLS 1.2 suites the listener accepts: Mozilla's
+// "intermediate" profile, ECDHE with AES-GCM or ChaCha20-Poly1305 (AEAD only; no CBC,
+// no SHA-1 MAC, no RSA key exchange). Mozilla's DHE suites are not implemented by Go.
+// TLS 1.3 suites are not configurable in crypto/tls and are all AEAD.
+var TLS12CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // TLSConfig is the listener's TLS configuration for server.tls, or nil when TLS is off.
 // The certificate is served through GetCertificate from keys, which reloads it when its
 // files change; a client_ca_file makes client certificates required and verified
@@ -36,6 +49,7 @@ func TLSConfig(t config.TLS, keys *KeyPair) (*tls.Config, error) {
 	c := &tls.Config{
 		GetCertificate: keys.GetCertificate,
 		MinVersion:     tls.VersionTLS12,
+		CipherSuites:   TLS12CipherSuites,
 	}
 	if t.ClientCAFile != "" {
 		pool, err := config.LoadCertPool(t.ClientCAFile)

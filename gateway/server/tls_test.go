@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -318,6 +319,58 @@ func TestSIGHUPReloadsTheKeyPair(t *testing.T) {
 	}
 	if got, _ := handshake(addr, &tls.Config{}); got.Cmp(second.serial) != 0 {
 		t.Fatalf("served %v after a reload that moved the files", got)
+	}
+}
+
+func TestTLS12IsLimitedToAEADSuites(t *testing.T) {
+	ecdsaKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kt := range []struct {
+		name              string
+		pair              keyPairPEM
+		refused, accepted []uint16
+	}{
+		{"ECDSA", selfSigned(t, 401, time.Now().Add(time.Hour), ecdsaKey, &ecdsaKey.PublicKey),
+			[]uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256},
+			[]uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}},
+		{"RSA", selfSigned(t, 402, time.Now().Add(time.Hour), rsaKey, &rsaKey.PublicKey),
+			[]uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA, tls.TLS_RSA_WITH_AES_128_CBC_SHA,
+				tls.TLS_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA},
+			[]uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256}},
+	} {
+		t.Run(kt.name, func(t *testing.T) {
+			s := startTLS(t, newSecretVolume(t, kt.pair), "", logr.Discard(), 0)
+			addr := s.Addr().String()
+			for _, suite := range kt.refused {
+				if _, err := handshake(addr, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}}); err == nil {
+					t.Errorf("TLS 1.2 with %s: accepted", tls.CipherSuiteName(suite))
+				}
+			}
+			for _, suite := range kt.accepted {
+				if _, err := handshake(addr, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}}); err != nil {
+					t.Errorf("TLS 1.2 with %s: %v", tls.CipherSuiteName(suite), err)
+				}
+			}
+			// TLS 1.3 is unchanged, and TLS 1.1 is still refused.
+			if _, err := handshake(addr, &tls.Config{MinVersion: tls.VersionTLS13}); err != nil {
+				t.Errorf("TLS 1.3: %v", err)
+			}
+			if _, err := handshake(addr, &tls.Config{MaxVersion: tls.VersionTLS11}); err == nil {
+				t.Error("TLS 1.1: accepted")
+			}
+			// HTTP/2 still negotiates (it needs one of the AES-128-GCM suites).
+			conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, MaxVersion: tls.VersionTLS12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
+				t.Errorf("ALPN over TLS 1.2 negotiated %q, want h2", p)
+			}
+		})
 	}
 }
 
