@@ -14,7 +14,7 @@ func newConfigCommand() *cobra.Command {
 	var path string
 	check := &cobra.Command{
 		Use:   "check --config F",
-		Short: "Load F exactly as serve does; exit 0, or list every problem and exit 1",
+		Short: "Load F exactly as serve does; exit 0 (warnings, such as a certificate near its expiry, on stderr), or list every problem and exit 1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(path)
@@ -26,6 +26,11 @@ func newConfigCommand() *cobra.Command {
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 				}
 				return exitError{1}
+			}
+			// Warnings do not fail the check: a certificate that has expired or expires
+			// within 7 days (server.tls.certificate_file, with its NotAfter).
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", path, w)
 			}
 			r := cfg.Lifecycle()
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (drain %s = delay %s + shutdown %s + bindings %s)\n",

@@ -36,6 +36,9 @@ type Config struct {
 	Metrics  Metrics  `toml:"metrics"`
 	Auth     Auth     `toml:"auth"`
 	Registry Registry `toml:"registry"`
+
+	// warnings are Parse's, for Warnings.
+	warnings []Problem
 }
 
 // Server is the [server] table.
@@ -215,6 +218,16 @@ type Options struct {
 	// SkipFiles leaves out the checks that read referenced files (TLS certificates,
 	// JWKS files): the operator's webhook validates a configuration for another machine.
 	SkipFiles bool
+	// Now is the time certificates are checked against (their expiry is a warning);
+	// zero is time.Now(). Tests set it so that Parse stays pure of the clock.
+	Now time.Time
+}
+
+func (o Options) now() time.Time {
+	if o.Now.IsZero() {
+		return time.Now()
+	}
+	return o.Now
 }
 
 // Parse decodes data strictly (an unknown key is a problem naming the key and its line),
@@ -239,17 +252,26 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 		}
 	}
 	c.applyDefaults()
-	found := c.Validate(opts)
+	found, warnings := c.validate(opts)
 	lines := keyLines(data)
 	for i := range found {
 		found[i].Line = lines.find(found[i].Key)
+	}
+	for i := range warnings {
+		warnings[i].Line = lines.find(warnings[i].Key)
 	}
 	ps = append(ps, found...)
 	if len(ps) > 0 {
 		return nil, &Problems{Source: source, List: ps}
 	}
+	c.warnings = warnings
 	return &c, nil
 }
+
+// Warnings are what Parse (or Load) found worth saying about a valid configuration
+// without refusing it: a TLS certificate that has expired or expires within
+// CertificateExpiryWarning. `config check` prints them.
+func (c *Config) Warnings() []Problem { return c.warnings }
 
 func decodeProblems(err error) []Problem {
 	var strict *toml.StrictMissingError

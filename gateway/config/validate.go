@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
@@ -19,7 +20,12 @@ var idPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Validate returns every problem of a defaulted configuration, sorted by key.
 func (c *Config) Validate(opts Options) []Problem {
-	var ps []Problem
+	ps, _ := c.validate(opts)
+	return ps
+}
+
+// validate returns the problems and the warnings, each sorted by key.
+func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	add := func(key, format string, args ...any) {
 		ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
 	}
@@ -38,7 +44,9 @@ func (c *Config) Validate(opts Options) []Problem {
 	if c.Server.ReadHeaderTimeoutMS <= 0 {
 		add("server.read_header_timeout_ms", "must be greater than zero")
 	}
-	ps = append(ps, c.Server.TLS.validate(opts)...)
+	tlsProblems, tlsWarnings := c.Server.TLS.validate(opts)
+	ps = append(ps, tlsProblems...)
+	warnings = append(warnings, tlsWarnings...)
 
 	if c.Health.CheckTimeoutMS <= 0 {
 		add("health.check_timeout_ms", "must be greater than zero")
@@ -84,7 +92,8 @@ func (c *Config) Validate(opts Options) []Problem {
 		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
 	}
 	sortProblems(ps)
-	return ps
+	sortProblems(warnings)
+	return ps, warnings
 }
 
 func basePathProblem(p string) string {
@@ -101,8 +110,11 @@ func basePathProblem(p string) string {
 	return ""
 }
 
-func (t TLS) validate(opts Options) []Problem {
-	var ps []Problem
+// CertificateExpiryWarning is how long before its NotAfter a TLS certificate is warned
+// about, by `config check` and in serve's log.
+const CertificateExpiryWarning = 7 * 24 * time.Hour
+
+func (t TLS) validate(opts Options) (ps, warnings []Problem) {
 	add := func(key, format string, args ...any) {
 		ps = append(ps, Problem{Key: "server.tls." + key, Message: fmt.Sprintf(format, args...)})
 	}
@@ -112,7 +124,7 @@ func (t TLS) validate(opts Options) []Problem {
 		} else {
 			add("key_file", "is required when server.tls.certificate_file is set")
 		}
-		return ps
+		return ps, nil
 	}
 	if !t.Enabled() {
 		if t.ClientCAFile != "" {
@@ -121,16 +133,25 @@ func (t TLS) validate(opts Options) []Problem {
 		if t.HealthcheckIdentityFile != "" {
 			add("healthcheck_identity_file", "needs server.tls.certificate_file and server.tls.key_file")
 		}
-		return ps
+		return ps, nil
 	}
 	if t.HealthcheckIdentityFile != "" && t.ClientCAFile == "" {
 		add("healthcheck_identity_file", "is only presented when server.tls.client_ca_file requires client certificates")
 	}
 	if opts.SkipFiles {
-		return ps
+		return ps, nil
 	}
-	if _, err := tls.LoadX509KeyPair(t.CertificateFile, t.KeyFile); err != nil {
+	if pair, err := tls.LoadX509KeyPair(t.CertificateFile, t.KeyFile); err != nil {
 		add("certificate_file", "does not load with server.tls.key_file: %v", err)
+	} else if w := expiryWarning(pair.Leaf, opts.now()); w != "" {
+		// An expired certificate is a warning, not a refusal. Refusing it would not stop
+		// it being served: the pods already running keep serving it, while the new ones
+		// (a rollout, a rescheduled pod) and every SIGHUP reload of an unrelated key would
+		// be refused, turning a certificate problem into lost capacity. The rotated pair
+		// is picked up from the files without a restart, the expiry is exported as
+		// ferrofed_tls_certificate_expiry_seconds, and `ferrofed healthcheck` reports an
+		// expired certificate unready: that is the signal, not a refusal to start.
+		warnings = append(warnings, Problem{Key: "server.tls.certificate_file", Message: w})
 	}
 	if t.ClientCAFile != "" {
 		if _, err := LoadCertPool(t.ClientCAFile); err != nil {
@@ -142,7 +163,31 @@ func (t TLS) validate(opts Options) []Problem {
 			add("healthcheck_identity_file", "must hold a PEM certificate and its key: %v", err)
 		}
 	}
-	return ps
+	return ps, warnings
+}
+
+// expiryWarning says when leaf has expired or expires within CertificateExpiryWarning
+// of now; it is empty otherwise.
+func expiryWarning(leaf *x509.Certificate, now time.Time) string {
+	if leaf == nil {
+		return ""
+	}
+	notAfter := leaf.NotAfter.UTC().Format(time.RFC3339)
+	switch left := leaf.NotAfter.Sub(now); {
+	case left <= 0:
+		return fmt.Sprintf("the certificate expired at %s (NotAfter), %s ago", notAfter, roundDuration(-left))
+	case left < CertificateExpiryWarning:
+		return fmt.Sprintf("the certificate expires at %s (NotAfter), in %s: rotate it", notAfter, roundDuration(left))
+	}
+	return ""
+}
+
+func roundDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= day {
+		return fmt.Sprintf("%d days %d hours", d/day, (d%day)/time.Hour)
+	}
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 }
 
 // LoadCertPool reads a PEM file of one or more certificates into a pool.

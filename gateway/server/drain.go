@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
@@ -22,6 +21,8 @@ type runState struct {
 	mu       sync.Mutex
 	listener net.Listener // the tracking listener, before TLS
 	tls      *tls.Config
+	keys     *KeyPair      // the served key pair when TLS is on (tls.go)
+	certPoll time.Duration // how often keys' files are read again; 0 is DefaultCertificatePoll
 	running  bool
 
 	// conns tracks every connection's last state, to count those the drain cuts.
@@ -38,7 +39,14 @@ func (s *Server) Listen() error {
 		return nil
 	}
 	cfg := s.cfg.Load()
-	tlsConfig, err := TLSConfig(cfg.Server.TLS)
+	var keys *KeyPair
+	if cfg.Server.TLS.Enabled() {
+		var err error
+		if keys, err = LoadKeyPair(cfg.Server.TLS.CertificateFile, cfg.Server.TLS.KeyFile, s.log.WithName("tls")); err != nil {
+			return err
+		}
+	}
+	tlsConfig, err := TLSConfig(cfg.Server.TLS, keys)
 	if err != nil {
 		return err
 	}
@@ -46,8 +54,17 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("server.listen %s: %w", cfg.Server.Listen, err)
 	}
+	if keys != nil {
+		for _, c := range keys.Collectors() {
+			if err := s.metrics.Registry.Register(c); err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("server: register metrics: %w", err)
+			}
+		}
+	}
 	s.run.listener = ln
 	s.run.tls = tlsConfig
+	s.run.keys = keys
 	return nil
 }
 
@@ -79,28 +96,6 @@ func (s *Server) URL() string {
 	return scheme + "://" + a.String() + base
 }
 
-// TLSConfig is the listener's TLS configuration for server.tls, or nil when TLS is off.
-// A client_ca_file makes client certificates required and verified against that pool.
-func TLSConfig(t config.TLS) (*tls.Config, error) {
-	if !t.Enabled() {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(t.CertificateFile, t.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("server.tls.certificate_file: %w", err)
-	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.ClientCAFile != "" {
-		pool, err := config.LoadCertPool(t.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("server.tls.client_ca_file: %w", err)
-		}
-		c.ClientCAs = pool
-		c.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return c, nil
-}
-
 // Run serves until ctx ends, then drains in the four steps of DESIGN §2.5 and returns.
 // It returns nil after a drain, whether it completed or cut connections (that is in
 // the log and the metrics); an error means the server could not serve.
@@ -114,8 +109,17 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("server: Run called twice")
 	}
 	s.run.running = true
-	ln, tlsConfig := s.run.listener, s.run.tls
+	ln, tlsConfig, keys, certPoll := s.run.listener, s.run.tls, s.run.keys, s.run.certPoll
 	s.run.mu.Unlock()
+	if keys != nil {
+		// The key pair follows its files until Run returns, through the drain.
+		if certPoll <= 0 {
+			certPoll = DefaultCertificatePoll
+		}
+		watchCtx, stopWatch := context.WithCancel(context.Background())
+		defer stopWatch()
+		go keys.Watch(watchCtx, certPoll)
+	}
 
 	cfg := s.cfg.Load()
 	listenerClosed := make(chan struct{})

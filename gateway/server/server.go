@@ -1,6 +1,7 @@
 // Package server is the gateway's HTTP server: the gin engine and its routes under
 // server.base_path, the readiness gate in front of the data plane, the four-step drain,
-// TLS on the listener, configuration reload and the Prometheus metrics.
+// TLS on the listener (its key pair reloaded when its files change, tls.go),
+// configuration reload and the Prometheus metrics.
 //
 // # Routes (all under server.base_path; every other path answers 404)
 //
@@ -29,6 +30,8 @@
 //	ferrofed_drain_bindings_abandoned_total{surface}  counter
 //	ferrofed_readiness_check_evaluations_total{check} counter (evaluations, not cached answers)
 //	ferrofed_readiness_check_failures_total{check,reason} counter
+//	ferrofed_tls_certificate_expiry_seconds     gauge, NotAfter of the served certificate (Unix s), with TLS only
+//	ferrofed_tls_certificate_reloads_total{outcome} counter; outcome is loaded or failed
 //
 // plus the Go runtime and process collectors, and those of surfaces that implement
 // Collected (the federation's dependency states).
@@ -248,8 +251,17 @@ func RestartKeys(old, new *config.Config) []string {
 	if old.Server.ReadHeaderTimeoutMS != new.Server.ReadHeaderTimeoutMS {
 		keys = append(keys, "server.read_header_timeout_ms")
 	}
-	if old.Server.TLS != new.Server.TLS {
-		keys = append(keys, "server.tls")
+	// The key pair's files are read again when their contents change (tls.go), but the
+	// paths, like the client CA, are read at start. healthcheck_identity_file is read by
+	// `ferrofed healthcheck` alone.
+	if old.Server.TLS.CertificateFile != new.Server.TLS.CertificateFile {
+		keys = append(keys, "server.tls.certificate_file")
+	}
+	if old.Server.TLS.KeyFile != new.Server.TLS.KeyFile {
+		keys = append(keys, "server.tls.key_file")
+	}
+	if old.Server.TLS.ClientCAFile != new.Server.TLS.ClientCAFile {
+		keys = append(keys, "server.tls.client_ca_file")
 	}
 	// metrics.push_url and push_job are read when the drain pushes: a reload applies them.
 	if old.Metrics.Disabled != new.Metrics.Disabled || old.Metrics.Path != new.Metrics.Path {
@@ -308,7 +320,9 @@ func (s *Server) refused(err error) {
 
 // ReloadFile loads path as serve does and applies it. An invalid file is refused, logged
 // with the same messages `config check` prints, and the old configuration keeps serving.
+// The TLS key pair's files are read again first, whatever the configuration's fate.
 func (s *Server) ReloadFile(path string) error {
+	_ = s.ReloadKeyPair("configuration reload (SIGHUP)") // a failure is logged; the last good pair keeps serving
 	cfg, err := config.Load(path)
 	if err != nil {
 		s.refused(err)

@@ -396,7 +396,10 @@ func TestRestartKeys(t *testing.T) {
 		{"listen", func(c *config.Config) { c.Server.Listen = "127.0.0.1:9" }, []string{"server.listen"}},
 		{"base path", func(c *config.Config) { c.Server.BasePath = "/b" }, []string{"server.base_path"}},
 		{"read header timeout", func(c *config.Config) { c.Server.ReadHeaderTimeoutMS = 1 }, []string{"server.read_header_timeout_ms"}},
-		{"tls", func(c *config.Config) { c.Server.TLS.ClientCAFile = "ca.pem" }, []string{"server.tls"}},
+		{"tls paths", func(c *config.Config) {
+			c.Server.TLS = config.TLS{CertificateFile: "c.pem", KeyFile: "k.pem", ClientCAFile: "ca.pem"}
+		}, []string{"server.tls.certificate_file", "server.tls.key_file", "server.tls.client_ca_file"}},
+		{"the healthcheck identity is read by the healthcheck", func(c *config.Config) { c.Server.TLS.HealthcheckIdentityFile = "id.pem" }, nil},
 		{"metrics", func(c *config.Config) { c.Metrics.Path = "/m" }, []string{"metrics"}},
 		{"the metrics push applies at the drain", func(c *config.Config) { c.Metrics.PushURL = "http://p:9091"; c.Metrics.PushJob = "j" }, nil},
 		{"a first member", func(c *config.Config) {
@@ -421,16 +424,6 @@ func drainMetric(s *Server, outcome string) float64 {
 }
 
 func readAll(r io.Reader) string { b, _ := io.ReadAll(r); return string(b) }
-
-func TestTLSConfig(t *testing.T) {
-	if c, err := TLSConfig(config.TLS{}); c != nil || err != nil {
-		t.Fatalf("TLS off: %v %v", c, err)
-	}
-	if _, err := TLSConfig(config.TLS{CertificateFile: "/nonexistent", KeyFile: "/nonexistent"}); err == nil ||
-		!strings.Contains(err.Error(), "server.tls.certificate_file") {
-		t.Fatalf("missing files: %v", err)
-	}
-}
 
 // panicking is a surface whose operator routes panic with the value the path names.
 type panicking struct{ *testSurface }
