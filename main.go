@@ -9,6 +9,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -20,7 +21,7 @@ var version = "dev"
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		if _, quiet := err.(exitError); !quiet {
+		if !errors.As(err, new(exitError)) {
 			fmt.Fprintln(os.Stderr, "Error:", err)
 		}
 		os.Exit(exitCode(err))
@@ -33,7 +34,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func exitCode(err error) int {
-	if e, ok := err.(exitError); ok {
+	if e := new(exitError); errors.As(err, e) {
 		return e.code
 	}
 	return 1

@@ -40,7 +40,7 @@ type GatewaySpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s]+$`
-	Image string `json:"image"`
+	Image string `json:"image,omitempty"`
 
 	// basePath is the path every route of the gateway lives under (server.base_path);
 	// the probes use it. Default "/". It starts with "/", does not end with "/" (except
@@ -63,13 +63,13 @@ type GatewaySpec struct {
 	// terminationGracePeriodSeconds. Default: every field at its own default.
 	// +optional
 	// +default={}
-	Lifecycle Lifecycle `json:"lifecycle,omitempty"`
+	Lifecycle Lifecycle `json:"lifecycle,omitempty,omitzero"`
 
 	// probes overrides the timing of the pod's probes. Default: every field at its own
 	// default. The readiness timing also sets the derived drainDelay.
 	// +optional
 	// +default={}
-	Probes Probes `json:"probes,omitempty"`
+	Probes Probes `json:"probes,omitempty,omitzero"`
 
 	// config is the rest of the gateway's configuration (ferrofed.toml without the keys
 	// this resource owns), inline or from a ConfigMap. Default: none, the gateway's
@@ -175,19 +175,19 @@ type Probes struct {
 	// 5s, failure threshold 2, timeout 1s; their product is the derived drainDelay.
 	// +optional
 	// +default={}
-	Readiness ReadinessProbe `json:"readiness,omitempty"`
+	Readiness ReadinessProbe `json:"readiness,omitempty,omitzero"`
 
 	// startup is the startupProbe on {basePath}/health/readiness. Default: period 2s,
 	// failure threshold 30 (a minute to start), timeout 1s.
 	// +optional
 	// +default={}
-	Startup StartupProbe `json:"startup,omitempty"`
+	Startup StartupProbe `json:"startup,omitempty,omitzero"`
 
 	// liveness is the livenessProbe on {basePath}/health. Default: period 10s, failure
 	// threshold 3, timeout 1s.
 	// +optional
 	// +default={}
-	Liveness LivenessProbe `json:"liveness,omitempty"`
+	Liveness LivenessProbe `json:"liveness,omitempty,omitzero"`
 }
 
 // ReadinessProbe is the timing of the readiness probe. periodSeconds × failureThreshold
@@ -290,7 +290,7 @@ type ConfigMapKeyRef struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 	// key holding the TOML. Default "ferrofed.toml".
 	// +optional
 	// +default="ferrofed.toml"
@@ -307,20 +307,20 @@ type TLS struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	SecretName string `json:"secretName"`
+	SecretName string `json:"secretName,omitempty"`
 }
 
 // GatewayStatus is the observed state of a Gateway.
 type GatewayStatus struct {
-	// observedGeneration is the metadata.generation this status was computed from.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
 	// conditions are Ready, Progressing and ConfigValid (see the ConditionType constants).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the metadata.generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// terminationGracePeriodSeconds is the grace period of the current spec, in
 	// seconds: the explicit value, or the derived one. The pods get it once the
@@ -388,7 +388,7 @@ type Gateway struct {
 
 	// spec is the desired gateway.
 	// +required
-	Spec GatewaySpec `json:"spec"`
+	Spec GatewaySpec `json:"spec,omitzero"`
 
 	// status is what the operator observed and derived.
 	// +optional
@@ -403,8 +403,4 @@ type GatewayList struct {
 	// +optional
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Gateway `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&Gateway{}, &GatewayList{})
 }

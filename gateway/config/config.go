@@ -303,7 +303,7 @@ func dottedKey(parts []string) string {
 	for i, p := range parts {
 		out[i] = p
 		if p == "" || strings.IndexFunc(p, func(r rune) bool {
-			return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+			return r != '_' && r != '-' && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
 		}) >= 0 {
 			out[i] = strconv.Quote(p)
 		}

@@ -274,7 +274,9 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 	path := filepath.Join(dir, "ferrofed.toml")
-	os.WriteFile(path, []byte("[server]\nbase_path = \"x\"\n"), 0o600)
+	if err := os.WriteFile(path, []byte("[server]\nbase_path = \"x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, err := Load(path)
 	var ps *Problems
 	if !errors.As(err, &ps) || ps.Source != path {

@@ -166,14 +166,18 @@ func TestHealthcheckPresentsItsIdentity(t *testing.T) {
 	identity := filepath.Join(dir, "identity.pem")
 	certPEM, _ := os.ReadFile(idCert)
 	keyPEM, _ := os.ReadFile(idKey)
-	os.WriteFile(identity, append(certPEM, keyPEM...), 0o600)
+	if err := os.WriteFile(identity, append(certPEM, keyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	caFile := filepath.Join(dir, "ca.pem")
-	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: authority.cert.Raw}), 0o600)
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: authority.cert.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	pool := x509.NewCertPool()
 	pool.AddCert(authority.cert)
 
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"status":"ready"}`))
+		_, _ = w.Write([]byte(`{"status":"ready"}`)) // a client gone is the test's failure to see
 	}))
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	ts.StartTLS()

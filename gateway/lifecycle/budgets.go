@@ -102,7 +102,7 @@ func (p Plan) Drain() time.Duration {
 }
 
 // maxDurationSeconds is the longest grace period a time.Duration holds (~292 years).
-const maxDurationSeconds = int64(math.MaxInt64 / int64(time.Second))
+const maxDurationSeconds = math.MaxInt64 / int64(time.Second)
 
 // gracePeriod is GracePeriodSeconds as a duration, and false when it is past what a
 // Duration holds (it then outlasts any drain; converting it would wrap).

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -192,8 +193,10 @@ func TestReconcileDerivesTheDeploymentAndFollowsChanges(t *testing.T) {
 		}
 		updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Replicas = ptr.To[int32](1) })
 		eventually(t, settle, "PodDisruptionBudget deleted", func() error {
-			if err := k8s.Get(ctx, key, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v)", err)
+			if err := k8s.Get(ctx, key, &policyv1.PodDisruptionBudget{}); err == nil {
+				return errors.New("still there")
+			} else if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("get: %w", err)
 			}
 			return nil
 		})

@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // TestSamplesWithKubectl applies config/samples with kubectl --dry-run=server in a
@@ -12,7 +14,14 @@ import (
 func TestSamplesWithKubectl(t *testing.T) {
 	needControlPlane(t)
 	kubectl := func(args ...string) (string, error) {
-		k := env.ControlPlane.KubeCtl()
+		user, err := env.ControlPlane.AddUser(envtest.User{Name: "samples", Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			return "", err
+		}
+		k, err := user.Kubectl()
+		if err != nil {
+			return "", err
+		}
 		stdout, stderr, err := k.Run(args...)
 		out, _ := io.ReadAll(stdout)
 		errOut, _ := io.ReadAll(stderr)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -140,16 +141,16 @@ func newSlowMember(t *testing.T) *slowMember {
 		w.Header().Set("Content-Type", "application/fhir+json")
 		switch r.URL.Path {
 		case "/fhir/Patient/fast":
-			io.WriteString(w, `{"resourceType":"Patient","id":"fast"}`)
+			_, _ = io.WriteString(w, `{"resourceType":"Patient","id":"fast"}`)
 		case "/fhir/Patient/slow":
-			io.WriteString(w, slowBody[:10])
+			_, _ = io.WriteString(w, slowBody[:10])
 			w.(http.Flusher).Flush()
 			m.once.Do(func() { close(m.entered) })
 			select {
 			case <-m.release:
 			case <-time.After(15 * time.Second):
 			}
-			io.WriteString(w, slowBody[10:])
+			_, _ = io.WriteString(w, slowBody[10:])
 		default:
 			w.WriteHeader(http.StatusNotFound)
 		}
@@ -399,7 +400,7 @@ func configCheck(t *testing.T, path string) (code int, stdout, stderr string) {
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := new(exec.ExitError); errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
