@@ -39,8 +39,8 @@ func (s *State) Booting() bool { return s.phase.Load() == phaseBooting }
 
 // Open reports whether the process has been fully ready once. It is the gate's whole
 // question: the data plane is closed only before the first time every check passed,
-// and during the drain of a process that was ready it serves normally (DESIGN §2.5
-// step 1).
+// and during the drain of a process that was ready it serves normally (step 1 of the
+// timeline in gateway/lifecycle/doc.go, from T0 to T0+d).
 func (s *State) Open() bool { return s.open.Load() }
 
 // Draining reports whether the drain has begun.

@@ -21,7 +21,8 @@
 // # The drain timeline
 //
 // On SIGTERM or SIGINT, with d = drainDelay, s = shutdownTimeout and b =
-// bindingsDrainTimeout (gateway/server's drain runs this, firing each Signal in order):
+// bindingsDrainTimeout (gateway/server's drain runs this, firing each Signal in order,
+// each at most once):
 //
 //	T0              SignalShutdownInitiated  readiness answers 503 (phase draining); the
 //	                                         listener keeps accepting and serving, each

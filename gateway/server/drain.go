@@ -96,7 +96,7 @@ func (s *Server) URL() string {
 	return scheme + "://" + a.String() + base
 }
 
-// Run serves until ctx ends, then drains in the four steps of DESIGN §2.5 and returns.
+// Run serves until ctx ends, then drains in the four steps of the timeline in gateway/lifecycle/doc.go and returns.
 // It returns nil after a drain, whether it completed or cut connections (that is in
 // the log and the metrics); an error means the server could not serve.
 func (s *Server) Run(ctx context.Context) error {

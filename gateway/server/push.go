@@ -31,7 +31,7 @@ func pushTimeout(graceSeconds *int64, sinceDrainStart time.Duration) time.Durati
 
 // pushMetrics pushes the whole registry once to metrics.push_url, grouped by job and
 // instance (the hostname: the pod name on Kubernetes). It is the drain's last act
-// (DESIGN §2.5: the last metrics are pushed before exit): the listener closed before
+// (the last metrics are pushed before exit, after the drain timeline in gateway/lifecycle/doc.go): the listener closed before
 // ferrofed_drain_total moved, so no scrape can see the outcome. It is logged with its
 // duration whether it succeeded or not, and never outlasts pushTimeout.
 func (s *Server) pushMetrics(cfg *config.Config, drainStart time.Time) {

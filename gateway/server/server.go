@@ -39,7 +39,7 @@
 // # Drain
 //
 // Run drains on context cancellation (the serve command cancels on SIGTERM or SIGINT)
-// in the steps of DESIGN §2.5, each a lifecycle.Signal observable by tests (Signaled,
+// in the steps of gateway/lifecycle/doc.go's timeline, each a lifecycle.Signal observable by tests (Signaled,
 // WithSignalObserver) and logged with its duration; see drain.go. After the last step,
 // when metrics.push_url is set, the whole registry is pushed once (Pushgateway
 // protocol, job metrics.push_job, instance the hostname) within MaxPushTimeout: the
