@@ -76,7 +76,8 @@ clusterRoleRules() {
 
 # validatingWebhooks prints the webhooks of the ValidatingWebhookConfiguration in
 # manifests.yaml, with the Service, namespace, CA bundle, port, failure policy and
-# timeout turned into template expressions. Each substitution must apply once per
+# timeout turned into template expressions, and (scope: namespaces) a namespaceSelector
+# of the watched namespaces. Each substitution must apply once per
 # webhook, so that a change of controller-gen's layout fails here, loudly.
 validatingWebhooks() {
   if grep -q '^kind: MutatingWebhookConfiguration' "$webhooks"; then
@@ -97,7 +98,7 @@ validatingWebhooks() {
     -e 's|^\(      path: .*\)$|\1\n      port: 443|' \
     -e 's|^  clientConfig:$|  clientConfig:\n    {{- with .caBundle }}\n    caBundle: {{ . }}\n    {{- end }}|' \
     -e 's|^  failurePolicy: .*$|  failurePolicy: {{ .root.Values.webhook.failurePolicy }}|' \
-    -e 's|^\(  sideEffects: .*\)$|\1\n  timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}|' <<<"$body"
+    -e 's|^\(  sideEffects: .*\)$|\1\n  timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}\n  {{- if eq .root.Values.scope "namespaces" }}\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: {{ toJson .root.Values.watchNamespaces }}\n  {{- end }}|' <<<"$body"
   echo
 }
 

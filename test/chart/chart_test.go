@@ -37,6 +37,7 @@ func TestChartRendersAsTheGoldenFiles(t *testing.T) {
 		{"default", nil},
 		{"cert-manager", []string{"certManager.enabled=true"}},
 		{"webhook-disabled", []string{"webhook.enabled=false"}},
+		{"namespaces", []string{"scope=namespaces", "watchNamespaces={clinical,research}", "allowedImages={registry.example.org/ferrofed/*}"}},
 	} {
 		t.Run("with values "+tc.name+" the chart renders as testdata/"+tc.name+".yaml", func(t *testing.T) {
 			args := []string{"template", release, chartDir(t), "--namespace", namespace}
@@ -144,6 +145,10 @@ func TestChartRefusesWrongValues(t *testing.T) {
 		{"a string for crds.keep", []string{"--set-string", "crds.keep=true"}, "/crds/keep"},
 		{"an unknown crds key", []string{"--set", "crds.install=true"}, "install"},
 		{"an unknown top-level key", []string{"--set", "replicas=2"}, "replicas"},
+		{"an unknown scope", []string{"--set", "scope=tenant"}, "/scope"},
+		{"a namespace that is not a name", []string{"--set", "scope=namespaces", "--set", "watchNamespaces={Bad_NS}"}, "/watchNamespaces/0"},
+		{"scope namespaces without a namespace", []string{"--set", "scope=namespaces"}, "/watchNamespaces"},
+		{"an image pattern with a space", []string{"--set-json", `allowedImages=["a b"]`}, "/allowedImages/0"},
 		{"an unknown nested key", []string{"--set", "webhook.certDir=/x"}, "certDir"},
 	} {
 		t.Run("helm template refuses "+tc.name, func(t *testing.T) {

@@ -263,11 +263,11 @@ func buildFerrofed(t *testing.T) string {
 }
 
 // startOperator runs `ferrofed operator` until the test ends; its output is collected.
-func startOperator(t *testing.T, bin, kubeconfig, probe string) *proctest.SyncBuffer {
+func startOperator(t *testing.T, bin, kubeconfig, probe string, extra ...string) *proctest.SyncBuffer {
 	t.Helper()
 	logs := &proctest.SyncBuffer{}
-	cmd := exec.Command(bin, "operator", "--enable-webhook=false", "--leader-elect=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address="+probe)
+	cmd := exec.Command(bin, append([]string{"operator", "--enable-webhook=false", "--leader-elect=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=" + probe}, extra...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

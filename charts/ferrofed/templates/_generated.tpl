@@ -104,4 +104,11 @@ injects it).
     - gateways
   sideEffects: None
   timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}
+  {{- if eq .root.Values.scope "namespaces" }}
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: In
+      values: {{ toJson .root.Values.watchNamespaces }}
+  {{- end }}
 {{- end }}

@@ -69,3 +69,13 @@ app.kubernetes.io/component: operator
 {{- define "ferrofed.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+
+{{/*
+The namespaces of scope "namespaces", comma-separated; refuses an empty list.
+*/}}
+{{- define "ferrofed.watchNamespaces" -}}
+{{- if not .Values.watchNamespaces -}}
+{{- fail "scope: namespaces needs at least one namespace in watchNamespaces" -}}
+{{- end -}}
+{{- join "," .Values.watchNamespaces -}}
+{{- end }}
