@@ -68,6 +68,7 @@ func TestEndToEnd(t *testing.T) {
 		{"the dependency report, asked through the Service with a token, shows the members up", s.dependencyReport},
 		{"rolling restarts under load drop no request and every pod drains on its own", s.rolloutsUnderLoad},
 		{"with drainDelay 0 the same rollouts drop requests (negative control)", s.negativeControl},
+		{"a Gateway with TLS is Ready, and a rotated Secret is served by the same pod without a failed request", s.tlsRotation},
 	}
 	t.Cleanup(s.cleanup(t))
 	// The summary lines print last, also when a step failed.
