@@ -83,6 +83,7 @@ func (c *Config) Validate(opts Options) []Problem {
 	for i, is := range c.Auth.Issuers {
 		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
 	}
+	ps = append(ps, c.Federation.validate(opts)...)
 	sortProblems(ps)
 	return ps
 }
