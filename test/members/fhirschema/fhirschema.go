@@ -205,3 +205,15 @@ func joined(ps []Problem) error {
 	}
 	return errors.New(b.String())
 }
+
+// Warm compiles the schemas of the resources a gateway answers (Bundle,
+// OperationOutcome, CapabilityStatement) now, so that a test that times a request
+// does not time the compilation too.
+func Warm() error {
+	for _, t := range []string{"Bundle", "OperationOutcome", "CapabilityStatement"} {
+		if _, err := schemaFor(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
