@@ -300,3 +300,24 @@ func (b searchAnswer) link(relation string) string {
 	}
 	return ""
 }
+
+// postForm POSTs body with its content type to the gateway.
+func (h *harness) postForm(path, body, contentType string) (*http.Response, []byte) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.gw.URL+testBase+path, strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	res, err := h.gw.Client().Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.checkR4("POST "+path, res, b)
+	return res, b
+}

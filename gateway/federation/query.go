@@ -9,8 +9,9 @@ import (
 
 // Query limits: every input bounded.
 const (
-	// maxQueryBytes bounds a federated search's query (or form body).
-	maxQueryBytes = 8192
+	// maxQueryBytes bounds a federated search's query (or form body): twice the longest
+	// page token, so that an oversized token is refused as one.
+	maxQueryBytes = 16384
 	// maxQueryParams bounds how many parameters it may hold.
 	maxQueryParams = 100
 )
