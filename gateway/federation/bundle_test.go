@@ -41,6 +41,7 @@ func TestDecodePage(t *testing.T) {
 		wantErr bool
 	}{
 		{"a searchset with two entries", `{"resourceType":"Bundle","type":"searchset","entry":[{"resource":{}},{"resource":{}}]}`, 2, "", false},
+		{"an entry that is not an object is refused", `{"resourceType":"Bundle","type":"searchset","entry":[7]}`, 0, "", true},
 		{"a searchset with a next link", `{"resourceType":"Bundle","type":"searchset","link":[{"relation":"self","url":"s"},{"relation":"next","url":"n"}]}`, 0, "n", false},
 		{"an empty searchset", `{"resourceType":"Bundle","type":"searchset"}`, 0, "", false},
 		{"a negative total is refused", `{"resourceType":"Bundle","type":"searchset","total":-1}`, 0, "", true},

@@ -291,8 +291,8 @@ func (s *search) absorb(p *position, ex exchange) {
 		p.entryPrefix = append([]byte(`{"fullUrl":`), prefix[:len(prefix)-1]...)
 	}
 	matches := 0
-	for _, raw := range page.Entry {
-		e, kind := s.rewriteEntry(p, raw)
+	for _, me := range page.Entry {
+		e, kind := s.rewriteEntry(p, me)
 		switch kind {
 		case entryMatch:
 			if matches >= p.offset {
@@ -343,8 +343,8 @@ const (
 
 // memberPage is what the gateway reads of a member's searchset page.
 type memberPage struct {
-	Total *int              `json:"total"`
-	Entry []json.RawMessage `json:"entry"`
+	Total *int
+	Entry []memberEntry
 	next  string
 }
 
@@ -352,11 +352,11 @@ type memberPage struct {
 // whole: half a member's result merged in silence would be worse than none.
 func decodePage(body []byte) (*memberPage, error) {
 	var b struct {
-		ResourceType string            `json:"resourceType"`
-		Type         string            `json:"type"`
-		Total        *int              `json:"total"`
-		Link         []Link            `json:"link"`
-		Entry        []json.RawMessage `json:"entry"`
+		ResourceType string        `json:"resourceType"`
+		Type         string        `json:"type"`
+		Total        *int          `json:"total"`
+		Link         []Link        `json:"link"`
+		Entry        []memberEntry `json:"entry"`
 	}
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, err
@@ -394,10 +394,12 @@ type resourceHead struct {
 // /nodes/{id}/fhir, search.mode set (match when the member sent none), the member's
 // own fullUrl, request and response left behind (they name the member's address).
 // A member's OperationOutcome entry becomes one that names the member.
-func (s *search) rewriteEntry(p *position, raw json.RawMessage) (pageEntry, entryKind) {
-	var e memberEntry
+//
+// The page was decoded once, its entries' resources kept as they came; only their
+// type and id are read again here.
+func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind) {
 	var head resourceHead
-	if err := json.Unmarshal(raw, &e); err != nil || len(e.Resource) == 0 || json.Unmarshal(e.Resource, &head) != nil {
+	if len(e.Resource) == 0 || json.Unmarshal(e.Resource, &head) != nil {
 		return pageEntry{}, entryDropped
 	}
 	mode := "match"
