@@ -398,8 +398,8 @@ type resourceHead struct {
 // The page was decoded once, its entries' resources kept as they came; only their
 // type and id are read again here.
 func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind) {
-	var head resourceHead
-	if len(e.Resource) == 0 || json.Unmarshal(e.Resource, &head) != nil {
+	head, ok := readHead(e.Resource)
+	if !ok {
 		return pageEntry{}, entryDropped
 	}
 	mode := "match"
