@@ -115,6 +115,15 @@ func TestFollowingNextReturnsEveryMatchExactlyOnce(t *testing.T) {
 			t.Fatalf("%s is missing", u)
 		}
 	}
+	// The first page asks every member; a later one only the member(s) it needs: A's
+	// pages 2 to 7, and on the last page B and C once more (3 + 5 + 3 requests).
+	asked := 0
+	for _, m := range h.members {
+		asked += len(m.Log())
+	}
+	if asked != 11 {
+		t.Fatalf("the walk sent %d member requests, want 11", asked)
+	}
 	// Every member request stayed under the member's base and kept the search.
 	for id, m := range h.members {
 		for _, r := range m.Log() {

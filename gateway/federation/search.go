@@ -82,6 +82,11 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 	var out [][]byte
 	taken := make([]int, len(s.positions))
 	for round := 0; ; {
+		// A full page asks no one more: a member emptied by the last entry taken is
+		// asked on the next page, not now.
+		if round > 0 && (s.summaryCount || len(out) >= s.count) {
+			break
+		}
 		need := s.needed()
 		if len(need) > 0 {
 			if round == maxRounds {
