@@ -113,3 +113,22 @@ func TestTheRewriterFindsTheBaseAcrossParts(t *testing.T) {
 		t.Fatalf("held back %q", got)
 	}
 }
+
+func TestAFederatedEntryNeverCarriesTheMembersAddress(t *testing.T) {
+	var self string
+	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", FHIRJSON)
+		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","total":1,"link":[{"relation":"self","url":"%s/Observation"}],`+
+			`"entry":[{"fullUrl":"%s/Observation/o1","resource":{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"x"},"subject":{"reference":"%s/Patient/p1"}},`+
+			`"request":{"method":"GET","url":"%s/Observation/o1"},"response":{"status":"200","location":"%s/Observation/o1"}}]}`, self, self, self, self, self)
+	}))
+	defer member.Close()
+	self = member.URL + "/fhir"
+	h := newHarness(t, harnessOptions{}, node{id: "node-x", url: self})
+	_, body := h.get("/fhir/Observation")
+	routed := h.gw.URL + testBase + "/nodes/node-x/fhir"
+	if strings.Contains(string(body), member.URL) || !strings.Contains(string(body), `"reference":"`+routed+`/Patient/p1"`) ||
+		!strings.Contains(string(body), `"fullUrl":"`+routed+`/Observation/o1"`) || strings.Contains(string(body), `"request"`) {
+		t.Fatalf("%s", body)
+	}
+}

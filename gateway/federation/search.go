@@ -55,6 +55,9 @@ type position struct {
 	extra [][]byte
 	// entryPrefix is `{"fullUrl":"{gw}/nodes/{id}/fhir/`, made once per page.
 	entryPrefix []byte
+	// memberBase and routedBase are the member's base URL and the gateway's route to
+	// it, for references in its resources.
+	memberBase, routedBase []byte
 }
 
 // pageEntry is one match, rewritten, with the values it sorts by.
@@ -294,6 +297,8 @@ func (s *search) absorb(p *position, ex exchange) {
 	if p.entryPrefix == nil {
 		prefix, _ := json.Marshal(s.gw + "/nodes/" + p.m.id + "/fhir/")
 		p.entryPrefix = append([]byte(`{"fullUrl":`), prefix[:len(prefix)-1]...)
+		p.memberBase = []byte(strings.TrimSuffix(p.m.base.String(), "/"))
+		p.routedBase = []byte(s.gw + "/nodes/" + p.m.id + "/fhir")
 	}
 	matches := 0
 	for _, me := range page.Entry {
@@ -428,7 +433,13 @@ func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind)
 	} else {
 		b.WriteString(`{"resource":`)
 	}
-	b.Write(e.Resource)
+	if bytes.Contains(e.Resource, p.memberBase) {
+		// An absolute reference to the member's own base (Patient.link, a subject):
+		// the member's address never reaches a client; the gateway's route to it does.
+		b.Write(bytes.ReplaceAll(e.Resource, p.memberBase, p.routedBase))
+	} else {
+		b.Write(e.Resource)
+	}
 	b.WriteString(`,"search":{"mode":"`)
 	b.WriteString(mode)
 	b.WriteByte('"')
