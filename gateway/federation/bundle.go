@@ -3,7 +3,6 @@ package federation
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
 	"strconv"
 	"time"
 )
@@ -11,15 +10,35 @@ import (
 // FHIRJSON is the content type of every FHIR body the gateway writes.
 const FHIRJSON = "application/fhir+json"
 
-// resourceTypePattern is FHIR's lexical form of a resource type name. Anything else
-// in {base}/fhir/{Type} is refused before a single member is asked.
-var resourceTypePattern = regexp.MustCompile(`^[A-Z][A-Za-z]+$`)
+// ValidResourceType reports whether t may name a FHIR resource type: FHIR's lexical
+// form, [A-Z][A-Za-z]+, at most 64 characters. Anything else in {base}/fhir/{Type} is
+// refused before a single member is asked. (A loop, not a regular expression: it runs
+// for every entry of every page.)
+func ValidResourceType(t string) bool {
+	if len(t) < 2 || len(t) > 64 || t[0] < 'A' || t[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(t); i++ {
+		if c := t[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidResourceType reports whether t may name a FHIR resource type.
-func ValidResourceType(t string) bool { return len(t) <= 64 && resourceTypePattern.MatchString(t) }
-
-// idPattern is FHIR's id type: what may follow {Type}/ in a fullUrl the gateway builds.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+// validID reports whether id is FHIR's id type, [A-Za-z0-9\-.]{1,64}: what may
+// follow {Type}/ in a fullUrl the gateway builds.
+func validID(id string) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
 
 // Record is one member's part in a federated request: an entry of meta.federation,
 // and of the probe's answer. It names the member by id only.

@@ -24,10 +24,23 @@ func TestValidResourceType(t *testing.T) {
 		"Patient/../../admin":   false,
 		"%50atient":             false,
 		strings.Repeat("A", 65): false, // longer than any resource type
+		"Ab":                    true,
+		"Pätient":               false,
 	}
 	for in, want := range cases {
 		if got := ValidResourceType(in); got != want {
 			t.Errorf("ValidResourceType(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for in, want := range map[string]bool{
+		"1": true, "a-B.9": true, strings.Repeat("x", 64): true,
+		"": false, strings.Repeat("x", 65): false, "a/b": false, "a b": false, "a_b": false, "é": false, `a"b`: false,
+	} {
+		if got := validID(in); got != want {
+			t.Errorf("validID(%q) = %v, want %v", in, got, want)
 		}
 	}
 }

@@ -424,7 +424,7 @@ func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind)
 	}
 	var b bytes.Buffer
 	b.Grow(len(e.Resource) + len(p.entryPrefix) + 96)
-	if ValidResourceType(head.ResourceType) && idPattern.MatchString(head.ID) {
+	if ValidResourceType(head.ResourceType) && validID(head.ID) {
 		b.Write(p.entryPrefix)
 		b.WriteString(head.ResourceType)
 		b.WriteByte('/')
