@@ -3,6 +3,8 @@ package federation
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -394,5 +396,25 @@ func TestWithoutAKeyFileTheProcessMakesItsOwnAndSaysSo(t *testing.T) {
 	_, shared2 := build(fmt.Sprintf("[federation]\npage_token_key_file = %q\n", file))
 	if strings.Contains(logs, "of its own") || string(shared1) != string(shared2) {
 		t.Fatalf("with a key file: logs %q, keys differ %v", logs, string(shared1) != string(shared2))
+	}
+}
+
+func TestAMemberThatIgnoresCountIsPagedWithinItsPage(t *testing.T) {
+	var asked int
+	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked++
+		var entries []string
+		for i := 1; i <= 35; i++ {
+			entries = append(entries, fmt.Sprintf(`{"resource":{"resourceType":"Patient","id":"%d"}}`, i))
+		}
+		w.Header().Set("Content-Type", FHIRJSON)
+		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","total":35,"entry":[%s]}`, strings.Join(entries, ","))
+	}))
+	defer member.Close()
+	h := newHarness(t, harnessOptions{}, node{id: "node-x", url: member.URL + "/fhir"})
+	pages := walk(t, "/fhir/Patient?_count=10", h)
+	assertEveryMatchOnce(t, pages, 4, 35, 10)
+	if asked != 4 {
+		t.Fatalf("the member was asked %d times for 4 pages", asked)
 	}
 }

@@ -31,6 +31,9 @@ const (
 	// maxCursorBytes bounds one member's cursor; a member whose next link is longer
 	// stops being paged.
 	maxCursorBytes = 2048
+	// maxOffset bounds a position's offset: the entries of one member page already
+	// served (a member may answer more than the _count it was asked for).
+	maxOffset = 1 << 20
 	// tokenContext binds the MAC to this use of the key.
 	tokenContext = "ferrofed-page-token-v1\x00"
 )
@@ -145,7 +148,7 @@ func (k tokenKey) decode(tok string, reg *registry, maxCount int) (pageToken, er
 			return t, errBadToken{"it names a member that is not configured"}
 		}
 		seen[m.ID] = true
-		if !validCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxCount*2 {
+		if !validCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxOffset {
 			return t, errBadToken{"it holds a position that is not under a member's base"}
 		}
 	}
