@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
@@ -400,9 +401,9 @@ func TestWithoutAKeyFileTheProcessMakesItsOwnAndSaysSo(t *testing.T) {
 }
 
 func TestAMemberThatIgnoresCountIsPagedWithinItsPage(t *testing.T) {
-	var asked int
+	var asked atomic.Int64
 	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked++
+		asked.Add(1)
 		var entries []string
 		for i := 1; i <= 35; i++ {
 			entries = append(entries, fmt.Sprintf(`{"resource":{"resourceType":"Patient","id":"%d"}}`, i))
@@ -414,7 +415,7 @@ func TestAMemberThatIgnoresCountIsPagedWithinItsPage(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-x", url: member.URL + "/fhir"})
 	pages := walk(t, "/fhir/Patient?_count=10", h)
 	assertEveryMatchOnce(t, pages, 4, 35, 10)
-	if asked != 4 {
-		t.Fatalf("the member was asked %d times for 4 pages", asked)
+	if n := asked.Load(); n != 4 {
+		t.Fatalf("the member was asked %d times for 4 pages", n)
 	}
 }
