@@ -226,6 +226,8 @@ func TestTwoGatewaysSharingAKeyServeEachOthersPages(t *testing.T) {
 	}
 }
 
+var minusOne = -1
+
 func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, sixtySeven()...)
 	_, body := h.get("/fhir/Patient?_count=10")
@@ -264,6 +266,7 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 		"a page size above max_count":          signed(pageToken{Type: "Patient", Count: 5000, Members: []tokenMember{{ID: "node-a", Cursor: "/Patient"}}}),
 		"another resource type":                signed(pageToken{Type: "Observation", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/Observation"}}}),
 		"a sort the gateway cannot merge":      signed(pageToken{Type: "Patient", Count: 10, Sort: "gender", Members: []tokenMember{{ID: "node-a", Cursor: "/Patient"}}}),
+		"a negative remaining count":           signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/Patient", Remaining: &minusOne}}}),
 	}
 	before := map[string]int64{}
 	for id, m := range h.members {

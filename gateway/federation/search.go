@@ -39,6 +39,9 @@ type position struct {
 	m      *member
 	cursor string
 	offset int
+	// remaining is how many matches the member has not given yet (its total, less
+	// what was served), -1 when unknown.
+	remaining int
 	// done: nothing more to ask of the member (its last page was served, or it failed).
 	done bool
 
@@ -90,7 +93,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		if round > 0 && (s.summaryCount || len(out) >= s.count) {
 			break
 		}
-		need := s.needed()
+		need := s.needed(s.count - len(out))
 		if len(need) > 0 {
 			if round == maxRounds {
 				break
@@ -112,6 +115,9 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		p := s.positions[i]
 		out = append(out, p.matches[0].json)
 		taken[i]++
+		if p.remaining > 0 {
+			p.remaining--
+		}
 		p.matches = p.matches[1:]
 		p.offset++
 		if len(p.matches) == 0 {
@@ -184,7 +190,12 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 	t := pageToken{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
 	for _, p := range s.positions {
 		if !p.done {
-			t.Members = append(t.Members, tokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset})
+			tm := tokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}
+			if p.remaining > 0 {
+				r := p.remaining
+				tm.Remaining = &r
+			}
+			t.Members = append(t.Members, tm)
 		}
 	}
 	if len(t.Members) > 0 {
@@ -200,21 +211,38 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 }
 
 // needed is the members to ask before the next entry can be chosen. A sorted merge
-// needs the head of every member that has more; an unsorted one serves the members in
-// registry order, so it needs only the first that has more (and, on a first page,
-// asks every member at once: each one's record and total belong on it).
-func (s *search) needed() []*position {
+// needs the head of every member that has more. An unsorted one serves the members in
+// registry order: on a first page it asks every member at once (each one's record and
+// total belong on it); later, the first member that has more, and with it, at once,
+// the members after it that the page will reach by their remaining counts, so that a
+// page that ends one member and starts the next waits for one round, not two.
+func (s *search) needed(want int) []*position {
 	var need []*position
+	unsortedLater := !s.first && len(s.sort) == 0
 	for _, p := range s.positions {
-		if p.done || p.loaded {
-			if !s.first && len(s.sort) == 0 && p.loaded && len(p.matches) > 0 {
-				return need
+		if p.done {
+			continue
+		}
+		if p.loaded {
+			if unsortedLater && len(p.matches) > 0 {
+				if len(need) > 0 || p.remaining < 0 {
+					return need
+				}
+				want -= max(p.remaining, len(p.matches))
+				if want <= 0 {
+					return need
+				}
 			}
 			continue
 		}
 		need = append(need, p)
-		if !s.first && len(s.sort) == 0 {
-			return need
+		if unsortedLater {
+			if p.remaining < 0 {
+				return need
+			}
+			if want -= p.remaining; want <= 0 {
+				return need
+			}
 		}
 	}
 	return need
@@ -293,6 +321,9 @@ func (s *search) absorb(p *position, ex exchange) {
 	p.answered = true
 	if s.first && p.total == nil {
 		p.total = page.Total
+		if page.Total != nil {
+			p.remaining = *page.Total
+		}
 	}
 	if p.entryPrefix == nil {
 		prefix, _ := json.Marshal(s.gw + "/nodes/" + p.m.id + "/fhir/")
@@ -323,6 +354,9 @@ func (s *search) absorb(p *position, ex exchange) {
 		} else {
 			s.c.log.V(1).Info("Member's next link is not under its base: its paging stops", "member", p.m.id)
 		}
+	}
+	if p.remaining == 0 && (len(p.matches) > 0 || p.next != "") {
+		p.remaining = -1 // its total was wrong: nothing is predicted of it any more
 	}
 	if len(p.matches) == 0 {
 		p.loaded = false

@@ -393,7 +393,11 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		srch.sort, _ = parseSort(resourceType, t.Sort)
 		tokenTotal = t.Total
 		for _, tm := range t.Members {
-			srch.positions = append(srch.positions, &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset})
+			p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1}
+			if tm.Remaining != nil {
+				p.remaining = *tm.Remaining
+			}
+			srch.positions = append(srch.positions, p)
 		}
 		// Positions are served in registry order, whatever order the token lists.
 		sortPositions(st.reg, srch.positions)
@@ -407,7 +411,7 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 			cursor += "?" + mq
 		}
 		for _, m := range st.reg.members {
-			srch.positions = append(srch.positions, &position{m: m, cursor: cursor})
+			srch.positions = append(srch.positions, &position{m: m, cursor: cursor, remaining: -1})
 		}
 		self = mq
 	}

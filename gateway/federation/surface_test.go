@@ -508,7 +508,7 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 	defer cancel()
 	srch := &search{c: h.surface.caller, reg: st.reg, resourceType: "Patient", count: 10, first: true, gw: "http://gw"}
 	for _, m := range st.reg.members {
-		srch.positions = append(srch.positions, &position{m: m, cursor: "/Patient"})
+		srch.positions = append(srch.positions, &position{m: m, cursor: "/Patient", remaining: -1})
 	}
 	res := srch.run(ctx, budget(ctx, time.Second), false, st.key, nil)
 	if res.status != http.StatusGatewayTimeout || len(res.records) != 1 || res.records[0].Outcome != Timeout {

@@ -58,6 +58,9 @@ type tokenMember struct {
 	ID     string `json:"id"`
 	Cursor string `json:"c"`
 	Offset int    `json:"o,omitempty"`
+	// Remaining is how many matches the member has not given yet, from its total;
+	// absent when it gave none. It only decides which members a page asks at once.
+	Remaining *int `json:"r,omitempty"`
 }
 
 // tokenKey signs and checks tokens.
@@ -148,6 +151,9 @@ func (k tokenKey) decode(tok string, reg *registry, maxCount int) (pageToken, er
 			return t, errBadToken{"it names a member that is not configured"}
 		}
 		seen[m.ID] = true
+		if m.Remaining != nil && *m.Remaining < 0 {
+			return t, errBadToken{"it holds a negative count"}
+		}
 		if !validCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxOffset {
 			return t, errBadToken{"it holds a position that is not under a member's base"}
 		}
