@@ -33,7 +33,8 @@ func readHead(raw []byte) (resourceHead, bool) {
 			return h, false
 		}
 		i = skipSpace(raw, i+1)
-		if plain && (key == "resourceType" || key == "id") && i < len(raw) && raw[i] == '"' {
+		isType, isID := string(key) == "resourceType", string(key) == "id"
+		if plain && (isType || isID) && i < len(raw) && raw[i] == '"' {
 			v, next, vplain := readString(raw, i)
 			if next < 0 {
 				return h, false
@@ -41,10 +42,10 @@ func readHead(raw []byte) (resourceHead, bool) {
 			if !vplain {
 				return headByDecoding(raw)
 			}
-			if key == "resourceType" {
-				h.ResourceType, haveType = v, true
+			if isType {
+				h.ResourceType, haveType = string(v), true
 			} else {
-				h.ID, haveID = v, true
+				h.ID, haveID = string(v), true
 			}
 			if haveType && haveID {
 				return h, true
@@ -71,11 +72,12 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// readString reads the string at b[i] (a '"'): its text, the index after it, and
-// whether it held no escape (when it did, the text is not its value).
-func readString(b []byte, i int) (string, int, bool) {
+// readString reads the string at b[i] (a '"'): its bytes (a slice of b: nothing is
+// copied), the index after it, and whether it held no escape (when it did, the bytes
+// are not its value).
+func readString(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
-		return "", -1, false
+		return nil, -1, false
 	}
 	plain := true
 	for j := i + 1; j < len(b); j++ {
@@ -84,10 +86,10 @@ func readString(b []byte, i int) (string, int, bool) {
 			plain = false
 			j++
 		case '"':
-			return string(b[i+1 : j]), j + 1, plain
+			return b[i+1 : j], j + 1, plain
 		}
 	}
-	return "", -1, false
+	return nil, -1, false
 }
 
 // skipValue returns the index after the JSON value at b[i], -1 when b ends first.

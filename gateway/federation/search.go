@@ -300,7 +300,7 @@ func (s *search) absorb(p *position, ex exchange) {
 	p.record.Status = ex.call.Status
 	var page *memberPage
 	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
-		pg, err := decodePage(ex.body)
+		pg, err := scanPage(ex.body)
 		if err != nil {
 			s.c.log.V(1).Info("Member answered a body that is not a searchset", "member", p.m.id, "error", err.Error())
 			ex.call.Unusable = true
@@ -423,10 +423,12 @@ func decodePage(body []byte) (*memberPage, error) {
 // memberEntry is what the gateway reads of one entry of a member's page.
 type memberEntry struct {
 	Resource json.RawMessage `json:"resource"`
-	Search   *struct {
-		Mode  string          `json:"mode"`
-		Score json.RawMessage `json:"score"`
-	} `json:"search"`
+	Search   *entrySearch    `json:"search"`
+}
+
+type entrySearch struct {
+	Mode  string          `json:"mode"`
+	Score json.RawMessage `json:"score"`
 }
 
 type resourceHead struct {
