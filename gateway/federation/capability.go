@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -241,5 +240,3 @@ func sortKeyDocAll() string {
 	}
 	return s
 }
-
-var _ = http.StatusOK
