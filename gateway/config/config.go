@@ -36,6 +36,8 @@ type Config struct {
 	Metrics  Metrics  `toml:"metrics"`
 	Auth     Auth     `toml:"auth"`
 	Registry Registry `toml:"registry"`
+	// Federation is the [federation] table (federation.go).
+	Federation Federation `toml:"federation"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -314,10 +316,11 @@ func dottedKey(parts []string) string {
 // defaults is a configuration with every scalar default; the file is decoded over it.
 func defaults() Config {
 	return Config{
-		Server:   Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS},
-		Health:   Health{CheckTimeoutMS: DefaultCheckTimeoutMS, CacheTTLMS: DefaultCacheTTLMS},
-		Metrics:  Metrics{Path: DefaultMetricsPath, PushJob: DefaultMetricsPushJob},
-		Registry: Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
+		Server:     Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS},
+		Health:     Health{CheckTimeoutMS: DefaultCheckTimeoutMS, CacheTTLMS: DefaultCacheTTLMS},
+		Metrics:    Metrics{Path: DefaultMetricsPath, PushJob: DefaultMetricsPushJob},
+		Registry:   Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
+		Federation: defaultFederation(),
 	}
 }
 

@@ -91,6 +91,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	for i, is := range c.Auth.Issuers {
 		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
 	}
+	ps = append(ps, c.Federation.validate(opts)...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings

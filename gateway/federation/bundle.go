@@ -3,20 +3,42 @@ package federation
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"regexp"
+	"strconv"
 	"time"
 )
 
 // FHIRJSON is the content type of every FHIR body the gateway writes.
 const FHIRJSON = "application/fhir+json"
 
-// resourceTypePattern is FHIR's lexical form of a resource type name. Anything else
-// in {base}/fhir/{Type} is refused before a single member is asked.
-var resourceTypePattern = regexp.MustCompile(`^[A-Z][A-Za-z]+$`)
+// ValidResourceType reports whether t may name a FHIR resource type: FHIR's lexical
+// form, [A-Z][A-Za-z]+, at most 64 characters. Anything else in {base}/fhir/{Type} is
+// refused before a single member is asked. (A loop, not a regular expression: it runs
+// for every entry of every page.)
+func ValidResourceType(t string) bool {
+	if len(t) < 2 || len(t) > 64 || t[0] < 'A' || t[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(t); i++ {
+		if c := t[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidResourceType reports whether t may name a FHIR resource type.
-func ValidResourceType(t string) bool { return len(t) <= 64 && resourceTypePattern.MatchString(t) }
+// validID reports whether id is FHIR's id type, [A-Za-z0-9\-.]{1,64}: what may
+// follow {Type}/ in a fullUrl the gateway builds.
+func validID(id string) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
 
 // Record is one member's part in a federated request: an entry of meta.federation,
 // and of the probe's answer. It names the member by id only.
@@ -25,7 +47,7 @@ type Record struct {
 	Outcome Outcome `json:"outcome"`
 	// Status is the member's HTTP status, absent when it did not answer.
 	Status int `json:"status,omitempty"`
-	// Entries is how many entries of the member's Bundle were merged.
+	// Entries is how many of the member's matches this page holds.
 	Entries int `json:"entries"`
 	// DurationMS is how long the member's part took, in milliseconds.
 	DurationMS int64 `json:"duration_ms"`
@@ -41,107 +63,129 @@ type ProbeRecord struct {
 
 func millis(d time.Duration) int64 { return d.Milliseconds() }
 
-// memberBundle is what the gateway reads of a member's answer: its type and its
-// entries, kept as raw JSON so that the merge neither loses nor rewrites a field.
-type memberBundle struct {
-	ResourceType string            `json:"resourceType"`
-	Type         string            `json:"type"`
-	Entry        []json.RawMessage `json:"entry"`
+// MemberExtensionURL is the complex extension that carries each member's record in
+// Bundle.meta.extension; its StructureDefinition ships in
+// fhir/StructureDefinition-federation-member.json.
+const MemberExtensionURL = "https://ferrofed.io/fhir/StructureDefinition/federation-member"
+
+// Link is a Bundle.link.
+type Link struct {
+	Relation string `json:"relation"`
+	URL      string `json:"url"`
 }
 
-var errNotASearchset = errors.New("not a searchset Bundle")
-
-// decodeSearchset reads a member's searchset Bundle. A body that is not one is refused
-// whole: half a member's result merged in silence would be worse than none.
-func decodeSearchset(body []byte) ([]json.RawMessage, error) {
-	var b memberBundle
-	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, err
-	}
-	if b.ResourceType != "Bundle" || b.Type != "searchset" {
-		return nil, errNotASearchset
-	}
-	return b.Entry, nil
-}
-
-// Bundle is the federated answer: one searchset with every member's entries, in the
-// registry's member order, and a meta.federation record for each member.
+// Bundle is the federated answer: one searchset page, with a record of each member
+// asked in meta.extension (and, unless strict_fhir, meta.federation).
 type Bundle struct {
-	ResourceType string            `json:"resourceType"`
-	Type         string            `json:"type"`
-	Meta         BundleMeta        `json:"meta"`
-	Entry        []json.RawMessage `json:"entry,omitempty"`
+	LastUpdated time.Time
+	Records     []Record
+	// Strict leaves meta.federation out.
+	Strict bool
+	// Total is Bundle.total, nil when not every member that answered gave one.
+	Total *int
+	Links []Link
+	// Entry holds each entry as JSON, already rewritten (fullUrl, search.mode).
+	Entry [][]byte
 }
 
-// BundleMeta is the Bundle's meta: FHIR's lastUpdated and the federation records.
-type BundleMeta struct {
-	LastUpdated string   `json:"lastUpdated"`
-	Federation  []Record `json:"federation"`
+// extension is a FHIR Extension with the value types the records use.
+type extension struct {
+	URL               string       `json:"url"`
+	Extension         []extension  `json:"extension,omitempty"`
+	ValueString       string       `json:"valueString,omitempty"`
+	ValueCode         string       `json:"valueCode,omitempty"`
+	ValueInteger      *int         `json:"valueInteger,omitempty"`
+	ValueUnsignedInt  *int         `json:"valueUnsignedInt,omitempty"`
+	ValueQuantityJSON *quantityOut `json:"valueQuantity,omitempty"`
 }
 
-// memberPart is one member's contribution to a merge.
-type memberPart struct {
-	record  Record
-	entries []json.RawMessage
+type quantityOut struct {
+	Value  int64  `json:"value"`
+	Unit   string `json:"unit"`
+	System string `json:"system"`
+	Code   string `json:"code"`
 }
 
-// mergeBundle builds the federated answer from every member's part, in order.
-func mergeBundle(parts []memberPart, now time.Time) Bundle {
-	n := 0
-	for _, p := range parts {
-		n += len(p.entries)
+// memberExtension is one record as the federation-member complex extension.
+func memberExtension(r Record) extension {
+	entries := r.Entries
+	ext := extension{URL: MemberExtensionURL, Extension: []extension{
+		{URL: "member", ValueString: r.ID},
+		{URL: "outcome", ValueCode: string(r.Outcome)},
+	}}
+	if r.Status != 0 {
+		status := r.Status
+		ext.Extension = append(ext.Extension, extension{URL: "status", ValueInteger: &status})
 	}
-	b := Bundle{
-		ResourceType: "Bundle",
-		Type:         "searchset",
-		Meta:         BundleMeta{LastUpdated: now.UTC().Format(time.RFC3339Nano), Federation: make([]Record, 0, len(parts))},
-		Entry:        make([]json.RawMessage, 0, n),
-	}
-	for _, p := range parts {
-		rec := p.record
-		rec.Entries = len(p.entries)
-		b.Meta.Federation = append(b.Meta.Federation, rec)
-		b.Entry = append(b.Entry, p.entries...)
-	}
-	return b
+	ext.Extension = append(ext.Extension,
+		extension{URL: "entries", ValueUnsignedInt: &entries},
+		extension{URL: "duration", ValueQuantityJSON: &quantityOut{Value: r.DurationMS, Unit: "ms", System: "http://unitsofmeasure.org", Code: "ms"}},
+	)
+	return ext
 }
 
-// MarshalJSON writes the Bundle with its entries copied as they are. Each entry is
-// already valid JSON (decodeSearchset parsed it), and letting encoding/json re-validate
-// and compact every member's every entry was most of the gateway's own cost of a
-// federated query.
+type bundleMeta struct {
+	LastUpdated string      `json:"lastUpdated"`
+	Extension   []extension `json:"extension,omitempty"`
+	Federation  *[]Record   `json:"federation,omitempty"`
+}
+
+// MarshalJSON writes the Bundle with its entries copied as they are: each was built
+// by the gateway from JSON it parsed, and letting encoding/json re-validate and
+// compact every entry again was most of the gateway's own cost of a federated query.
 func (b Bundle) MarshalJSON() ([]byte, error) {
-	head, err := json.Marshal(struct {
-		ResourceType string     `json:"resourceType"`
-		Type         string     `json:"type"`
-		Meta         BundleMeta `json:"meta"`
-	}{b.ResourceType, b.Type, b.Meta})
+	meta := bundleMeta{LastUpdated: b.LastUpdated.UTC().Format(time.RFC3339Nano)}
+	for _, r := range b.Records {
+		meta.Extension = append(meta.Extension, memberExtension(r))
+	}
+	if !b.Strict {
+		records := b.Records
+		if records == nil {
+			records = []Record{}
+		}
+		meta.Federation = &records
+	}
+	m, err := json.Marshal(meta)
 	if err != nil {
 		return nil, err
 	}
-	if len(b.Entry) == 0 {
-		return head, nil
-	}
-	n := len(head) + len(`,"entry":[]`) + len(b.Entry)
+	n := len(m) + 128 + len(b.Entry)
 	for _, e := range b.Entry {
 		n += len(e)
 	}
 	var buf bytes.Buffer
 	buf.Grow(n)
-	buf.Write(head[:len(head)-1])
-	buf.WriteString(`,"entry":[`)
-	for i, e := range b.Entry {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(e)
+	buf.WriteString(`{"resourceType":"Bundle","meta":`)
+	buf.Write(m)
+	buf.WriteString(`,"type":"searchset"`)
+	if b.Total != nil {
+		buf.WriteString(`,"total":`)
+		buf.WriteString(strconv.Itoa(*b.Total))
 	}
-	buf.WriteString("]}")
+	if len(b.Links) > 0 {
+		l, err := json.Marshal(b.Links)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"link":`)
+		buf.Write(l)
+	}
+	if len(b.Entry) > 0 {
+		buf.WriteString(`,"entry":[`)
+		for i, e := range b.Entry {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(e)
+		}
+		buf.WriteByte(']')
+	}
+	buf.WriteByte('}')
 	return buf.Bytes(), nil
 }
 
-// OperationOutcome is a FHIR OperationOutcome with one issue: the body of every error
-// the data plane answers itself.
+// OperationOutcome is a FHIR OperationOutcome: the body of every error the data
+// plane answers itself, and of each outcome entry.
 type OperationOutcome struct {
 	ResourceType string  `json:"resourceType"`
 	Issue        []Issue `json:"issue"`
@@ -149,11 +193,24 @@ type OperationOutcome struct {
 
 // Issue is one OperationOutcome issue.
 type Issue struct {
-	Severity    string `json:"severity"`
-	Code        string `json:"code"`
-	Diagnostics string `json:"diagnostics,omitempty"`
+	Severity    string        `json:"severity"`
+	Code        string        `json:"code"`
+	Details     *IssueDetails `json:"details,omitempty"`
+	Diagnostics string        `json:"diagnostics,omitempty"`
+	Expression  []string      `json:"expression,omitempty"`
+}
+
+// IssueDetails is an issue's details, as text.
+type IssueDetails struct {
+	Text string `json:"text,omitempty"`
 }
 
 func operationOutcome(code, diagnostics string) OperationOutcome {
 	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{Severity: "error", Code: code, Diagnostics: diagnostics}}}
+}
+
+// paramOutcome is a 400's body for a search parameter: the issue names it in its
+// details and its diagnostics.
+func paramOutcome(code, param, diagnostics string) OperationOutcome {
+	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{Severity: "error", Code: code, Details: &IssueDetails{Text: "search parameter " + param}, Diagnostics: diagnostics}}}
 }

@@ -31,7 +31,9 @@ type exchange struct {
 // get sends GET url to m within ctx (already carrying the member budget) and reads at
 // most maxBody bytes of the answer (a larger answer is Unusable). client is the client's own request context, used
 // only to tell a client that left from a member that did not answer.
-func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody int64) exchange {
+//
+// prefer is the client's Prefer header, sent on (nil for none).
+func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody int64, prefer []string) exchange {
 	start := time.Now()
 	ex := exchange{}
 	tctx, sent := traceSent(ctx)
@@ -43,6 +45,9 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody
 		return ex
 	}
 	req.Header.Set("Accept", FHIRJSON)
+	if len(prefer) > 0 {
+		req.Header["Prefer"] = prefer
+	}
 	res, err := c.client.Do(req)
 	if err == nil {
 		ex.call.Status = res.StatusCode
@@ -127,53 +132,6 @@ func (c *caller) observe(m *member, call Call) Outcome {
 	return outcome
 }
 
-// search runs path?rawQuery on every member in parallel, each within budget (and its
-// own timeout_ms), and merges the answers. It returns when the last member has
-// answered or given up, which is never later than the budget (bounded by the client's
-// own context).
-func (c *caller) search(ctx context.Context, reg *registry, budget time.Duration, path, rawQuery string) Bundle {
-	rctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	members := reg.members
-	exchanges := make([]exchange, len(members))
-	done := make(chan int, len(members))
-	for i, m := range members {
-		go func() {
-			defer func() { done <- i }()
-			mctx, cancel := m.within(rctx)
-			defer cancel()
-			exchanges[i] = c.get(mctx, ctx, m, m.url(path, rawQuery), reg.maxBody)
-		}()
-	}
-	// Each answer is read here as it comes in, not in the goroutine that fetched it:
-	// a new goroutine's stack grows, and is copied, to what decoding a Bundle takes,
-	// on every query (a seventh of a fan-out's CPU), where this one's has grown
-	// already.
-	parts := make([]memberPart, len(members))
-	for range members {
-		i := <-done
-		parts[i] = c.part(members[i], exchanges[i])
-	}
-	return mergeBundle(parts, time.Now())
-}
-
-// part is m's contribution to a search from its exchange: its record and, from a 2xx
-// searchset, its entries. It records the state the exchange observed of m.
-func (c *caller) part(m *member, ex exchange) memberPart {
-	part := memberPart{record: Record{ID: m.id, Status: ex.call.Status, DurationMS: millis(ex.duration)}}
-	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
-		es, err := decodeSearchset(ex.body)
-		if err != nil {
-			c.log.V(1).Info("Member answered a body that is not a searchset", "member", m.id, "error", err.Error())
-			ex.call.Unusable = true
-		} else {
-			part.entries = es
-		}
-	}
-	part.record.Outcome = c.observe(m, ex.call)
-	return part
-}
-
 // probe asks every member's /metadata in parallel within budget (and its own
 // timeout_ms).
 func (c *caller) probe(ctx context.Context, reg *registry, budget time.Duration) []ProbeRecord {
@@ -187,7 +145,7 @@ func (c *caller) probe(ctx context.Context, reg *registry, budget time.Duration)
 			defer func() { done <- struct{}{} }()
 			mctx, cancel := m.within(rctx)
 			defer cancel()
-			ex := c.get(mctx, ctx, m, m.url("/metadata", ""), reg.maxBody)
+			ex := c.get(mctx, ctx, m, m.url("/metadata", ""), reg.maxBody, nil)
 			out[i] = ProbeRecord{ID: m.id, Outcome: c.observe(m, ex.call), Status: ex.call.Status, DurationMS: millis(ex.duration)}
 		}()
 	}

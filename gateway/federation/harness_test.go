@@ -23,6 +23,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/members/fhirschema"
 )
 
 const (
@@ -53,6 +54,7 @@ type harness struct {
 	token    string
 	registry *prometheus.Registry
 	cfg      *config.Config
+	strict   bool
 }
 
 type harnessOptions struct {
@@ -62,6 +64,10 @@ type harnessOptions struct {
 	maxBody        int64
 	// transport carries the member calls instead of the surface's own (benchmarks).
 	transport http.RoundTripper
+	// strictFHIR sets [federation] strict_fhir: then every answer must be valid R4.
+	strictFHIR bool
+	// federation is more of the [federation] table, as TOML lines.
+	federation string
 }
 
 func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
@@ -69,13 +75,19 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	if o.requestTimeout == 0 {
 		o.requestTimeout = 5 * time.Second
 	}
-	h := &harness{t: t, members: map[string]*members.Server{}}
+	h := &harness{t: t, members: map[string]*members.Server{}, strict: o.strictFHIR}
+	if err := fhirschema.Warm(); err != nil {
+		t.Fatal(err)
+	}
 	var toml strings.Builder
 	// The listen address is for the benchmarks, which also serve the surface from the
 	// gateway's own server (serveFull); the harness's gin engine ignores it.
 	fmt.Fprintf(&toml, "[server]\nlisten = \"127.0.0.1:0\"\nbase_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds())
 	if o.memberReady {
 		toml.WriteString("[health]\nmember_ready_check = true\n")
+	}
+	if o.strictFHIR || o.federation != "" {
+		fmt.Fprintf(&toml, "[federation]\nstrict_fhir = %v\n%s\n", o.strictFHIR, o.federation)
 	}
 	if o.maxBody > 0 {
 		fmt.Fprintf(&toml, "[registry]\nmax_member_body_bytes = %d\n", o.maxBody)
@@ -174,7 +186,30 @@ func (h *harness) do(ctx context.Context, method, path, authorization string, he
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
+	if err == nil {
+		h.checkR4(method+" "+path, res, body)
+	}
 	return res, body, err
+}
+
+// checkR4 validates every FHIR JSON answer of the gateway against HL7's R4 JSON
+// schema: with strict_fhir it must be valid R4; without it the one problem allowed is
+// meta.federation (DESIGN §2.7).
+func (h *harness) checkR4(what string, res *http.Response, body []byte) {
+	h.t.Helper()
+	if res.Header.Get("Content-Type") != FHIRJSON || len(body) == 0 || body[0] != '{' {
+		return
+	}
+	if !strings.Contains(string(body[:min(len(body), 64)]), `"resourceType"`) {
+		return
+	}
+	validate := fhirschema.ValidateFederated
+	if h.strict {
+		validate = fhirschema.Validate
+	}
+	if err := validate(body); err != nil {
+		h.t.Errorf("%s answered %d, not valid R4: %v\n%.2000s", what, res.StatusCode, err, body)
+	}
 }
 
 func (h *harness) get(path string) (*http.Response, []byte) {
@@ -222,12 +257,67 @@ type searchAnswer struct {
 	ResourceType string `json:"resourceType"`
 	Type         string `json:"type"`
 	Meta         struct {
-		Federation []Record `json:"federation"`
+		Federation []Record         `json:"federation"`
+		Extension  []map[string]any `json:"extension"`
 	} `json:"meta"`
+	Total *int   `json:"total"`
+	Link  []Link `json:"link"`
 	Entry []struct {
+		FullURL  string `json:"fullUrl"`
 		Resource struct {
 			ResourceType string `json:"resourceType"`
 			ID           string `json:"id"`
+			BirthDate    string `json:"birthDate"`
+			Meta         struct {
+				LastUpdated string `json:"lastUpdated"`
+			} `json:"meta"`
+			Name []struct {
+				Family string `json:"family"`
+			} `json:"name"`
+			Issue []Issue `json:"issue"`
 		} `json:"resource"`
+		Search struct {
+			Mode string `json:"mode"`
+		} `json:"search"`
 	} `json:"entry"`
+}
+
+func (b searchAnswer) matches() int {
+	n := 0
+	for _, e := range b.Entry {
+		if e.Search.Mode == "match" {
+			n++
+		}
+	}
+	return n
+}
+
+func (b searchAnswer) link(relation string) string {
+	for _, l := range b.Link {
+		if l.Relation == relation {
+			return l.URL
+		}
+	}
+	return ""
+}
+
+// postForm POSTs body with its content type to the gateway.
+func (h *harness) postForm(path, body, contentType string) (*http.Response, []byte) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.gw.URL+testBase+path, strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	res, err := h.gw.Client().Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.checkR4("POST "+path, res, b)
+	return res, b
 }

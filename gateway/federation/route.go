@@ -1,12 +1,15 @@
 package federation
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +31,19 @@ func isHopByHop(k string) bool {
 // gateway. They are the gateway's to read, never a member's: forwarding a bearer
 // token would let every member replay it against the gateway or its peers.
 var clientCredentials = []string{"Authorization", "Cookie"}
+
+// routedDrop are the request headers a routed request leaves behind: the client's
+// credentials, and the forwarding headers a client could write itself (the gateway
+// sets its own).
+var routedDrop = []string{"Authorization", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Prefix"}
+
+// routedBase is where the client reached a member through the gateway.
+type routedBase struct {
+	// gateway is the gateway's base URL (scheme, host, server.base_path).
+	gateway string
+	// prefix is the member's FHIR API's path on the gateway: {base_path}/nodes/{id}/fhir.
+	prefix string
+}
 
 // copyHeaders copies src into dst without the hop-by-hop headers (the fixed list, and
 // any header src's Connection names) and without the headers listed in drop.
@@ -107,7 +123,12 @@ func routedPath(p string) (string, bool) {
 // answer is neither held in memory nor delayed. It never answers the client itself
 // once the member's status is known: a body that breaks off aborts the client's
 // connection, so a truncated answer can never pass for a whole one.
-func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path string, budget time.Duration) {
+//
+// The member is told where the client reached it (X-Forwarded-Proto, -Host, -Prefix,
+// -For and Forwarded), so that a member that builds its URLs from them builds the
+// gateway's. For one that does not, URLs under the member's base in Location,
+// Content-Location and a JSON body are rewritten to the gateway's /nodes/{id}/fhir.
+func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path string, budget time.Duration, rb routedBase) {
 	if m.timeout > 0 && m.timeout < budget {
 		budget = m.timeout
 	}
@@ -121,7 +142,8 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		writeFHIR(w, http.StatusBadGateway, operationOutcome("exception", "the request cannot be sent to member "+m.id))
 		return
 	}
-	copyHeaders(out.Header, r.Header, clientCredentials...)
+	copyHeaders(out.Header, r.Header, routedDrop...)
+	setForwarded(out.Header, r, rb)
 	out.ContentLength = r.ContentLength
 	if r.ContentLength == 0 {
 		out.Body = nil
@@ -159,10 +181,24 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	c.observe(m, call)
 	// The gateway never passes a cookie to a member, so a member's cookie could only
 	// confuse the client about whose it is.
-	copyHeaders(w.Header(), res.Header, "Set-Cookie")
-	w.WriteHeader(res.StatusCode)
-	// A client that goes away mid-body (the write fails) only stops the copy.
-	if readErr := stream(w, res.Body); readErr != nil {
+	h := w.Header()
+	copyHeaders(h, res.Header, "Set-Cookie")
+	memberBase := strings.TrimSuffix(m.base.String(), "/")
+	gwBase := rb.gateway + "/nodes/" + m.id + "/fhir"
+	for _, k := range []string{"Location", "Content-Location"} {
+		if v := h.Get(k); v != "" && strings.HasPrefix(v, memberBase) {
+			h.Set(k, gwBase+v[len(memberBase):])
+		}
+	}
+	var readErr error
+	if rewritable(res) {
+		readErr = rewriteBody(w, res, []byte(memberBase), []byte(gwBase))
+	} else {
+		w.WriteHeader(res.StatusCode)
+		// A client that goes away mid-body (the write fails) only stops the copy.
+		readErr = stream(w, res.Body, nil)
+	}
+	if readErr != nil {
 		call.Broken = true
 		call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		call.ClientGone = errors.Is(r.Context().Err(), context.Canceled)
@@ -183,7 +219,9 @@ var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); retu
 // The read that ends the body is not flushed: the handler returns right after it and
 // the server writes what is left at once, in the same write as the end of a chunked
 // body rather than in one of its own.
-func stream(w http.ResponseWriter, body io.Reader) (readErr error) {
+//
+// With rw set, the bytes go through it first (the member's base rewritten).
+func stream(w http.ResponseWriter, body io.Reader, rw *rewriter) (readErr error) {
 	var rc *http.ResponseController // made at the first flush: a small answer has none
 	bp := streamBuffers.Get().(*[]byte)
 	defer streamBuffers.Put(bp)
@@ -191,7 +229,11 @@ func stream(w http.ResponseWriter, body io.Reader) (readErr error) {
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			out := buf[:n]
+			if rw != nil {
+				out = rw.process(out, false)
+			}
+			if _, werr := w.Write(out); werr != nil {
 				return nil
 			}
 			if !errors.Is(err, io.EOF) {
@@ -204,12 +246,132 @@ func stream(w http.ResponseWriter, body io.Reader) (readErr error) {
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			if rw != nil {
+				if rest := rw.process(nil, true); len(rest) > 0 {
+					w.Write(rest) //nolint:errcheck // the client may be gone.
+				}
+			}
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// setForwarded tells the member where the client reached it: the gateway's scheme
+// and host, and the member's FHIR API's path on the gateway.
+func setForwarded(h http.Header, r *http.Request, rb routedBase) {
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	h["X-Forwarded-Proto"] = []string{proto}
+	h["X-Forwarded-Host"] = []string{r.Host}
+	h["X-Forwarded-Prefix"] = []string{rb.prefix}
+	fwd := "proto=" + proto + ";host=" + quoteForwarded(r.Host)
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		h["X-Forwarded-For"] = []string{ip}
+		if strings.Contains(ip, ":") {
+			ip = "[" + ip + "]"
+		}
+		fwd = "for=" + quoteForwarded(ip) + ";" + fwd
+	}
+	h["Forwarded"] = []string{fwd}
+}
+
+// quoteForwarded quotes a Forwarded value unless it is a plain token (RFC 7239 §4).
+func quoteForwarded(v string) string {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return strconv.Quote(v)
+		}
+	}
+	return v
+}
+
+// rewritable reports whether a routed answer's body is JSON the gateway may rewrite:
+// FHIR JSON or JSON, not compressed.
+func rewritable(res *http.Response) bool {
+	if ce := res.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		return false
+	}
+	ct := res.Header.Get("Content-Type")
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(strings.ToLower(mt))
+	return mt == FHIRJSON || mt == "application/json" || mt == "application/json+fhir"
+}
+
+// maxBufferedRewrite is the largest answer of known length that is rewritten in one
+// buffer and sent with its new length; a larger one, or one of unknown length, is
+// streamed through the rewriter (chunked, each part flushed as it comes).
+const maxBufferedRewrite = 64 << 10
+
+// rewriteBody passes a JSON answer on with every occurrence of old (the member's
+// base) replaced by new (the gateway's route to it).
+func rewriteBody(w http.ResponseWriter, res *http.Response, old, new []byte) error {
+	if n := res.ContentLength; n >= 0 && n <= maxBufferedRewrite {
+		body, err := readBody(res, n)
+		if err != nil {
+			return err
+		}
+		if int64(len(body)) > n {
+			// Longer than announced: the transport does not let that happen.
+			return io.ErrUnexpectedEOF
+		}
+		if bytes.Contains(body, old) {
+			body = bytes.ReplaceAll(body, old, new)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(res.StatusCode)
+		w.Write(body) //nolint:errcheck // the client may be gone.
+		return nil
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(res.StatusCode)
+	return stream(w, res.Body, &rewriter{old: old, new: new})
+}
+
+// rewriter replaces old with new in a stream. Between parts it holds back only the
+// end of what it saw that may begin an old still to come, so that an answer whose
+// parts are not the member's base is passed on as soon as it arrives.
+type rewriter struct {
+	old, new []byte
+	held     []byte
+	out      []byte
+}
+
+// process returns what may be sent of the stream with part added; final flushes all.
+func (rw *rewriter) process(part []byte, final bool) []byte {
+	data := part
+	if len(rw.held) > 0 {
+		data = append(rw.held, part...)
+	}
+	out := rw.out[:0]
+	i := 0
+	for {
+		j := bytes.Index(data[i:], rw.old)
+		if j < 0 {
+			break
+		}
+		out = append(out, data[i:i+j]...)
+		out = append(out, rw.new...)
+		i += j + len(rw.old)
+	}
+	rest := data[i:]
+	k := 0
+	if !final {
+		for k = min(len(rw.old)-1, len(rest)); k > 0; k-- {
+			if bytes.HasPrefix(rw.old, rest[len(rest)-k:]) {
+				break
+			}
+		}
+	}
+	out = append(out, rest[:len(rest)-k]...)
+	rw.held = append(rw.held[:0], rest[len(rest)-k:]...)
+	rw.out = out
+	return out
 }
 
 // abort breaks the client's connection off after a partial answer. Hijacking and

@@ -25,6 +25,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/members/fhirschema"
 )
 
 // The surface plugs into the server as it is, and applies reloads.
@@ -34,6 +35,9 @@ var (
 )
 
 func TestTheSurfaceServesInsideTheServer(t *testing.T) {
+	if err := fhirschema.Warm(); err != nil { // not within the timed search below
+		t.Fatal(err)
+	}
 	ok := members.Start(t, members.Options{ID: "node-a", Entries: 2})
 	hang := members.Start(t, members.Options{ID: "node-b", Fault: members.FaultHang})
 
@@ -116,6 +120,12 @@ operator_scope = "ferrofed.operator"
 		}
 		defer res.Body.Close()
 		body, _ := io.ReadAll(res.Body)
+		// Every FHIR answer of the gateway is valid R4 but for meta.federation.
+		if res.Header.Get("Content-Type") == federation.FHIRJSON {
+			if err := fhirschema.ValidateFederated(body); err != nil {
+				t.Errorf("%s %s: not valid R4: %v", method, path, err)
+			}
+		}
 		return res.StatusCode, string(body)
 	}
 

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +48,11 @@ type Surface struct {
 	caller  *caller
 	opts    Options
 	state   atomic.Pointer[settings]
+	// ownKey is the page token key the process made for itself, used while
+	// federation.page_token_key_file is unset (kept across reloads, so that a reload
+	// does not break the next links already handed out).
+	ownKey tokenKey
+	caps   capabilities
 }
 
 // settings is everything a reload replaces at once: a request reads one snapshot and
@@ -55,6 +63,12 @@ type settings struct {
 	verifier *auth.Verifier
 	// requestTimeout is server.request_timeout_ms resolved, read on every request.
 	requestTimeout time.Duration
+	// fed is the [federation] table, defaults applied.
+	fed config.Federation
+	// key authenticates page tokens: the key file's, else the process's own.
+	key tokenKey
+	// ownKey is true when key is the process's own.
+	ownKey bool
 }
 
 // New builds the surface from a validated configuration. It fails when the registry
@@ -69,7 +83,11 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	if opts.Transport == nil {
 		opts.Transport = newTransport()
 	}
-	st, err := buildSettings(cfg, opts)
+	own, err := newRandomKey()
+	if err != nil {
+		return nil, fmt.Errorf("federation: make a page token key: %w", err)
+	}
+	st, err := buildSettings(cfg, opts, own)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +95,10 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		log:     opts.Logger,
 		tracker: dependencies.NewTracker(st.reg.endpointIDs()...),
 		opts:    opts,
+		ownKey:  own,
+	}
+	if st.ownKey {
+		s.log.Info("Made a page token key of its own: next links of this process are not accepted by any other; set federation.page_token_key_file to one key for every replica")
 	}
 	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
 	s.state.Store(st)
@@ -88,7 +110,7 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	return s, nil
 }
 
-func buildSettings(cfg *config.Config, opts Options) (*settings, error) {
+func buildSettings(cfg *config.Config, opts Options, own tokenKey) (*settings, error) {
 	reg, err := loadRegistry(cfg.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
@@ -97,7 +119,22 @@ func buildSettings(cfg *config.Config, opts Options) (*settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
 	}
-	return &settings{cfg: cfg, reg: reg, verifier: v, requestTimeout: cfg.Lifecycle().RequestTimeout}, nil
+	st := &settings{cfg: cfg, reg: reg, verifier: v, requestTimeout: cfg.Lifecycle().RequestTimeout, fed: cfg.Federation, key: own, ownKey: true}
+	// A Config assembled in code (tests, the operator) has no defaults applied.
+	if st.fed.MaxCount <= 0 || st.fed.MaxCount > config.MaxCountLimit {
+		st.fed.MaxCount = config.DefaultMaxCount
+	}
+	if st.fed.DefaultCount <= 0 || st.fed.DefaultCount > st.fed.MaxCount {
+		st.fed.DefaultCount = min(config.DefaultCount, st.fed.MaxCount)
+	}
+	if f := cfg.Federation.PageTokenKeyFile; f != "" {
+		k, err := config.ReadPageTokenKey(f)
+		if err != nil {
+			return nil, fmt.Errorf("federation: %w", err)
+		}
+		st.key, st.ownKey = k, false
+	}
+	return st, nil
 }
 
 // Name names the surface in the server's logs.
@@ -121,9 +158,12 @@ func (s *Surface) Authorize() gin.HandlerFunc {
 // state in the report, a new one is unknown, a removed one leaves it) and the
 // issuers. On error the surface keeps what it had.
 func (s *Surface) Reload(cfg *config.Config) error {
-	st, err := buildSettings(cfg, s.opts)
+	st, err := buildSettings(cfg, s.opts, s.ownKey)
 	if err != nil {
 		return err
+	}
+	if st.ownKey && !s.state.Load().ownKey {
+		s.log.Info("Uses a page token key of its own from now on: federation.page_token_key_file was removed")
 	}
 	s.tracker.SetEndpoints(st.reg.endpointIDs())
 	s.state.Store(st)
@@ -176,13 +216,18 @@ func (s *Surface) Checks() []health.Check {
 
 // RegisterDataPlane registers the federated search and the routed requests. The
 // group carries the server's readiness gate and request deadline.
+//
+// Every path under /fhir and /nodes is the surface's, so that whatever is not a
+// success there is an OperationOutcome (DESIGN §2.7): an unknown route a 404, a
+// method a 405, XML a 406.
 func (s *Surface) RegisterDataPlane(g *gin.RouterGroup) {
-	g.GET("/fhir/:type", s.handleSearch)
-	// The FHIR REST methods only: CONNECT and TRACE have no business at a member.
-	for _, m := range routedMethods {
-		g.Handle(m, "/nodes/:id/fhir/*path", s.handleRoute)
-	}
+	g.Any("/fhir", s.handleFHIR)
+	g.Any("/fhir/*rest", s.handleFHIR)
+	g.Any("/nodes", s.handleNodes)
+	g.Any("/nodes/*rest", s.handleNodes)
 }
+
+// The FHIR REST methods only: CONNECT and TRACE have no business at a member.
 
 var routedMethods = []string{
 	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
@@ -233,38 +278,223 @@ func writeFHIR(w http.ResponseWriter, status int, v any) {
 
 var errNoRegistry = operationOutcome("not-supported", "federation not configured: no [[registry.members]]")
 
-func (s *Surface) handleSearch(c *gin.Context) {
+// handleFHIR answers every path under {base}/fhir.
+func (s *Surface) handleFHIR(c *gin.Context) {
 	st := s.state.Load()
-	resourceType := c.Param("type")
-	if !ValidResourceType(resourceType) {
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the resource type must match [A-Z][A-Za-z]+"))
+	r := c.Request
+	if len(st.reg.members) == 0 {
+		writeFHIR(c.Writer, http.StatusNotImplemented, errNoRegistry)
+		return
+	}
+	if !acceptable(r, false) {
+		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
+		return
+	}
+	rest := strings.TrimPrefix(c.Param("rest"), "/")
+	segs := strings.Split(rest, "/")
+	switch {
+	case rest == "":
+		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no route at the FHIR base: search {base}/fhir/{type}, or read {base}/fhir/metadata"))
+	case len(segs) == 1 && segs[0] == "metadata":
+		if r.Method != http.MethodGet {
+			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/metadata")
+			return
+		}
+		s.handleMetadata(c, st)
+	case !ValidResourceType(segs[0]):
+		if len(segs) == 1 {
+			writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the resource type must match [A-Z][A-Za-z]+"))
+			return
+		}
+		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /fhir"))
+	case len(segs) == 1:
+		if r.Method != http.MethodGet {
+			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0])
+			return
+		}
+		s.handleSearch(c, st, segs[0], r.URL.RawQuery)
+	case len(segs) == 2 && segs[1] == "_search":
+		if r.Method != http.MethodPost {
+			methodNotAllowed(c.Writer, http.MethodPost, "/fhir/"+segs[0]+"/_search")
+			return
+		}
+		raw, ok := readForm(c.Writer, r)
+		if !ok {
+			return
+		}
+		s.handleSearch(c, st, segs[0], raw)
+	case len(segs) == 2:
+		if r.Method != http.MethodGet {
+			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0]+"/"+segs[1])
+			return
+		}
+		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("not-supported", fmt.Sprintf(
+			"a resource is read from the member that holds it: GET %s/nodes/{id}/fhir/%s/%s, with {id} the member's id (an entry's fullUrl names it)",
+			gatewayBase(r, st.cfg.Server.BasePath), segs[0], segs[1])))
+	default:
+		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /fhir"))
+	}
+}
+
+// maxFormBytes bounds a POST _search body.
+const maxFormBytes = maxQueryBytes
+
+// readForm reads a form-encoded POST _search body, joined after the URL's query (FHIR
+// allows parameters in both). Anything else is answered here.
+func readForm(w http.ResponseWriter, r *http.Request) (string, bool) {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/x-www-form-urlencoded" {
+		writeFHIR(w, http.StatusUnsupportedMediaType, operationOutcome("not-supported", "POST _search takes a form-encoded body (application/x-www-form-urlencoded)"))
+		return "", false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxFormBytes+1))
+	if err != nil {
+		writeFHIR(w, http.StatusBadRequest, operationOutcome("invalid", "the form body could not be read"))
+		return "", false
+	}
+	if len(body) > maxFormBytes {
+		writeFHIR(w, http.StatusRequestEntityTooLarge, operationOutcome("too-long", fmt.Sprintf("the form body is longer than %d bytes", maxFormBytes)))
+		return "", false
+	}
+	raw := strings.TrimSpace(string(body))
+	if q := r.URL.RawQuery; q != "" {
+		if raw == "" {
+			return q, true
+		}
+		raw = q + "&" + raw
+	}
+	return raw, true
+}
+
+// handleSearch answers one page of a federated search of resourceType with the raw
+// query (or form) raw.
+func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw string) {
+	r := c.Request
+	q, qerr := parseSearch(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount)
+	if qerr != nil {
+		writeFHIR(c.Writer, qerr.status, qerr.outcome)
+		return
+	}
+	gw := gatewayBase(r, st.cfg.Server.BasePath)
+	prefer := r.Header.Values("Prefer")
+	srch := &search{c: s.caller, reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
+	var tokenTotal *int
+	var self string
+	if q.page != "" {
+		t, err := st.key.decode(q.page, st.reg, st.fed.MaxCount)
+		if err == nil && t.Type != resourceType {
+			err = errBadToken{"it continues a search of another resource type"}
+		}
+		if err != nil {
+			writeFHIR(c.Writer, http.StatusBadRequest, paramOutcome("invalid", "_page", err.Error()))
+			return
+		}
+		srch.count, srch.sortRaw = t.Count, t.Sort
+		srch.sort, _ = parseSort(resourceType, t.Sort)
+		tokenTotal = t.Total
+		for _, tm := range t.Members {
+			p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1}
+			if tm.Remaining != nil {
+				p.remaining = *tm.Remaining
+			}
+			srch.positions = append(srch.positions, p)
+		}
+		// Positions are served in registry order, whatever order the token lists.
+		sortPositions(st.reg, srch.positions)
+		self = "_page=" + escapeQuery(q.page)
+	} else {
+		srch.first = true
+		srch.count, srch.sort, srch.sortRaw, srch.summaryCount = q.count, q.sort, q.sortRaw, q.summaryCount
+		mq := q.memberQuery()
+		cursor := "/" + resourceType
+		if mq != "" {
+			cursor += "?" + mq
+		}
+		for _, m := range st.reg.members {
+			srch.positions = append(srch.positions, &position{m: m, cursor: cursor, remaining: -1})
+		}
+		self = mq
+	}
+	ctx := r.Context()
+	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return // the client left: nobody to answer.
+	}
+	if res.status != http.StatusOK {
+		writeFHIR(c.Writer, res.status, res.outcome)
+		return
+	}
+	selfURL := gw + "/fhir/" + resourceType
+	if self != "" {
+		selfURL += "?" + self
+	}
+	b := Bundle{LastUpdated: time.Now(), Records: res.records, Strict: st.fed.StrictFHIR, Total: res.total, Links: []Link{{Relation: "self", URL: selfURL}}, Entry: res.entries}
+	if res.next != "" {
+		b.Links = append(b.Links, Link{Relation: "next", URL: gw + "/fhir/" + resourceType + "?_page=" + res.next})
+	}
+	writeFHIR(c.Writer, http.StatusOK, b)
+}
+
+func sortPositions(reg *registry, ps []*position) {
+	order := make(map[string]int, len(reg.members))
+	for i, m := range reg.members {
+		order[m.id] = i
+	}
+	slices.SortFunc(ps, func(a, b *position) int { return order[a.m.id] - order[b.m.id] })
+}
+
+// handleMetadata answers the gateway's CapabilityStatement.
+func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
+	ctx := c.Request.Context()
+	now := time.Now()
+	common, answered, ok := s.caps.cached(st.reg, time.Duration(st.fed.CapabilityTTLMS)*time.Millisecond, now)
+	if !ok {
+		_, statements := s.caller.metadata(ctx, st.reg, budget(ctx, st.requestTimeout))
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return
+		}
+		s.caps.store(st.reg, statements, now)
+		common, answered, _ = s.caps.cached(st.reg, time.Hour, now)
+	}
+	writeFHIR(c.Writer, http.StatusOK, capabilityStatement(gatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), now))
+}
+
+// handleNodes answers every path under {base}/nodes: {id}/fhir/* is routed to the
+// member, anything else is a FHIR 404.
+func (s *Surface) handleNodes(c *gin.Context) {
+	st := s.state.Load()
+	id, after, _ := strings.Cut(strings.TrimPrefix(c.Param("rest"), "/"), "/")
+	path, ok := strings.CutPrefix(after, "fhir")
+	if id == "" || !ok || (path != "" && path[0] != '/') {
+		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /nodes: a member's FHIR API is /nodes/{id}/fhir/"))
+		return
+	}
+	if !slices.Contains(routedMethods, c.Request.Method) {
+		methodNotAllowed(c.Writer, strings.Join(routedMethods, ", "), "/nodes/{id}/fhir")
 		return
 	}
 	if len(st.reg.members) == 0 {
 		writeFHIR(c.Writer, http.StatusNotImplemented, errNoRegistry)
 		return
 	}
-	ctx := c.Request.Context()
-	b := s.caller.search(ctx, st.reg, budget(ctx, st.requestTimeout), "/"+resourceType, c.Request.URL.RawQuery)
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return // the client left: nobody to answer.
-	}
-	writeFHIR(c.Writer, http.StatusOK, b)
-}
-
-func (s *Surface) handleRoute(c *gin.Context) {
-	st := s.state.Load()
-	m, ok := st.reg.byID[c.Param("id")]
+	m, ok := st.reg.byID[id]
 	if !ok {
 		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no member has this id"))
 		return
 	}
-	path, ok := routedPath(c.Param("path"))
+	if !acceptable(c.Request, true) {
+		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
+		return
+	}
+	path, ok = routedPath(path)
 	if !ok {
 		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the path must not contain . or .. segments"))
 		return
 	}
-	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout))
+	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
+		gateway: gatewayBase(c.Request, st.cfg.Server.BasePath),
+		prefix:  strings.TrimSuffix(st.cfg.Server.BasePath, "/") + "/nodes/" + m.id + "/fhir",
+	})
 }
 
 func (s *Surface) handleDependencies(c *gin.Context) {
@@ -285,10 +515,11 @@ type probeAnswer struct {
 func (s *Surface) handleProbe(c *gin.Context) {
 	st := s.state.Load()
 	ctx := c.Request.Context()
-	records := s.caller.probe(ctx, st.reg, budget(ctx, st.requestTimeout))
+	records, statements := s.caller.metadata(ctx, st.reg, budget(ctx, st.requestTimeout))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
+	s.caps.store(st.reg, statements, time.Now())
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, probeAnswer{Members: records})
 }

@@ -82,12 +82,34 @@ func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) 
 	if d := b.Meta.Federation[6].DurationMS; d < 50 {
 		t.Errorf("the late member's duration is %d ms, below its 50 ms delay", d)
 	}
-	var ids []string
+	// The matches, in registry order, then one OperationOutcome entry for each member
+	// that is not ok, naming it.
+	var ids, outcomes []string
 	for _, e := range b.Entry {
-		ids = append(ids, e.Resource.ResourceType+"/"+e.Resource.ID)
+		switch e.Search.Mode {
+		case "match":
+			ids = append(ids, e.Resource.ResourceType+"/"+e.Resource.ID)
+		case "outcome":
+			outcomes = append(outcomes, e.Resource.Issue[0].Severity+" "+e.Resource.Issue[0].Code+" "+e.Resource.Issue[0].Diagnostics)
+		}
 	}
 	if strings.Join(ids, ",") != "Patient/node-ok-1,Patient/node-ok-2,Patient/node-late-1" {
 		t.Fatalf("entries %v", ids)
+	}
+	wantOutcomes := []string{
+		"warning processing member node-400 answered HTTP 400",
+		"warning processing member node-500 answered HTTP 500",
+		"warning timeout member node-hang did not answer within the request budget",
+		"warning transient member node-refused is unreachable",
+		"warning transient member node-reset broke its answer off (HTTP 200)",
+	}
+	if len(outcomes) != len(wantOutcomes) {
+		t.Fatalf("outcome entries %q", outcomes)
+	}
+	for i, w := range wantOutcomes {
+		if !strings.HasPrefix(outcomes[i], w) {
+			t.Errorf("outcome entry %d = %q, want %q…", i, outcomes[i], w)
+		}
 	}
 	if got := h.members["node-ok"].LastRequest(); got.Path != "/fhir/Patient" || got.RawQuery != "name=smith&_count=10" {
 		t.Fatalf("the member was asked %+v", got)
@@ -392,8 +414,8 @@ func TestUnusableMemberAnswersAreNodeErrorsOfMembersThatAreUp(t *testing.T) {
 			t.Errorf("record %d = %+v, want %+v", i, got, w)
 		}
 	}
-	if len(b.Entry) != 1 {
-		t.Fatalf("%d entries", len(b.Entry))
+	if b.matches() != 1 || len(b.Entry) != 3 {
+		t.Fatalf("%d matches of %d entries, want 1 and an outcome entry for each of the two others", b.matches(), len(b.Entry))
 	}
 	h.wantStates(map[string]string{"node-big-query": "up", "node-html-query": "up", "node-ok-query": "up"})
 }
@@ -484,9 +506,13 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 	st := h.surface.state.Load()
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	b := h.surface.caller.search(ctx, st.reg, budget(ctx, time.Second), "/Patient", "")
-	if got := b.Meta.Federation[0]; got.Outcome != Timeout {
-		t.Fatalf("record %+v", got)
+	srch := &search{c: h.surface.caller, reg: st.reg, resourceType: "Patient", count: 10, first: true, gw: "http://gw"}
+	for _, m := range st.reg.members {
+		srch.positions = append(srch.positions, &position{m: m, cursor: "/Patient", remaining: -1})
+	}
+	res := srch.run(ctx, budget(ctx, time.Second), false, st.key, nil)
+	if res.status != http.StatusGatewayTimeout || len(res.records) != 1 || res.records[0].Outcome != Timeout {
+		t.Fatalf("page %+v", res)
 	}
 	if n := h.members["node-a"].Requests(); n != 0 {
 		t.Fatalf("the member got %d requests", n)

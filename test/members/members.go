@@ -1,8 +1,17 @@
-// Package members is a small FHIR R4 member node for tests and the demo: a real HTTP
-// server on loopback that answers searches with a searchset Bundle, /metadata with a
-// CapabilityStatement, and can be told to misbehave the ways a member does in
-// production: answer late, answer 4xx or 5xx, refuse connections, hang, or reset the
-// connection in the middle of its body.
+// Package members is a FHIR R4 member node for tests and the demo: a real HTTP server
+// on loopback that behaves, for what the gateway relies on, like a production FHIR
+// server: searches answer a searchset Bundle of a default page size with `next` links,
+// `total`, `fullUrl` and `search.mode`; `_count`, `_offset`, `_sort`, `_summary=count`
+// and `_total=none` are honoured; an unknown search parameter is a 400
+// OperationOutcome under `Prefer: handling=strict` and a warning entry under lenient
+// handling (the default); `X-Forwarded-Proto`/`-Host`/`-Prefix` (or `Forwarded`) are
+// honoured when it builds URLs; an XML `Accept` or `_format` is a 406; a create answers
+// 201 with `Location`; `/metadata` is a CapabilityStatement. With NumericIDs, resource
+// ids are 1, 2, 3…, so that members collide as real ones do.
+//
+// It can also be told to misbehave the ways a member does in production: answer late,
+// answer 4xx or 5xx, refuse connections, hang, or reset the connection in the middle
+// of its body.
 //
 // Every body it sends carries a marker string (Options.Marker), so that a test can
 // assert that a member's body never leaks where it must not (the dependency report).
@@ -13,8 +22,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +51,12 @@ const (
 	FaultReset Fault = "reset"
 )
 
+// Page sizes of a search: DefaultPageSize without _count, at most MaxPageSize with it.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
 // Options shape one member.
 type Options struct {
 	// ID names the member in its resources' ids and in its marker; default "member".
@@ -50,8 +71,25 @@ type Options struct {
 	Status int
 	// Fault makes the member misbehave; see the Fault constants.
 	Fault Fault
-	// Entries is how many resources a search answers; default 2, negative for none.
+	// Entries is how many resources of each type a search matches; default 2,
+	// negative for none.
 	Entries int
+	// NumericIDs makes resource ids 1, 2, 3… instead of "<ID>-1", "<ID>-2"…: two
+	// members then hold a Patient/1 each.
+	NumericIDs bool
+	// NoTotal leaves Bundle.total out of every searchset, as servers that do not count
+	// do.
+	NoTotal bool
+	// Handling is how an unknown search parameter is treated without a
+	// `Prefer: handling=` header: "lenient" (the default: ignored, with a warning entry)
+	// or "strict" (a 400 OperationOutcome).
+	Handling string
+	// ResourceTypes are the types the member serves; default Patient, Observation,
+	// Encounter. A search of any other type answers 404.
+	ResourceTypes []string
+	// OmitSearchParams are search parameters the member does not know (left out of its
+	// CapabilityStatement, treated as unknown).
+	OmitSearchParams []string
 	// Marker is put in every body the member sends; default "MEMBER-BODY-<id>".
 	Marker string
 }
@@ -62,7 +100,12 @@ type Request struct {
 	Path     string
 	RawQuery string
 	Header   http.Header
+	// Form is the body of a form-encoded POST, as sent.
+	Form string
 }
+
+// maxLog bounds the request log: a benchmark's requests are counted, not kept.
+const maxLog = 10000
 
 // Server is one running member.
 type Server struct {
@@ -79,7 +122,9 @@ type Server struct {
 	cancelled chan struct{}
 	mu        sync.Mutex
 	last      Request
+	log       []Request
 	closeOnce sync.Once
+	created   atomic.Int64
 }
 
 // Start starts a member for a test and stops it when the test ends.
@@ -117,6 +162,19 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Entries == 0 {
 		opts.Entries = 2
+	}
+	if opts.Entries < 0 {
+		opts.Entries = 0
+	}
+	switch opts.Handling {
+	case "":
+		opts.Handling = "lenient"
+	case "lenient", "strict":
+	default:
+		return nil, fmt.Errorf("Handling %q is not lenient or strict", opts.Handling)
+	}
+	if len(opts.ResourceTypes) == 0 {
+		opts.ResourceTypes = []string{"Patient", "Observation", "Encounter"}
 	}
 	if opts.Marker == "" {
 		opts.Marker = "MEMBER-BODY-" + opts.ID
@@ -165,11 +223,30 @@ func (s *Server) LastRequest() Request {
 	return s.last
 }
 
+// Log is every request the member received, oldest first (the first maxLog).
+func (s *Server) Log() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.log)
+}
+
+// maxForm bounds a form-encoded search body.
+const maxForm = 64 << 10
+
 // ServeHTTP answers as the options say.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
+	var form string
+	if r.Method == http.MethodPost && isForm(r.Header.Get("Content-Type")) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, maxForm))
+		form = string(b)
+	}
+	req := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Form: form}
 	s.mu.Lock()
-	s.last = Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone()}
+	s.last = req
+	if len(s.log) < maxLog {
+		s.log = append(s.log, req)
+	}
 	s.mu.Unlock()
 
 	wait := s.Opts.Delay
@@ -190,18 +267,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	body, err := s.body(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	a := s.answer(r, form)
+	if s.Opts.Fault == FaultReset {
+		s.reset(w, a.body)
 		return
 	}
-	if s.Opts.Fault == FaultReset {
-		s.reset(w, body)
-		return
+	for k, v := range a.header {
+		w.Header().Set(k, v)
 	}
 	w.Header().Set("Content-Type", "application/fhir+json")
-	w.WriteHeader(s.Opts.Status)
-	w.Write(body) //nolint:errcheck // the caller may be gone; nothing to do about it.
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.WriteHeader(a.status)
+	w.Write(a.body) //nolint:errcheck // the caller may be gone; nothing to do about it.
 }
 
 // reset sends the status line, a Content-Length for the whole body and half of it,
@@ -222,70 +299,400 @@ func (s *Server) reset(w http.ResponseWriter, body []byte) {
 	conn.Close()
 }
 
-// body is the FHIR JSON the member answers r with.
-func (s *Server) body(r *http.Request) ([]byte, error) {
+// answer is one answer of the member: status, extra headers, body.
+type answer struct {
+	status int
+	header map[string]string
+	body   []byte
+}
+
+func (s *Server) fail(status int, code, diagnostics string) answer {
+	body, _ := json.Marshal(outcomeResource("error", code, diagnostics+" "+s.Opts.Marker))
+	return answer{status: status, body: body}
+}
+
+func (s *Server) ok(status int, v any) answer {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return s.fail(http.StatusInternalServerError, "exception", err.Error())
+	}
+	return answer{status: status, body: body}
+}
+
+// answer is what the member answers r with (form: a form-encoded body already read).
+func (s *Server) answer(r *http.Request, form string) answer {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/fhir/")
 	if !ok || rest == "" {
-		return outcome("not-found", "no FHIR API at "+r.URL.Path+" "+s.Opts.Marker)
+		return s.fail(http.StatusNotFound, "not-found", "no FHIR API at "+r.URL.Path)
 	}
 	if s.Opts.Status >= 400 {
-		return outcome("exception", fmt.Sprintf("member %s answers %d %s", s.Opts.ID, s.Opts.Status, s.Opts.Marker))
+		return s.fail(s.Opts.Status, "exception", fmt.Sprintf("member %s answers %d", s.Opts.ID, s.Opts.Status))
 	}
+	if !acceptsJSON(r.Header.Get("Accept")) || !formatIsJSON(r.URL.Query().Get("_format")) {
+		return s.fail(http.StatusNotAcceptable, "not-supported", "this server answers application/fhir+json only")
+	}
+	base := s.baseURL(r)
 	parts := strings.Split(rest, "/")
 	switch {
 	case rest == "metadata":
-		return json.Marshal(map[string]any{
-			"resourceType": "CapabilityStatement",
-			"status":       "active",
-			"kind":         "instance",
-			"fhirVersion":  "4.0.1",
-			"format":       []string{"application/fhir+json"},
-			"publisher":    s.Opts.Marker,
-		})
+		return s.ok(s.Opts.Status, s.capabilityStatement())
+	case !slices.Contains(s.Opts.ResourceTypes, parts[0]):
+		return s.fail(http.StatusNotFound, "not-supported", fmt.Sprintf("unknown resource type %q", parts[0]))
 	case len(parts) == 1 && r.Method == http.MethodGet:
-		return json.Marshal(s.searchset(parts[0]))
+		return s.search(r, base, parts[0], r.URL.RawQuery)
+	case len(parts) == 2 && parts[1] == "_search" && r.Method == http.MethodPost:
+		q := r.URL.RawQuery
+		if form != "" {
+			if q != "" {
+				q += "&"
+			}
+			q += form
+		}
+		return s.search(r, base, parts[0], q)
+	case len(parts) == 1 && r.Method == http.MethodPost:
+		id := fmt.Sprintf("new-%d", s.created.Add(1))
+		loc := base + "/" + parts[0] + "/" + id + "/_history/1"
+		a := s.ok(http.StatusCreated, s.resource(parts[0], id, 0))
+		a.header = map[string]string{"Location": loc, "Content-Location": loc}
+		return a
 	default:
-		return json.Marshal(s.resource(parts[0], strings.Join(parts[1:], "-")))
+		return s.ok(s.Opts.Status, s.resource(parts[0], strings.Join(parts[1:], "-"), 0))
 	}
 }
 
-func (s *Server) searchset(resourceType string) map[string]any {
-	var entries []map[string]any
-	for i := 0; i < s.Opts.Entries; i++ {
-		id := fmt.Sprintf("%s-%d", s.Opts.ID, i+1)
-		entries = append(entries, map[string]any{
-			"fullUrl":  s.URL + "/" + resourceType + "/" + id,
-			"resource": s.resource(resourceType, id),
-			"search":   map[string]any{"mode": "match"},
+func isForm(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/x-www-form-urlencoded"
+}
+
+// acceptsJSON reports whether an Accept header allows FHIR JSON: absent, or naming a
+// JSON type or a wildcard with a q above 0.
+func acceptsJSON(accept string) bool {
+	if strings.TrimSpace(accept) == "" {
+		return true
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if q, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
+				continue
+			}
+		}
+		switch mt {
+		case "*/*", "application/*", "application/fhir+json", "application/json", "application/json+fhir":
+			return true
+		}
+	}
+	return false
+}
+
+func formatIsJSON(f string) bool {
+	switch f {
+	case "", "json", "application/json", "application/fhir+json", "application/json+fhir":
+		return true
+	}
+	return false
+}
+
+// baseURL is the FHIR base the member's URLs are built on: its own, or the one the
+// proxy in front of it says it is reached at.
+func (s *Server) baseURL(r *http.Request) string {
+	proto, host, prefix := "http", r.Host, "/fhir"
+	if f := r.Header.Get("Forwarded"); f != "" {
+		for el := range strings.SplitSeq(strings.Split(f, ",")[0], ";") {
+			k, v, _ := strings.Cut(strings.TrimSpace(el), "=")
+			v = strings.Trim(v, `"`)
+			switch strings.ToLower(k) {
+			case "proto":
+				proto = v
+			case "host":
+				host = v
+			}
+		}
+	}
+	if v := r.Header.Get("X-Forwarded-Proto"); v != "" {
+		proto = v
+	}
+	if v := r.Header.Get("X-Forwarded-Host"); v != "" {
+		host = v
+	}
+	if v := r.Header.Get("X-Forwarded-Prefix"); v != "" {
+		prefix = "/" + strings.Trim(v, "/")
+	}
+	return proto + "://" + host + prefix
+}
+
+// commonParams are the search parameters every type has, result parameters included.
+var commonParams = []string{"_id", "_lastUpdated", "_count", "_offset", "_sort", "_summary", "_total", "_elements", "_format", "_pretty", "_include", "_revinclude"}
+
+// typeParams are each type's own search parameters and their FHIR types.
+var typeParams = map[string][][2]string{
+	"Patient":     {{"name", "string"}, {"family", "string"}, {"given", "string"}, {"birthdate", "date"}, {"gender", "token"}, {"identifier", "token"}},
+	"Observation": {{"subject", "reference"}, {"patient", "reference"}, {"code", "token"}, {"date", "date"}, {"status", "token"}},
+	"Encounter":   {{"subject", "reference"}, {"patient", "reference"}, {"date", "date"}, {"status", "token"}},
+}
+
+func (s *Server) knows(resourceType, param string) bool {
+	if slices.Contains(s.Opts.OmitSearchParams, param) {
+		return false
+	}
+	if slices.Contains(commonParams, param) {
+		return true
+	}
+	for _, p := range typeParams[resourceType] {
+		if p[0] == param {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) capabilityStatement() map[string]any {
+	var resources []map[string]any
+	for _, t := range s.Opts.ResourceTypes {
+		params := []map[string]any{{"name": "_id", "type": "token"}, {"name": "_lastUpdated", "type": "date"}}
+		for _, p := range typeParams[t] {
+			if !slices.Contains(s.Opts.OmitSearchParams, p[0]) {
+				params = append(params, map[string]any{"name": p[0], "type": p[1]})
+			}
+		}
+		resources = append(resources, map[string]any{
+			"type":        t,
+			"interaction": []map[string]any{{"code": "read"}, {"code": "search-type"}, {"code": "create"}},
+			"searchParam": params,
 		})
 	}
-	b := map[string]any{
-		"resourceType": "Bundle",
-		"type":         "searchset",
-		"total":        len(entries),
+	return map[string]any{
+		"resourceType": "CapabilityStatement",
+		"status":       "active",
+		"date":         "2026-01-01",
+		"kind":         "instance",
+		"software":     map[string]any{"name": "ferrofed test member " + s.Opts.ID},
+		"fhirVersion":  "4.0.1",
+		"format":       []string{"application/fhir+json"},
+		"publisher":    s.Opts.Marker,
+		"rest":         []map[string]any{{"mode": "server", "resource": resources}},
 	}
+}
+
+// handling is the request's Prefer: handling=, else the member's own.
+func (s *Server) handling(r *http.Request) string {
+	for _, v := range r.Header.Values("Prefer") {
+		for p := range strings.SplitSeq(v, ",") {
+			k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(strings.TrimSpace(k), "handling") {
+				switch val = strings.Trim(strings.TrimSpace(val), `"`); val {
+				case "strict", "lenient":
+					return val
+				}
+			}
+		}
+	}
+	return s.Opts.Handling
+}
+
+// search answers one page of a search of resourceType with the raw query q.
+func (s *Server) search(r *http.Request, base, resourceType, q string) answer {
+	params, err := url.ParseQuery(q)
+	if err != nil {
+		return s.fail(http.StatusBadRequest, "invalid", "the query is not form-encoded: "+err.Error())
+	}
+	var unknown []string
+	for name := range params {
+		bare, _, _ := strings.Cut(name, ":")
+		bare, _, _ = strings.Cut(bare, ".")
+		if !s.knows(resourceType, bare) {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	strict := s.handling(r) == "strict"
+	if len(unknown) > 0 && strict {
+		return s.fail(http.StatusBadRequest, "processing", fmt.Sprintf("unknown search parameter %q for resource type %s", unknown[0], resourceType))
+	}
+	count := DefaultPageSize
+	if v := params.Get("_count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return s.fail(http.StatusBadRequest, "invalid", "_count must be a non-negative integer")
+		}
+		count = min(n, MaxPageSize)
+	}
+	offset := 0
+	if v := params.Get("_offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return s.fail(http.StatusBadRequest, "invalid", "_offset must be a non-negative integer")
+		}
+		offset = n
+	}
+	all := make([]map[string]any, s.Opts.Entries)
+	for i := range all {
+		all[i] = s.resource(resourceType, s.id(i), i)
+	}
+	if ids := params.Get("_id"); ids != "" {
+		want := strings.Split(ids, ",")
+		all = slices.DeleteFunc(all, func(res map[string]any) bool { return !slices.Contains(want, res["id"].(string)) })
+	}
+	if keys := params.Get("_sort"); keys != "" {
+		for k := range strings.SplitSeq(keys, ",") {
+			if !sortable(resourceType, strings.TrimPrefix(k, "-")) {
+				return s.fail(http.StatusBadRequest, "not-supported", fmt.Sprintf("_sort by %q is not supported", k))
+			}
+		}
+		sortResources(all, strings.Split(keys, ","))
+	}
+	b := map[string]any{"resourceType": "Bundle", "type": "searchset"}
+	if !s.Opts.NoTotal && params.Get("_total") != "none" {
+		b["total"] = len(all)
+	}
+	self := base + "/" + resourceType
+	if q != "" {
+		self += "?" + q
+	}
+	links := []map[string]any{{"relation": "self", "url": self}}
+	var entries []map[string]any
+	if params.Get("_summary") != "count" {
+		end := min(offset+count, len(all))
+		for i := offset; i < end; i++ {
+			res := all[i]
+			entries = append(entries, map[string]any{
+				"fullUrl":  base + "/" + resourceType + "/" + res["id"].(string),
+				"resource": res,
+				"search":   map[string]any{"mode": "match"},
+			})
+		}
+		if end < len(all) && count > 0 {
+			next := url.Values{}
+			for k, vs := range params {
+				if k != "_offset" && k != "_count" {
+					next[k] = vs
+				}
+			}
+			next.Set("_count", strconv.Itoa(count))
+			next.Set("_offset", strconv.Itoa(end))
+			links = append(links, map[string]any{"relation": "next", "url": base + "/" + resourceType + "?" + next.Encode()})
+		}
+	}
+	for _, u := range unknown {
+		entries = append(entries, map[string]any{
+			"resource": outcomeResource("warning", "not-supported", fmt.Sprintf("unknown search parameter %q ignored %s", u, s.Opts.Marker)),
+			"search":   map[string]any{"mode": "outcome"},
+		})
+	}
+	b["link"] = links
 	if len(entries) > 0 {
 		b["entry"] = entries
 	}
-	return b
+	return s.ok(http.StatusOK, b)
 }
 
-func (s *Server) resource(resourceType, id string) map[string]any {
+func (s *Server) id(i int) string {
+	if s.Opts.NumericIDs {
+		return strconv.Itoa(i + 1)
+	}
+	return fmt.Sprintf("%s-%d", s.Opts.ID, i+1)
+}
+
+var families = []string{"Smith", "jones", "Brown", "Taylor", "wilson", "Evans", "Thomas", "Roberts", "Walker", "Wright", "Hall"}
+var givens = []string{"Ann", "bob", "Carla", "Dev", "Eve", "Farid", "Gus"}
+
+// seed spreads each member's values differently, the same on every run.
+func (s *Server) seed() int {
+	n := 0
+	for _, c := range s.Opts.ID {
+		n = n*31 + int(c)
+	}
+	if n < 0 {
+		n = -n
+	}
+	return n % 997
+}
+
+// resource is the member's resource of a type; i spreads its values (names, dates).
+func (s *Server) resource(resourceType, id string, i int) map[string]any {
 	if id == "" {
 		id = s.Opts.ID
 	}
-	return map[string]any{
+	k := i*7 + s.seed()
+	updated := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(k*37%5000) * time.Minute)
+	res := map[string]any{
 		"resourceType": resourceType,
 		"id":           id,
-		"meta":         map[string]any{"source": s.Opts.ID, "tag": []map[string]any{{"code": s.Opts.Marker}}},
+		"meta":         map[string]any{"source": s.Opts.ID, "lastUpdated": updated.Format(time.RFC3339), "tag": []map[string]any{{"code": s.Opts.Marker}}},
 	}
+	day := time.Date(1950, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, k*131%20000)
+	switch resourceType {
+	case "Patient":
+		res["name"] = []map[string]any{{"family": families[k%len(families)], "given": []string{givens[k%len(givens)]}}}
+		res["birthDate"] = day.Format(time.DateOnly)
+		res["gender"] = []string{"female", "male", "other", "unknown"}[k%4]
+	case "Observation":
+		res["status"] = "final"
+		res["code"] = map[string]any{"text": "heart rate"}
+		res["effectiveDateTime"] = day.Add(time.Duration(k%24) * time.Hour).Format(time.RFC3339)
+	case "Encounter":
+		res["status"] = "finished"
+		res["class"] = map[string]any{"code": "AMB"}
+	}
+	return res
 }
 
-func outcome(code, diagnostics string) ([]byte, error) {
-	return json.Marshal(map[string]any{
-		"resourceType": "OperationOutcome",
-		"issue":        []map[string]any{{"severity": "error", "code": code, "diagnostics": diagnostics}},
+// sortable reports whether the member sorts resourceType by key.
+func sortable(resourceType, key string) bool {
+	switch key {
+	case "_id", "_lastUpdated":
+		return true
+	case "family", "given", "birthdate":
+		return resourceType == "Patient"
+	case "date":
+		return resourceType == "Observation"
+	}
+	return false
+}
+
+// sortValue is what the member sorts a resource by: the value as text, ordered as
+// text (ISO dates of one precision order as text), names without case.
+func sortValue(res map[string]any, key string) string {
+	switch key {
+	case "_id":
+		return res["id"].(string)
+	case "_lastUpdated":
+		return res["meta"].(map[string]any)["lastUpdated"].(string)
+	case "family":
+		return strings.ToLower(res["name"].([]map[string]any)[0]["family"].(string))
+	case "given":
+		return strings.ToLower(res["name"].([]map[string]any)[0]["given"].([]string)[0])
+	case "birthdate":
+		return res["birthDate"].(string)
+	case "date":
+		return res["effectiveDateTime"].(string)
+	}
+	return ""
+}
+
+func sortResources(all []map[string]any, keys []string) {
+	sort.SliceStable(all, func(i, j int) bool {
+		for _, k := range keys {
+			desc := strings.HasPrefix(k, "-")
+			a, b := sortValue(all[i], strings.TrimPrefix(k, "-")), sortValue(all[j], strings.TrimPrefix(k, "-"))
+			if a == b {
+				continue
+			}
+			return (a < b) != desc
+		}
+		return false
 	})
+}
+
+func outcomeResource(severity, code, diagnostics string) map[string]any {
+	return map[string]any{
+		"resourceType": "OperationOutcome",
+		"issue":        []map[string]any{{"severity": severity, "code": code, "diagnostics": diagnostics}},
+	}
 }
 
 // Wait blocks until ctx is done, then closes the member: the runnable form's main loop.

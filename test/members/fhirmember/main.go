@@ -27,7 +27,9 @@ func main() {
 	flag.DurationVar(&o.Delay, "delay", 0, "wait this long before answering")
 	flag.IntVar(&o.Status, "status", 200, "status of every answer (>= 400 answers an OperationOutcome)")
 	flag.StringVar(&fault, "fault", "", "misbehave: hang | reset (refused: just do not start it)")
-	flag.IntVar(&o.Entries, "entries", 2, "resources per search answer")
+	flag.IntVar(&o.Entries, "entries", 2, "resources of each type a search matches")
+	flag.BoolVar(&o.NumericIDs, "numeric-ids", false, "resource ids 1, 2, 3… (they collide across members)")
+	flag.StringVar(&o.Handling, "handling", "lenient", "unknown search parameters without Prefer: handling=: lenient | strict")
 	flag.Parse()
 	switch members.Fault(fault) {
 	case members.FaultNone, members.FaultHang, members.FaultReset:

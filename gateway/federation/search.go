@@ -1,0 +1,689 @@
+package federation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxRounds bounds how many times one page asks its members again to fill itself
+// (a member whose pages are shorter than _count, a sorted merge that empties one
+// member's page): past it the page is answered with what it has, the rest behind next.
+const maxRounds = 16
+
+// search is one page of a federated search being built.
+type search struct {
+	c            *caller
+	reg          *registry
+	resourceType string
+	count        int
+	sort         []sortKey
+	sortRaw      string
+	summaryCount bool
+	// first is true on a search's first page (no token): every member is asked.
+	first bool
+	// prefer is the client's Prefer header, sent to every member.
+	prefer []string
+	// gw is the gateway's base URL as the client reached it.
+	gw        string
+	positions []*position
+}
+
+// position is one member's place in the search, and what this page saw of it.
+type position struct {
+	m      *member
+	cursor string
+	offset int
+	// remaining is how many matches the member has not given yet (its total, less
+	// what was served), -1 when unknown.
+	remaining int
+	// done: nothing more to ask of the member (its last page was served, or it failed).
+	done bool
+
+	loaded  bool
+	matches []pageEntry // the loaded page's matches not yet served
+	next    string      // the loaded page's next, as a cursor ("" for none)
+
+	asked    bool
+	record   Record
+	failure  *exchange // the last failed exchange, for its outcome entry
+	total    *int
+	answered bool // a 2xx searchset came back (at least once on this page)
+	// extra are the loaded pages' include and outcome entries.
+	extra [][]byte
+	// entryPrefix is `{"fullUrl":"{gw}/nodes/{id}/fhir/`, made once per page.
+	entryPrefix []byte
+	// memberBase and routedBase are the member's base URL and the gateway's route to
+	// it, for references in its resources.
+	memberBase, routedBase []byte
+}
+
+// pageEntry is one match, rewritten, with the values it sorts by.
+type pageEntry struct {
+	json []byte
+	keys []sortValue
+}
+
+// pageResult is what a page of a search came to.
+type pageResult struct {
+	records []Record
+	entries [][]byte
+	total   *int
+	// next is the token of the next page, "" when there is none.
+	next string
+	// status and outcome, when status is not 200, are the answer instead of a Bundle.
+	status  int
+	outcome OperationOutcome
+}
+
+// run builds the page.
+func (s *search) run(ctx context.Context, budget time.Duration, strictHandling bool, key tokenKey, tokenTotal *int) pageResult {
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	var out [][]byte
+	taken := make([]int, len(s.positions))
+	for round := 0; ; {
+		// A full page asks no one more: a member emptied by the last entry taken is
+		// asked on the next page, not now.
+		if round > 0 && (s.summaryCount || len(out) >= s.count) {
+			break
+		}
+		need := s.needed(s.count - len(out))
+		if len(need) > 0 {
+			if round == maxRounds {
+				break
+			}
+			round++
+			s.fetch(rctx, ctx, need)
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return pageResult{status: 499} // the client left; the handler answers nothing
+			}
+			continue
+		}
+		if s.summaryCount || len(out) >= s.count {
+			break
+		}
+		i := s.pick()
+		if i < 0 {
+			break
+		}
+		p := s.positions[i]
+		out = append(out, p.matches[0].json)
+		taken[i]++
+		if p.remaining > 0 {
+			p.remaining--
+		}
+		p.matches = p.matches[1:]
+		p.offset++
+		if len(p.matches) == 0 {
+			p.loaded = false
+			if p.next == "" {
+				p.done = true
+			} else {
+				p.cursor, p.offset, p.next = p.next, 0, ""
+			}
+		}
+	}
+
+	res := pageResult{status: http.StatusOK}
+	anyOK := false
+	var failed []*position
+	for i, p := range s.positions {
+		if !p.asked {
+			continue
+		}
+		p.record.Entries = taken[i]
+		res.records = append(res.records, p.record)
+		if p.record.Outcome == OK {
+			anyOK = true
+		} else {
+			failed = append(failed, p)
+		}
+	}
+	if strictHandling {
+		for _, p := range failed {
+			if p.record.Status == http.StatusBadRequest {
+				res.status = http.StatusBadRequest
+				res.outcome = s.refusal(p)
+				return res
+			}
+		}
+	}
+	if !anyOK && len(failed) > 0 {
+		res.status, res.outcome = s.noMemberSucceeded(failed)
+		return res
+	}
+
+	res.entries = out
+	for _, p := range s.positions {
+		res.entries = append(res.entries, p.extra...)
+	}
+	for _, p := range failed {
+		res.entries = append(res.entries, s.failureEntry(p))
+	}
+	if s.first {
+		total, known := 0, true
+		for _, p := range s.positions {
+			if !p.answered {
+				continue
+			}
+			if p.total == nil {
+				known = false
+				break
+			}
+			total += *p.total
+		}
+		if known && anyOK {
+			res.total = &total
+		}
+	} else {
+		res.total = tokenTotal
+	}
+	if s.summaryCount {
+		return res
+	}
+	t := pageToken{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
+	for _, p := range s.positions {
+		if !p.done {
+			tm := tokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}
+			if p.remaining > 0 {
+				r := p.remaining
+				tm.Remaining = &r
+			}
+			t.Members = append(t.Members, tm)
+		}
+	}
+	if len(t.Members) > 0 {
+		tok, err := key.encode(t)
+		if err != nil {
+			res.status = http.StatusInternalServerError
+			res.outcome = operationOutcome("too-costly", "the next page cannot be linked: "+err.Error())
+			return res
+		}
+		res.next = tok
+	}
+	return res
+}
+
+// needed is the members to ask before the next entry can be chosen. A sorted merge
+// needs the head of every member that has more. An unsorted one serves the members in
+// registry order: on a first page it asks every member at once (each one's record and
+// total belong on it); later, the first member that has more, and with it, at once,
+// the members after it that the page will reach by their remaining counts, so that a
+// page that ends one member and starts the next waits for one round, not two.
+func (s *search) needed(want int) []*position {
+	var need []*position
+	unsortedLater := !s.first && len(s.sort) == 0
+	for _, p := range s.positions {
+		if p.done {
+			continue
+		}
+		if p.loaded {
+			if unsortedLater && len(p.matches) > 0 {
+				if len(need) > 0 || p.remaining < 0 {
+					return need
+				}
+				want -= max(p.remaining, len(p.matches))
+				if want <= 0 {
+					return need
+				}
+			}
+			continue
+		}
+		need = append(need, p)
+		if unsortedLater {
+			if p.remaining < 0 {
+				return need
+			}
+			if want -= p.remaining; want <= 0 {
+				return need
+			}
+		}
+	}
+	return need
+}
+
+// pick is the position whose head comes next, -1 when none has one.
+func (s *search) pick() int {
+	best := -1
+	for i, p := range s.positions {
+		if p.done || !p.loaded || len(p.matches) == 0 {
+			continue
+		}
+		if best < 0 {
+			best = i
+			if len(s.sort) == 0 {
+				return i
+			}
+			continue
+		}
+		if compareValues(s.sort, p.matches[0].keys, s.positions[best].matches[0].keys) < 0 {
+			best = i
+		}
+	}
+	return best
+}
+
+// fetch asks each of need for its cursor's page in parallel, and reads each answer
+// on this goroutine as it comes in (see caller.search's note on stacks).
+func (s *search) fetch(rctx, client context.Context, need []*position) {
+	exchanges := make([]exchange, len(need))
+	done := make(chan int, len(need))
+	for i, p := range need {
+		go func() {
+			defer func() { done <- i }()
+			mctx, cancel := p.m.within(rctx)
+			defer cancel()
+			exchanges[i] = s.c.get(mctx, client, p.m, p.m.cursorURL(p.cursor), s.reg.maxBody, s.prefer)
+		}()
+	}
+	for range need {
+		i := <-done
+		s.absorb(need[i], exchanges[i])
+	}
+}
+
+// absorb reads one member's answer into its position.
+func (s *search) absorb(p *position, ex exchange) {
+	if ex.call.Broken && ex.call.ClientGone && !ex.call.Expired {
+		p.done = true // the client left: nothing is recorded, nothing answered
+		return
+	}
+	p.asked = true
+	p.record.ID = p.m.id
+	p.record.DurationMS += millis(ex.duration)
+	p.record.Status = ex.call.Status
+	var page *memberPage
+	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
+		pg, err := scanPage(ex.body)
+		if err != nil {
+			s.c.log.V(1).Info("Member answered a body that is not a searchset", "member", p.m.id, "error", err.Error())
+			ex.call.Unusable = true
+		} else {
+			page = pg
+		}
+	}
+	outcome := s.c.observe(p.m, ex.call)
+	if p.record.Outcome == "" || p.record.Outcome == OK {
+		p.record.Outcome = outcome
+	}
+	if page == nil {
+		ex.body = boundedBody(ex.body)
+		p.failure = &ex
+		p.done = true
+		return
+	}
+	p.answered = true
+	if s.first && p.total == nil {
+		p.total = page.Total
+		if page.Total != nil {
+			p.remaining = *page.Total
+		}
+	}
+	if p.entryPrefix == nil {
+		prefix, _ := json.Marshal(s.gw + "/nodes/" + p.m.id + "/fhir/")
+		p.entryPrefix = append([]byte(`{"fullUrl":`), prefix[:len(prefix)-1]...)
+		p.memberBase = []byte(strings.TrimSuffix(p.m.base.String(), "/"))
+		p.routedBase = []byte(s.gw + "/nodes/" + p.m.id + "/fhir")
+	}
+	matches := 0
+	for _, me := range page.Entry {
+		e, kind := s.rewriteEntry(p, me)
+		switch kind {
+		case entryMatch:
+			if matches >= p.offset {
+				p.matches = append(p.matches, e)
+			}
+			matches++
+		case entryOther:
+			if p.offset == 0 {
+				p.extra = append(p.extra, e.json)
+			}
+		}
+	}
+	p.loaded = true
+	p.next = ""
+	if page.next != "" && !s.summaryCount {
+		if c, ok := cursorOf(p.m, page.next); ok {
+			p.next = c
+		} else {
+			s.c.log.V(1).Info("Member's next link is not under its base: its paging stops", "member", p.m.id)
+		}
+	}
+	if p.remaining == 0 && (len(p.matches) > 0 || p.next != "") {
+		p.remaining = -1 // its total was wrong: nothing is predicted of it any more
+	}
+	if len(p.matches) == 0 {
+		p.loaded = false
+		if p.next == "" || s.summaryCount {
+			p.done = true
+		} else {
+			p.cursor, p.offset, p.next = p.next, 0, ""
+		}
+	}
+}
+
+// boundedBody keeps what an outcome entry may quote of a failed member's body.
+func boundedBody(b []byte) []byte {
+	const max = 64 << 10
+	if len(b) > max {
+		return nil
+	}
+	return b
+}
+
+type entryKind int
+
+const (
+	entryMatch entryKind = iota
+	entryOther           // include or outcome: passed on with the page that loaded it
+	entryDropped
+)
+
+// memberPage is what the gateway reads of a member's searchset page.
+type memberPage struct {
+	Total *int
+	Entry []memberEntry
+	next  string
+}
+
+// decodePage reads a member's searchset Bundle. A body that is not one is refused
+// whole: half a member's result merged in silence would be worse than none.
+func decodePage(body []byte) (*memberPage, error) {
+	var b struct {
+		ResourceType string        `json:"resourceType"`
+		Type         string        `json:"type"`
+		Total        *int          `json:"total"`
+		Link         []Link        `json:"link"`
+		Entry        []memberEntry `json:"entry"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	if b.ResourceType != "Bundle" || b.Type != "searchset" {
+		return nil, errNotASearchset
+	}
+	if b.Total != nil && *b.Total < 0 {
+		return nil, errNotASearchset
+	}
+	pg := &memberPage{Total: b.Total, Entry: b.Entry}
+	for _, l := range b.Link {
+		if l.Relation == "next" {
+			pg.next = l.URL
+		}
+	}
+	return pg, nil
+}
+
+// memberEntry is what the gateway reads of one entry of a member's page.
+type memberEntry struct {
+	Resource json.RawMessage `json:"resource"`
+	Search   *entrySearch    `json:"search"`
+}
+
+type entrySearch struct {
+	Mode  string          `json:"mode"`
+	Score json.RawMessage `json:"score"`
+}
+
+type resourceHead struct {
+	ResourceType string `json:"resourceType"`
+	ID           string `json:"id"`
+}
+
+// rewriteEntry makes the gateway's entry of a member's: fullUrl under the gateway's
+// /nodes/{id}/fhir, search.mode set (match when the member sent none), the member's
+// own fullUrl, request and response left behind (they name the member's address).
+// A member's OperationOutcome entry becomes one that names the member.
+//
+// The page was decoded once, its entries' resources kept as they came; only their
+// type and id are read again here.
+func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind) {
+	head, ok := readHead(e.Resource)
+	if !ok {
+		return pageEntry{}, entryDropped
+	}
+	mode := "match"
+	if e.Search != nil && e.Search.Mode != "" {
+		mode = e.Search.Mode
+	}
+	if head.ResourceType == "OperationOutcome" || mode == "outcome" {
+		return pageEntry{json: s.memberOutcomeEntry(p, e.Resource)}, entryOther
+	}
+	if mode != "match" && mode != "include" {
+		mode = "match"
+	}
+	var b bytes.Buffer
+	b.Grow(len(e.Resource) + len(p.entryPrefix) + 96)
+	if ValidResourceType(head.ResourceType) && validID(head.ID) {
+		b.Write(p.entryPrefix)
+		b.WriteString(head.ResourceType)
+		b.WriteByte('/')
+		b.WriteString(head.ID)
+		b.WriteString(`","resource":`)
+	} else {
+		b.WriteString(`{"resource":`)
+	}
+	if bytes.Contains(e.Resource, p.memberBase) {
+		// An absolute reference to the member's own base (Patient.link, a subject):
+		// the member's address never reaches a client; the gateway's route to it does.
+		b.Write(bytes.ReplaceAll(e.Resource, p.memberBase, p.routedBase))
+	} else {
+		b.Write(e.Resource)
+	}
+	b.WriteString(`,"search":{"mode":"`)
+	b.WriteString(mode)
+	b.WriteByte('"')
+	if e.Search != nil && len(e.Search.Score) > 0 && string(e.Search.Score) != "null" {
+		b.WriteString(`,"score":`)
+		b.Write(e.Search.Score)
+	}
+	b.WriteString("}}")
+	pe := pageEntry{json: b.Bytes()}
+	if mode != "match" {
+		return pe, entryOther
+	}
+	if len(s.sort) > 0 {
+		pe.keys = sortValues(e.Resource, s.sort)
+	}
+	return pe, entryMatch
+}
+
+// memberIssues reads the issues of a member's OperationOutcome, scrubbed of the
+// member's address, at most maxIssues.
+func (s *search) memberIssues(m *member, body []byte) []Issue {
+	return memberIssues(m, s.gw, body)
+}
+
+const maxIssues = 20
+
+func memberIssues(m *member, gw string, body []byte) []Issue {
+	var oo struct {
+		ResourceType string `json:"resourceType"`
+		Issue        []struct {
+			Severity    string `json:"severity"`
+			Code        string `json:"code"`
+			Diagnostics string `json:"diagnostics"`
+			Details     *struct {
+				Text string `json:"text"`
+			} `json:"details"`
+			Expression []string `json:"expression"`
+		} `json:"issue"`
+	}
+	if len(body) == 0 || json.Unmarshal(body, &oo) != nil || oo.ResourceType != "OperationOutcome" {
+		return nil
+	}
+	var out []Issue
+	for _, i := range oo.Issue {
+		if len(out) == maxIssues {
+			break
+		}
+		is := Issue{Severity: validSeverity(i.Severity), Code: validIssueCode(i.Code), Diagnostics: scrub(m, gw, i.Diagnostics)}
+		if i.Details != nil && i.Details.Text != "" {
+			is.Details = &IssueDetails{Text: scrub(m, gw, i.Details.Text)}
+		}
+		for _, x := range i.Expression {
+			if len(is.Expression) < 8 {
+				is.Expression = append(is.Expression, scrub(m, gw, x))
+			}
+		}
+		out = append(out, is)
+	}
+	return out
+}
+
+func validSeverity(s string) string {
+	switch s {
+	case "fatal", "error", "warning", "information":
+		return s
+	}
+	return "error"
+}
+
+// issueCodes is R4's IssueType value set: a member's code outside it becomes
+// "processing", so that the gateway's answer stays valid R4.
+var issueCodes = map[string]bool{
+	"invalid": true, "structure": true, "required": true, "value": true, "invariant": true, "security": true,
+	"login": true, "unknown": true, "expired": true, "forbidden": true, "suppressed": true, "processing": true,
+	"not-supported": true, "duplicate": true, "multiple-matches": true, "not-found": true, "deleted": true,
+	"too-long": true, "code-invalid": true, "extension": true, "too-costly": true, "business-rule": true,
+	"conflict": true, "transient": true, "lock-error": true, "no-store": true, "exception": true, "timeout": true,
+	"incomplete": true, "throttled": true, "informational": true,
+}
+
+func validIssueCode(c string) string {
+	if issueCodes[c] {
+		return c
+	}
+	return "processing"
+}
+
+// scrub replaces a member's address in text the member wrote with the gateway's
+// route to it: a member's internal URL never reaches a client.
+func scrub(m *member, gw, text string) string {
+	const max = 2048
+	if len(text) > max {
+		text = text[:max]
+	}
+	base := strings.TrimSuffix(m.base.String(), "/")
+	text = strings.ReplaceAll(text, base, gw+"/nodes/"+m.id+"/fhir")
+	return strings.ReplaceAll(text, m.base.Host, "member "+m.id)
+}
+
+// memberOutcomeEntry is a member's own OperationOutcome entry (a lenient server's
+// warning), as the gateway passes it on: the member named, its issues carried.
+func (s *search) memberOutcomeEntry(p *position, resource json.RawMessage) []byte {
+	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+		Severity: "information", Code: "informational", Diagnostics: "member " + p.m.id + " reported on the search",
+	}}}
+	oo.Issue = append(oo.Issue, s.memberIssues(p.m, resource)...)
+	return outcomeEntry(oo)
+}
+
+func outcomeEntry(oo OperationOutcome) []byte {
+	b, _ := json.Marshal(struct {
+		Resource OperationOutcome `json:"resource"`
+		Search   struct {
+			Mode string `json:"mode"`
+		} `json:"search"`
+	}{Resource: oo, Search: struct {
+		Mode string `json:"mode"`
+	}{"outcome"}})
+	return b
+}
+
+// issueCodeOf is the IssueType of a member's outcome.
+func issueCodeOf(o Outcome) string {
+	switch o {
+	case Timeout:
+		return "timeout"
+	case Unreachable:
+		return "transient"
+	}
+	return "processing"
+}
+
+// describe says what happened to a member, naming it by id only.
+func describe(r Record) string {
+	switch r.Outcome {
+	case Timeout:
+		return fmt.Sprintf("member %s did not answer within the request budget", r.ID)
+	case Unreachable:
+		if r.Status != 0 {
+			return fmt.Sprintf("member %s broke its answer off (HTTP %d)", r.ID, r.Status)
+		}
+		return fmt.Sprintf("member %s is unreachable", r.ID)
+	}
+	if r.Status >= 200 && r.Status < 300 {
+		return fmt.Sprintf("member %s answered HTTP %d with a body that is not a searchset Bundle", r.ID, r.Status)
+	}
+	return fmt.Sprintf("member %s answered HTTP %d", r.ID, r.Status)
+}
+
+// failureEntry is the OperationOutcome entry of a member that is not ok.
+func (s *search) failureEntry(p *position) []byte {
+	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+		Severity: "warning", Code: issueCodeOf(p.record.Outcome), Diagnostics: describe(p.record) + "; its results are missing from this page",
+	}}}
+	if p.failure != nil {
+		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
+	}
+	return outcomeEntry(oo)
+}
+
+// refusal is the answer when the client asked for strict handling and a member
+// refused the search: that member's 400, its own issues carried.
+func (s *search) refusal(p *position) OperationOutcome {
+	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+		Severity: "error", Code: "processing", Diagnostics: describe(p.record) + " and the client asked for Prefer: handling=strict",
+	}}}
+	if p.failure != nil {
+		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
+	}
+	return oo
+}
+
+// noMemberSucceeded is the answer when no member asked succeeded: 504 when every one
+// timed out, 400 when every one refused the request (4xx), 502 otherwise; one issue
+// per member.
+func (s *search) noMemberSucceeded(failed []*position) (int, OperationOutcome) {
+	allTimeout, allRefused := true, true
+	oo := OperationOutcome{ResourceType: "OperationOutcome"}
+	for _, p := range failed {
+		r := p.record
+		allTimeout = allTimeout && r.Outcome == Timeout
+		allRefused = allRefused && r.Outcome == NodeError && r.Status >= 400 && r.Status < 500
+		diag := describe(r)
+		if p.failure != nil {
+			if is := s.memberIssues(p.m, p.failure.body); len(is) > 0 && is[0].Diagnostics != "" {
+				diag += ": " + is[0].Diagnostics
+			}
+		}
+		oo.Issue = append(oo.Issue, Issue{Severity: "error", Code: issueCodeOf(r.Outcome), Diagnostics: diag})
+	}
+	switch {
+	case allTimeout:
+		return http.StatusGatewayTimeout, oo
+	case allRefused:
+		return http.StatusBadRequest, oo
+	}
+	return http.StatusBadGateway, oo
+}
+
+// wantsStrict reports whether the Prefer header asks for handling=strict.
+func wantsStrict(prefer []string) bool {
+	for _, v := range prefer {
+		for p := range strings.SplitSeq(v, ",") {
+			k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(strings.TrimSpace(k), "handling") && strings.Trim(strings.TrimSpace(val), `"`) == "strict" {
+				return true
+			}
+		}
+	}
+	return false
+}
