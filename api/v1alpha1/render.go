@@ -19,7 +19,15 @@ const (
 	TLSDir         = ConfigDir + "/tls"
 	TLSCertFile    = TLSDir + "/tls.crt"
 	TLSKeyFile     = TLSDir + "/tls.key"
+	// PageTokenDir holds the key every replica of a Gateway authenticates its paging
+	// tokens with: the operator's Secret "<name>-page-token", key PageTokenKey.
+	PageTokenDir     = ConfigDir + "/page-token"
+	PageTokenKey     = "key"
+	PageTokenKeyFile = PageTokenDir + "/" + PageTokenKey
 )
+
+// PageTokenSecretName is the Secret of a Gateway's page-token key.
+func PageTokenSecretName(gatewayName string) string { return gatewayName + "-page-token" }
 
 // ownedFields are the ferrofed.toml keys a Gateway sets from its spec, each with the
 // field to use instead. A table key ("server.tls") owns everything under it.
@@ -32,6 +40,7 @@ var ownedFields = map[string]string{
 	"server.bindings_drain_timeout_ms":        "spec.lifecycle.bindingsDrainTimeout",
 	"server.termination_grace_period_seconds": "spec.lifecycle.terminationGracePeriodSeconds",
 	"server.tls":                              "spec.tls.secretName",
+	"federation.page_token_key_file":          "every replica reads the key of the Secret <name>-page-token the operator makes for the Gateway",
 }
 
 // Owned is the part of ferrofed.toml the spec sets, with plan's budgets in
@@ -50,7 +59,8 @@ func (s *GatewaySpec) Owned(plan lifecycle.Plan) config.Owned {
 	if s.TLS != nil {
 		server.TLS = config.TLS{CertificateFile: TLSCertFile, KeyFile: TLSKeyFile}
 	}
-	return config.Owned{Server: server, Fields: ownedFields}
+	// Every replica reads one key, so that a next link made by one is accepted by all.
+	return config.Owned{Server: server, Federation: config.Federation{PageTokenKeyFile: PageTokenKeyFile}, Fields: ownedFields}
 }
 
 // ParseRendered runs the gateway's own `config check` (config.Parse, without the checks

@@ -105,3 +105,20 @@ func TestGracePeriodFollowsTheProbes(t *testing.T) {
 		t.Errorf("grace = %d %+v, want 70 = 30s derived delay + 30s + 5s + 5s", grace, b)
 	}
 }
+
+func TestThePageTokenKeyIsTheOperatorsSecret(t *testing.T) {
+	spec := &GatewaySpec{}
+	rendered, err := RenderAndCheck(spec, spec.Plan(), []byte("[federation]\nstrict_fhir = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"page_token_key_file = '" + PageTokenKeyFile + "'", "strict_fhir = true"} {
+		if !strings.Contains(string(rendered), want) {
+			t.Errorf("rendered file lacks %q:\n%s", want, rendered)
+		}
+	}
+	_, err = config.Render(spec.Owned(spec.Plan()), []byte("[federation]\npage_token_key_file = '/x'\n"))
+	if err == nil || !strings.Contains(ConfigMessage(err), "federation.page_token_key_file: is set by the operator") {
+		t.Fatalf("a user's page_token_key_file was not refused: %v", err)
+	}
+}

@@ -12,13 +12,15 @@ import (
 )
 
 // Owned is the part of a ferrofed.toml that something other than its author sets: the
-// operator sets [server] from a Gateway's spec. Server holds the values (a key is
-// rendered when its field is set: non-nil, non-zero); Fields names, for every key the
-// owner reserves (rendered or not), what the user sets instead. A key names a table
-// ("server.tls") to reserve everything under it.
+// operator sets [server] from a Gateway's spec, and federation.page_token_key_file to
+// the key it mounts. Server and Federation hold the values (a key is rendered when its
+// field is set: non-nil, non-zero); Fields names, for every key the owner reserves
+// (rendered or not), the spec field the user sets instead ("spec.…") or why no one
+// does. A key names a table ("server.tls") to reserve everything under it.
 type Owned struct {
-	Server Server
-	Fields map[string]string
+	Server     Server
+	Federation Federation
+	Fields     map[string]string
 }
 
 // Render writes the ferrofed.toml of owned merged with user, the rest of the
@@ -33,16 +35,23 @@ func Render(owned Owned, user []byte) ([]byte, error) {
 	if err := toml.Unmarshal(user, &rest); err != nil {
 		return nil, userProblems(user, err)
 	}
-	server := table(reflect.ValueOf(owned.Server))
-	for _, key := range flatKeys("server", server) {
-		if !reserves(owned.Fields, key) {
-			return nil, fmt.Errorf("render ferrofed.toml: %s is set but not reserved in Owned.Fields", key)
+	doc := map[string]any{}
+	for name, t := range map[string]map[string]any{
+		"server":     table(reflect.ValueOf(owned.Server)),
+		"federation": table(reflect.ValueOf(owned.Federation)),
+	} {
+		for _, key := range flatKeys(name, t) {
+			if !reserves(owned.Fields, key) {
+				return nil, fmt.Errorf("render ferrofed.toml: %s is set but not reserved in Owned.Fields", key)
+			}
+		}
+		if len(t) > 0 {
+			doc[name] = t
 		}
 	}
 	if ps := reservedKeyProblems(owned.Fields, rest); len(ps) > 0 {
 		return nil, &Problems{Source: "spec.config", List: ps}
 	}
-	doc := map[string]any{"server": server}
 	merge(doc, rest)
 	var b bytes.Buffer
 	b.WriteString("# Rendered by ferrofed-operator from a Gateway; edit the Gateway, not this file.\n")
@@ -117,10 +126,14 @@ func reserves(fields map[string]string, key string) bool {
 func reservedKeyProblems(fields map[string]string, rest map[string]any) []Problem {
 	var ps []Problem
 	for key, field := range fields {
-		if lookup(rest, strings.Split(key, ".")) {
-			ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(
-				"is set by the Gateway from %s; set %s instead of this key", field, field)})
+		if !lookup(rest, strings.Split(key, ".")) {
+			continue
 		}
+		msg := fmt.Sprintf("is set by the Gateway from %s; set %s instead of this key", field, field)
+		if !strings.HasPrefix(field, "spec.") {
+			msg = "is set by the operator: " + field
+		}
+		ps = append(ps, Problem{Key: key, Message: msg})
 	}
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Key < ps[j].Key })
 	return ps
