@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -149,6 +150,11 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash st
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(gw.Name)),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	}
+	// The page-token key every replica shares (federation.page_token_key_file).
+	container.WithVolumeMounts(corev1ac.VolumeMount().WithName("page-token").WithMountPath(ferrofedv1alpha1.PageTokenDir).WithReadOnly(true))
+	volumes = append(volumes, corev1ac.Volume().WithName("page-token").WithSecret(corev1ac.SecretVolumeSource().
+		WithSecretName(ferrofedv1alpha1.PageTokenSecretName(gw.Name)).
+		WithItems(corev1ac.KeyToPath().WithKey(ferrofedv1alpha1.PageTokenKey).WithPath(ferrofedv1alpha1.PageTokenKey))))
 	if tls := gw.Spec.TLS; tls != nil {
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(ferrofedv1alpha1.TLSDir).WithReadOnly(true))
 		// Only the key pair: a Secret without both keys fails the mount (the pod says
@@ -205,6 +211,22 @@ func defaultResources() *corev1ac.ResourceRequirementsApplyConfiguration {
 	return corev1ac.ResourceRequirements().
 		WithRequests(corev1.ResourceList{corev1.ResourceCPU: DefaultCPURequest, corev1.ResourceMemory: DefaultMemoryRequest}).
 		WithLimits(corev1.ResourceList{corev1.ResourceMemory: DefaultMemoryLimit})
+}
+
+// PageTokenSecret is the Gateway's page-token Secret holding key, made once by the
+// reconciler (the one owned object not applied: its key is random and must not change).
+func PageTokenSecret(gw *ferrofedv1alpha1.Gateway, key []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ferrofedv1alpha1.PageTokenSecretName(gw.Name),
+			Namespace: gw.Namespace,
+			Labels:    Labels(gw),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: ferrofedv1alpha1.GroupVersion.String(), Kind: "Gateway",
+				Name: gw.Name, UID: gw.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{ferrofedv1alpha1.PageTokenKey: key},
+	}
 }
 
 // Service exposes the gateway's port as "http".

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,6 +64,9 @@ type GatewayReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The page-token Secret of each Gateway: made once, read by name to check that the
+// Gateway controls it. No list or watch: those would read every Secret.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 
 // Reconcile makes one lifecycle plan, renders the configuration from it, applies the
 // owned objects, and patches the status once, in a deferred function, whatever happened.
@@ -102,6 +107,11 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			return ctrl.Result{}, nil // nothing was ever rolled out, and nothing will be
 		}
 	}
+	if err := r.ensurePageTokenSecret(ctx, gw); errors.As(err, &problem) {
+		return ctrl.Result{RequeueAfter: conflictRecheck}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
 	for _, o := range ownedObjects(gw, rolloutPlan, rendered, dep) {
 		if o.kind == "ConfigMap" && !outcome.valid() {
 			continue // the last valid rendering stays as it is
@@ -125,6 +135,43 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		applied = applied || o.live == dep
 	}
 	return ctrl.Result{}, nil
+}
+
+// ensurePageTokenSecret makes the Gateway's page-token Secret once: a random key every
+// replica authenticates its paging tokens with (federation.page_token_key_file). It is
+// never rewritten, so that next links stay valid across rollouts; deleted, it is made
+// anew on the next reconcile. A Secret of that name the Gateway does not control is
+// left alone and reported, as any name conflict.
+func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway) error {
+	name := ferrofedv1alpha1.PageTokenSecretName(gw.Name)
+	s := &corev1.Secret{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: name}, s)
+	switch {
+	case err == nil && controlledBy(s, gw):
+		return nil
+	case err == nil:
+		if readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
+			r.Recorder.Eventf(gw, s, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonNameConflict, "Create",
+				"Left Secret %s alone: it exists and is not controlled by this Gateway.", name)
+		}
+		return applyProblem{ferrofedv1alpha1.ReasonNameConflict, fmt.Sprintf(
+			"Secret %s already exists and is not controlled by this Gateway (%s); the operator never adopts an object, and it would mount this one into the gateway pods. Delete or rename it, or give the Gateway another name.",
+			name, controllerOf(s))}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("get Secret %s: %w", name, err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("make the page-token key: %w", err)
+	}
+	if err := r.Create(ctx, PageTokenSecret(gw, []byte(hex.EncodeToString(key)))); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Secret %s: %w (made meanwhile; the next reconcile checks its owner)", name, err)
+		}
+		return fmt.Errorf("create Secret %s: %w", name, err)
+	}
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Created", "Create", "Created Secret %s.", name)
+	return nil
 }
 
 // conflictRecheck is how often a Gateway whose name is taken looks again.

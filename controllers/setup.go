@@ -87,7 +87,9 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 			// ConfigMaps are read by name from the apiserver, never cached whole: a
 			// cluster's ConfigMaps can hold far more than the operator's memory. Their
 			// changes still arrive, through a metadata-only watch (SetupWithManager).
-			DisableFor: []client.Object{&corev1.ConfigMap{}},
+			// Secrets are never listed or watched (that would read them all): the one
+			// the operator makes per Gateway is read by name.
+			DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}},
 		}},
 		Metrics: metricsserver.Options{
 			BindAddress:   c.MetricsBindAddress,

@@ -216,6 +216,15 @@ step "Starting the gateway from ConfigMap $namespace/$configmap (ferrofed.toml, 
 "$kubectl" get configmap "$configmap" -n "$namespace" -o jsonpath='{.data.ferrofed\.toml}' >"$state/ferrofed.toml"
 [[ -s "$state/ferrofed.toml" ]] || fail "ConfigMap $configmap has no ferrofed.toml"
 sed 's/^/    | /' "$state/ferrofed.toml"
+# The pod would read the page-token key from the Secret the operator made, mounted at
+# /etc/ferrofed/page-token; here it is read back from the API into the state folder.
+secret="$(jp deployment '{.spec.template.spec.volumes[?(@.name=="page-token")].secret.secretName}')"
+[[ -n "$secret" ]] || fail "the Deployment mounts no page-token Secret"
+mkdir -p "$state/page-token"
+"$kubectl" get secret "$secret" -n "$namespace" -o jsonpath='{.data.key}' | base64 -d >"$state/page-token/key"
+[[ -s "$state/page-token/key" ]] || fail "Secret $secret holds no key"
+sed -i "s|/etc/ferrofed/page-token/key|$state/page-token/key|" "$state/ferrofed.toml"
+info "(federation.page_token_key_file: the key of Secret $namespace/$secret, which the pods mount)"
 "$ferrofed" config check --config "$state/ferrofed.toml" | sed 's/^/    /'
 info "(server.listen is the pod's, on every interface of this machine, port spec.port)"
 start "gateway" "$logs/gateway.log" "$ferrofed" serve --config "$state/ferrofed.toml"

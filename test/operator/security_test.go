@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -217,5 +218,66 @@ func TestImagesOutsideTheAllowListAreRefused(t *testing.T) {
 	})
 	if err := k8s.Get(ctx, key, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("something was rolled out for a disallowed image: %v", err)
+	}
+}
+
+// TestThePageTokenSecretIsMadeOnceAndNeverAdopted: each Gateway gets a random key of
+// its own in a Secret it controls, mounted into its pods and kept as it is across
+// reconciles; a Secret of that name it does not control is never mounted.
+func TestThePageTokenSecretIsMadeOnceAndNeverAdopted(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "reconcile", Name: "paged"}
+	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, nil)); err != nil {
+		t.Fatal(err)
+	}
+	gw, dep := reconciled(ctx, t, key)
+	secretKey := types.NamespacedName{Namespace: key.Namespace, Name: ferrofedv1alpha1.PageTokenSecretName(key.Name)}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(ctx, secretKey, secret); err != nil {
+		t.Fatal(err)
+	}
+	requireOwned(t, gw, secret)
+	first := string(secret.Data[ferrofedv1alpha1.PageTokenKey])
+	if len(first) < 32 {
+		t.Fatalf("the page-token key has %d bytes, want at least 32", len(first))
+	}
+	mounted := false
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secretKey.Name && len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == ferrofedv1alpha1.PageTokenKey {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("the Deployment does not mount Secret %s's key alone: %+v", secretKey.Name, dep.Spec.Template.Spec.Volumes)
+	}
+	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Replicas = ptr.To[int32](2) })
+	reconciled(ctx, t, key)
+	if err := k8s.Get(ctx, secretKey, secret); err != nil {
+		t.Fatal(err)
+	}
+	if string(secret.Data[ferrofedv1alpha1.PageTokenKey]) != first {
+		t.Errorf("the page-token key changed on a reconcile: next links handed out would stop working")
+	}
+
+	// A Secret of the name, made by someone else, before the Gateway.
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: ferrofedv1alpha1.PageTokenSecretName("stolen")},
+		Data: map[string][]byte{"key": []byte("someone else's secret, not for the gateway's image to read")}}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	stolen := types.NamespacedName{Namespace: key.Namespace, Name: "stolen"}
+	if err := k8s.Create(ctx, newGateway(stolen.Namespace, stolen.Name, nil)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "Ready=False NameConflict naming the Secret", func() error {
+		c := condition(getGateway(ctx, t, stolen), ferrofedv1alpha1.ConditionReady)
+		if c.Reason != ferrofedv1alpha1.ReasonNameConflict || !strings.Contains(c.Message, "Secret "+foreign.Name) {
+			return fmt.Errorf("Ready = %s %s %q", c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+	if err := k8s.Get(ctx, stolen, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Deployment that would mount the foreign Secret exists: %v", err)
 	}
 }

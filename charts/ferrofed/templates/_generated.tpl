@@ -17,6 +17,13 @@ Edit the kubebuilder markers, then run make generate.
   - patch
   - watch
 - apiGroups:
+  - ""
+  resources:
+  - secrets
+  verbs:
+  - create
+  - get
+- apiGroups:
   - apps
   resources:
   - deployments
