@@ -51,9 +51,9 @@ func serveFull(b *testing.B, h *harness) string {
 	for {
 		res, err := http.Get(srv.URL() + "/health/readiness")
 		if err == nil {
-			io.Copy(io.Discard, res.Body)
+			_, readErr := io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
+			if readErr == nil && res.StatusCode == http.StatusOK {
 				return srv.URL()
 			}
 		}
@@ -98,10 +98,13 @@ func fetch(client *http.Client, url string) error {
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, res.Body)
+	_, err = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: status %d", url, res.StatusCode)
+	}
+	if err != nil {
+		return fmt.Errorf("GET %s: reading the answer: %w", url, err)
 	}
 	return nil
 }
@@ -140,7 +143,7 @@ func bareHop(b *testing.B, member *members.Server, dials *dialCounter) string {
 			w.Header()[k] = vs
 		}
 		w.WriteHeader(res.StatusCode)
-		io.Copy(w, res.Body)
+		_, _ = io.Copy(w, res.Body) // a broken copy shows as a broken answer to fetch
 	}))
 	b.Cleanup(hop.Close)
 	b.Cleanup(client.CloseIdleConnections)

@@ -19,7 +19,7 @@ func ValidResourceType(t string) bool {
 		return false
 	}
 	for i := 1; i < len(t); i++ {
-		if c := t[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+		if c := t[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
 			return false
 		}
 	}
@@ -33,7 +33,7 @@ func validID(id string) bool {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		if c := id[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+		if c := id[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '.' {
 			return false
 		}
 	}

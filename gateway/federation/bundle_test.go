@@ -150,7 +150,9 @@ func TestTheShippedStructureDefinitionDescribesTheExtensionWritten(t *testing.T)
 	ext := memberExtension(Record{ID: "a", Outcome: OK, Status: 200, Entries: 1, DurationMS: 2})
 	written, _ := json.Marshal(ext.Extension)
 	var subs []map[string]any
-	json.Unmarshal(written, &subs)
+	if err := json.Unmarshal(written, &subs); err != nil {
+		t.Fatalf("%v: %s", err, written)
+	}
 	if len(subs) != len(types) {
 		t.Fatalf("written %s, defined %v", written, types)
 	}

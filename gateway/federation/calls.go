@@ -131,26 +131,3 @@ func (c *caller) observe(m *member, call Call) Outcome {
 	}
 	return outcome
 }
-
-// probe asks every member's /metadata in parallel within budget (and its own
-// timeout_ms).
-func (c *caller) probe(ctx context.Context, reg *registry, budget time.Duration) []ProbeRecord {
-	rctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	members := reg.members
-	out := make([]ProbeRecord, len(members))
-	done := make(chan struct{}, len(members))
-	for i, m := range members {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			mctx, cancel := m.within(rctx)
-			defer cancel()
-			ex := c.get(mctx, ctx, m, m.url("/metadata", ""), reg.maxBody, nil)
-			out[i] = ProbeRecord{ID: m.id, Outcome: c.observe(m, ex.call), Status: ex.call.Status, DurationMS: millis(ex.duration)}
-		}()
-	}
-	for range members {
-		<-done
-	}
-	return out
-}

@@ -150,7 +150,9 @@ func TestPreferHandlingIsForwardedAndHonoured(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b searchAnswer
-		json.Unmarshal(body, &b)
+		if err := json.Unmarshal(body, &b); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
 		if res.StatusCode != 200 || b.matches() != 5 {
 			t.Fatalf("%d %s", res.StatusCode, body)
 		}
@@ -171,7 +173,9 @@ func TestPreferHandlingIsForwardedAndHonoured(t *testing.T) {
 		strict := newHarness(t, harnessOptions{}, node{id: "node-s", opts: members.Options{Handling: "strict"}}, node{id: "node-l", opts: members.Options{Entries: 1}})
 		res, body := strict.get("/fhir/Patient?colour=blue")
 		var b searchAnswer
-		json.Unmarshal(body, &b)
+		if err := json.Unmarshal(body, &b); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
 		if res.StatusCode != 200 || b.matches() != 1 {
 			t.Fatalf("%d %s", res.StatusCode, body)
 		}
@@ -197,7 +201,9 @@ func TestWithStrictFHIREveryAnswerIsPlainR4(t *testing.T) {
 	}
 	_, body := h.get("/fhir/Patient")
 	var b searchAnswer
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	if len(b.Meta.Extension) != 8 {
 		t.Fatalf("%d member extensions, want 8", len(b.Meta.Extension))
 	}

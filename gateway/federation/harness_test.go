@@ -146,7 +146,11 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	}))
 	h.gw = httptest.NewServer(e)
 	t.Cleanup(h.gw.Close)
-	t.Cleanup(func() { s.Stop(context.Background()) })
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("stopping the surface: %v", err)
+		}
+	})
 	return h
 }
 
@@ -167,8 +171,21 @@ func signToken(t testing.TB, key *ecdsa.PrivateKey, scope string) string {
 	return tok
 }
 
+// reply is what a test reads of the gateway's answer besides its body. The helpers
+// that send a request read and close the body where they obtain the response, and
+// hand back a reply instead of the *http.Response.
+type reply struct {
+	StatusCode    int
+	Header        http.Header
+	ContentLength int64
+}
+
+func replyOf(res *http.Response) *reply {
+	return &reply{StatusCode: res.StatusCode, Header: res.Header, ContentLength: res.ContentLength}
+}
+
 // do sends a request to the gateway; authorization is the whole header value, "" for none.
-func (h *harness) do(ctx context.Context, method, path, authorization string, header http.Header) (*http.Response, []byte, error) {
+func (h *harness) do(ctx context.Context, method, path, authorization string, header http.Header) (*reply, []byte, error) {
 	h.t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, h.gw.URL+testBase+path, nil)
 	if err != nil {
@@ -189,7 +206,7 @@ func (h *harness) do(ctx context.Context, method, path, authorization string, he
 	if err == nil {
 		h.checkR4(method+" "+path, res, body)
 	}
-	return res, body, err
+	return replyOf(res), body, err
 }
 
 // checkR4 validates every FHIR JSON answer of the gateway against HL7's R4 JSON
@@ -212,7 +229,7 @@ func (h *harness) checkR4(what string, res *http.Response, body []byte) {
 	}
 }
 
-func (h *harness) get(path string) (*http.Response, []byte) {
+func (h *harness) get(path string) (*reply, []byte) {
 	h.t.Helper()
 	res, body, err := h.do(context.Background(), http.MethodGet, path, "", nil)
 	if err != nil {
@@ -302,7 +319,7 @@ func (b searchAnswer) link(relation string) string {
 }
 
 // postForm POSTs body with its content type to the gateway.
-func (h *harness) postForm(path, body, contentType string) (*http.Response, []byte) {
+func (h *harness) postForm(path, body, contentType string) (*reply, []byte) {
 	h.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.gw.URL+testBase+path, strings.NewReader(body))
 	if err != nil {
@@ -319,5 +336,5 @@ func (h *harness) postForm(path, body, contentType string) (*http.Response, []by
 		h.t.Fatal(err)
 	}
 	h.checkR4("POST "+path, res, b)
-	return res, b
+	return replyOf(res), b
 }

@@ -218,7 +218,9 @@ func TestTwoGatewaysSharingAKeyServeEachOthersPages(t *testing.T) {
 	own := newHarness(t, harnessOptions{}, same...)
 	_, body := one.get("/fhir/Patient?_count=10")
 	var b searchAnswer
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	_, rest, _ := strings.Cut(b.link("next"), testBase)
 	res, body := own.get(rest)
 	if res.StatusCode != 400 || !strings.Contains(string(body), "_page") || !strings.Contains(string(body), "not made by this gateway") {
@@ -232,7 +234,9 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, sixtySeven()...)
 	_, body := h.get("/fhir/Patient?_count=10")
 	var b searchAnswer
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	_, tok, _ := strings.Cut(b.link("next"), "_page=")
 	key := h.surface.state.Load().key
 	signed := func(t pageToken) string {
@@ -288,7 +292,9 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 	}
 	// The right key and a cursor under the base: the member is asked exactly there.
 	res, body := h.get("/fhir/Patient?_page=" + signed(pageToken{Type: "Patient", Count: 2, Members: []tokenMember{{ID: "node-b", Cursor: "/Patient?_count=2&_offset=1", Offset: 1}}}))
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	if res.StatusCode != 200 || b.matches() != 1 || h.members["node-b"].LastRequest().RawQuery != "_count=2&_offset=1" {
 		t.Fatalf("%d %s", res.StatusCode, body)
 	}
@@ -314,7 +320,9 @@ func TestCountSummaryAndTotal(t *testing.T) {
 		t.Run(c.query, func(t *testing.T) {
 			_, body := h.get("/fhir/Patient?" + c.query)
 			var b searchAnswer
-			json.Unmarshal(body, &b)
+			if err := json.Unmarshal(body, &b); err != nil {
+				t.Fatalf("%v: %s", err, body)
+			}
 			if b.matches() != c.matches || b.Total == nil || *b.Total != c.total || (b.link("next") != "") != c.next || !strings.Contains(b.link("self"), c.selfHas) {
 				t.Fatalf("%d matches, total %v, self %s, next %q: %s", b.matches(), b.Total, b.link("self"), b.link("next"), body)
 			}
@@ -327,7 +335,9 @@ func TestCountSummaryAndTotal(t *testing.T) {
 	for _, q := range []string{"", "_summary=count"} {
 		_, body := noTotal.get("/fhir/Patient?" + q)
 		var b searchAnswer
-		json.Unmarshal(body, &b)
+		if err := json.Unmarshal(body, &b); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
 		if b.Total != nil {
 			t.Fatalf("?%s: a total although node-a gave none: %s", q, body)
 		}
@@ -338,7 +348,9 @@ func TestCollidingIdsGetDistinctFullURLs(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{NumericIDs: true}}, node{id: "node-b", opts: members.Options{NumericIDs: true}})
 	_, body := h.get("/fhir/Patient")
 	var b searchAnswer
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	var got []string
 	for _, e := range b.Entry {
 		got = append(got, e.FullURL)
@@ -360,8 +372,12 @@ func TestAPostSearchEqualsTheGet(t *testing.T) {
 	} {
 		res, body := h.postForm("/fhir/Patient/_search"+c.query, c.form, "application/x-www-form-urlencoded")
 		var g, p searchAnswer
-		json.Unmarshal(get, &g)
-		json.Unmarshal(body, &p)
+		if err := json.Unmarshal(get, &g); err != nil {
+			t.Fatalf("%v: %s", err, get)
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
 		if res.StatusCode != 200 || strings.Join(matchURLs(t, []searchAnswer{g}), " ") != strings.Join(matchURLs(t, []searchAnswer{p}), " ") ||
 			*g.Total != *p.Total || g.link("self") != p.link("self") {
 			t.Fatalf("POST %s %s: %d\n%s\nGET\n%s", c.query, c.form, res.StatusCode, body, get)

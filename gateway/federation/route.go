@@ -284,7 +284,7 @@ func setForwarded(h http.Header, r *http.Request, rb routedBase) {
 func quoteForwarded(v string) string {
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
 			return strconv.Quote(v)
 		}
 	}

@@ -27,7 +27,9 @@ func TestARoutedMemberBuildsTheGatewaysURLsFromTheForwardedHeaders(t *testing.T)
 		t.Fatalf("the member was sent %v", got)
 	}
 	var b searchAnswer
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	routed := h.gw.URL + testBase + "/nodes/node-a/fhir"
 	if !strings.HasPrefix(b.link("next"), routed+"/Patient?") || b.Entry[0].FullURL != routed+"/Patient/1" {
 		t.Fatalf("links %+v, fullUrl %s", b.Link, b.Entry[0].FullURL)
@@ -36,20 +38,22 @@ func TestARoutedMemberBuildsTheGatewaysURLsFromTheForwardedHeaders(t *testing.T)
 	// Paging stays on the gateway.
 	_, rest, _ := strings.Cut(b.link("next"), testBase)
 	res, body = h.get(rest)
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("the routed next page: %v: %s", err, body)
+	}
 	if res.StatusCode != 200 || b.Entry[0].Resource.ID != "21" || b.link("next") != "" {
 		t.Fatalf("the routed next page: %d %s", res.StatusCode, body)
 	}
 
 	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+testBase+"/nodes/node-a/fhir/Patient", strings.NewReader(`{"resourceType":"Patient"}`))
 	req.Header.Set("Content-Type", FHIRJSON)
-	res, err = h.gw.Client().Do(req)
+	created, err := h.gw.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	if res.StatusCode != 201 || res.Header.Get("Location") != routed+"/Patient/new-1/_history/1" {
-		t.Fatalf("create: %d Location %q", res.StatusCode, res.Header.Get("Location"))
+	created.Body.Close()
+	if created.StatusCode != 201 || created.Header.Get("Location") != routed+"/Patient/new-1/_history/1" {
+		t.Fatalf("create: %d Location %q", created.StatusCode, created.Header.Get("Location"))
 	}
 }
 
@@ -62,14 +66,14 @@ func TestARoutedAnswerUnderTheMembersOwnBaseIsRewritten(t *testing.T) {
 		body := fmt.Sprintf(`{"resourceType":"Bundle","type":"searchset","link":[{"relation":"next","url":"%s/Patient?page=2"}],"entry":[{"fullUrl":"%s/Patient/9","resource":{"resourceType":"Patient","id":"9"}}]}`, self, self)
 		if r.URL.Query().Get("stream") == "" {
 			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-			io.WriteString(w, body)
+			_, _ = io.WriteString(w, body)
 			return
 		}
 		// Streamed, the member's base split across two writes.
 		cut := strings.Index(body, self) + len(self)/2
-		io.WriteString(w, body[:cut])
+		_, _ = io.WriteString(w, body[:cut])
 		w.(http.Flusher).Flush()
-		io.WriteString(w, body[cut:])
+		_, _ = io.WriteString(w, body[cut:])
 	}))
 	defer member.Close()
 	self = member.URL + "/fhir"

@@ -64,7 +64,7 @@ func scanEntries(v []byte) ([]memberEntry, error) {
 		return nil, nil
 	}
 	if v[0] != '[' {
-		return nil, errors.New("Bundle.entry is not an array")
+		return nil, errors.New("the Bundle.entry is not an array")
 	}
 	var out []memberEntry
 	err := eachElement(v, func(el []byte) error {

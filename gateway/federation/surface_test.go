@@ -274,14 +274,14 @@ func TestARoutedAnswerIsFlushedAsItArrives(t *testing.T) {
 		w.Header().Set("Connection", "X-Member-Hop")
 		w.Header().Set("X-Member-Hop", "1")
 		w.Header().Set("X-Member-Keep", "1")
-		w.Write([]byte(`{"part":1}` + "\n"))
+		_, _ = w.Write([]byte(`{"part":1}` + "\n"))
 		w.(http.Flusher).Flush()
 		select {
 		case <-release:
 		case <-r.Context().Done():
 			return
 		}
-		w.Write([]byte(`{"part":2}` + "\n"))
+		_, _ = w.Write([]byte(`{"part":2}` + "\n"))
 	}))
 	defer member.Close()
 	h := newHarness(t, harnessOptions{}, node{id: "node-s", url: member.URL + "/fhir"})
@@ -309,7 +309,7 @@ func TestTheProbeAsksEveryMembersMetadata(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 500 * time.Millisecond}, faultyMembers()...)
 	res, body, err := h.do(context.Background(), http.MethodPost, "/operator/probe", "", nil)
 	if err != nil || res.StatusCode != 401 {
-		t.Fatalf("a probe without a token: %v %v", res, err)
+		t.Fatalf("a probe without a token: %v %v %s", res, err, body)
 	}
 	for id, m := range h.members {
 		if m.Requests() != 0 {
@@ -401,7 +401,9 @@ func TestUnusableMemberAnswersAreNodeErrorsOfMembersThatAreUp(t *testing.T) {
 		node{id: "node-ok", opts: members.Options{Entries: 1}})
 	_, body := h.get("/fhir/Observation")
 	var b searchAnswer
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	want := []Record{
 		{ID: "node-big", Outcome: NodeError, Status: 200},
 		{ID: "node-html", Outcome: NodeError, Status: 200},
@@ -477,7 +479,9 @@ func TestReadinessChecks(t *testing.T) {
 	if err := members.Check(context.Background()); err == nil {
 		t.Fatal("the members check passed with no member observed")
 	}
-	gated.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+gated.token, nil)
+	if res, body, err := gated.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+gated.token, nil); err != nil || res.StatusCode != 200 {
+		t.Fatalf("probe: %v %v %s", res, err, body)
+	}
 	if err := members.Check(context.Background()); err != nil {
 		t.Fatalf("the members check after a probe saw one up: %v", err)
 	}
@@ -530,7 +534,9 @@ func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
 		t.Fatalf("the query took %v; the slow member's timeout_ms is 100", took)
 	}
 	var b searchAnswer
-	json.Unmarshal(body, &b)
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
 	if b.Meta.Federation[0].Outcome != Timeout || b.Meta.Federation[1].Outcome != OK {
 		t.Fatalf("records %+v", b.Meta.Federation)
 	}

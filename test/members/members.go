@@ -171,7 +171,7 @@ func New(opts Options) (*Server, error) {
 		opts.Handling = "lenient"
 	case "lenient", "strict":
 	default:
-		return nil, fmt.Errorf("Handling %q is not lenient or strict", opts.Handling)
+		return nil, fmt.Errorf("handling %q is not lenient or strict", opts.Handling)
 	}
 	if len(opts.ResourceTypes) == 0 {
 		opts.ResourceTypes = []string{"Patient", "Observation", "Encounter"}

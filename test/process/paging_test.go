@@ -109,9 +109,9 @@ func waitReady(t *testing.T, base string) {
 	for {
 		res, err := http.Get(base + "/health/readiness")
 		if err == nil {
-			io.Copy(io.Discard, res.Body)
+			_, readErr := io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode == 200 {
+			if readErr == nil && res.StatusCode == 200 {
 				return
 			}
 		}
