@@ -148,7 +148,7 @@ func (s *e2e) tlsRotation(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			for loadCtx.Err() == nil && requests.Load() < 20000 {
+			for loadCtx.Err() == nil && requests.Load() < 60000 { // bounded: 4 clients at most ~50/s each for the ≤ 4 min wait
 				requests.Add(1)
 				res, err := client.Get("https://" + addr + "/health")
 				if err != nil {
