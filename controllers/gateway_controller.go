@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -56,6 +57,10 @@ type GatewayReconciler struct {
 	// AllowedImages, when not empty, are the glob patterns spec.image must match
 	// (see ferrofedv1alpha1.ImageAllowed); a Gateway whose image matches none is not rolled out.
 	AllowedImages []string
+
+	// ownWrites remembers the resourceVersion of each Gateway's last status patch by
+	// this operator, so that the watch event of its own write costs no reconcile.
+	ownWrites sync.Map
 }
 
 // +kubebuilder:rbac:groups=ferrofed.io,resources=gateways,verbs=get;list;watch
@@ -76,6 +81,9 @@ type GatewayReconciler struct {
 func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	gw := &ferrofedv1alpha1.Gateway{}
 	if err := r.Get(ctx, req.NamespacedName, gw); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.ownWrites.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !gw.DeletionTimestamp.IsZero() {
@@ -409,6 +417,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Status().Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("patch Gateway status: %w", client.IgnoreNotFound(err))
 	}
+	r.ownWrites.Store(client.ObjectKeyFromObject(gw), gw.ResourceVersion) // the patch's answer: its event needs no reconcile
 	if !o.valid() && !wasInvalid {
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", o.message)
 	}
@@ -456,7 +465,7 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 	// A status changed by anyone else is rewritten: a Gateway's own status patch
 	// triggers one reconcile more, which finds nothing to write.
 	gatewayChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
-		predicate.LabelChangedPredicate{}, statusChanged{})
+		predicate.LabelChangedPredicate{}, statusChanged{own: &r.ownWrites})
 	notCreated := predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 	// ConfigMaps are watched as metadata only (no data in memory): the owned one and
 	// every one a Gateway references, which the reconciler then reads by name.
@@ -471,14 +480,24 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 		Complete(r)
 }
 
-// statusChanged passes updates whose status differs: the operator's own patches, and
-// anyone else's, which the next reconcile rewrites.
-type statusChanged struct{ predicate.Funcs }
+// statusChanged passes updates whose status differs, unless the update is the
+// operator's own status patch (its resourceVersion is the one the patch answered
+// with): anyone else's change of the status is rewritten by the next reconcile.
+type statusChanged struct {
+	predicate.Funcs
+	own *sync.Map // Gateway name -> resourceVersion of the operator's last status patch
+}
 
-func (statusChanged) Update(e event.UpdateEvent) bool {
+func (p statusChanged) Update(e event.UpdateEvent) bool {
 	old, okOld := e.ObjectOld.(*ferrofedv1alpha1.Gateway)
 	cur, okNew := e.ObjectNew.(*ferrofedv1alpha1.Gateway)
-	return okOld && okNew && !equality.Semantic.DeepEqual(old.Status, cur.Status)
+	if !okOld || !okNew || equality.Semantic.DeepEqual(old.Status, cur.Status) {
+		return false
+	}
+	if rv, ok := p.own.Load(client.ObjectKeyFromObject(cur)); ok && rv == cur.ResourceVersion {
+		return false
+	}
+	return true
 }
 
 func (r *GatewayReconciler) gatewaysReferencing(ctx context.Context, o client.Object) []reconcile.Request {
