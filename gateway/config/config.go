@@ -27,7 +27,14 @@ const (
 	DefaultCacheTTLMS          = 1000
 	DefaultMetricsPath         = "/metrics"
 	DefaultMetricsPushJob      = "ferrofed"
+	// DefaultTerminationMessagePath is Kubernetes' default terminationMessagePath: the
+	// kubelet mounts a file there in every container and copies what it holds into the
+	// pod's status when the container terminates.
+	DefaultTerminationMessagePath = "/dev/termination-log"
 )
+
+// MaxTerminationMessagePathBytes is the longest server.termination_message_path (Linux's PATH_MAX).
+const MaxTerminationMessagePathBytes = 4096
 
 // Config is a loaded, defaulted ferrofed.toml. Durations are integers in milliseconds.
 type Config struct {
@@ -64,6 +71,13 @@ type Server struct {
 	TerminationGracePeriodSeconds *int64 `toml:"termination_grace_period_seconds"`
 	// ReadHeaderTimeoutMS cuts off clients that dribble their headers.
 	ReadHeaderTimeoutMS int64 `toml:"read_header_timeout_ms"`
+	// TerminationMessagePath is the file the drain writes its outcome to, one line
+	// (lifecycle.TerminationMessage), after its last step and before the metrics push:
+	// the container's termination message file, which the kubelet copies into the pod's
+	// status. Default DefaultTerminationMessagePath; empty turns it off; where its
+	// directory does not exist (no such file system) or the write fails, the drain logs
+	// it and goes on. A reload applies it.
+	TerminationMessagePath string `toml:"termination_message_path"`
 	// TLS turns the listener to https when CertificateFile is set.
 	TLS TLS `toml:"tls"`
 }
@@ -316,7 +330,8 @@ func dottedKey(parts []string) string {
 // defaults is a configuration with every scalar default; the file is decoded over it.
 func defaults() Config {
 	return Config{
-		Server:     Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS},
+		Server: Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS,
+			TerminationMessagePath: DefaultTerminationMessagePath},
 		Health:     Health{CheckTimeoutMS: DefaultCheckTimeoutMS, CacheTTLMS: DefaultCacheTTLMS},
 		Metrics:    Metrics{Path: DefaultMetricsPath, PushJob: DefaultMetricsPushJob},
 		Registry:   Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
