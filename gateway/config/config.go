@@ -20,7 +20,9 @@ import (
 
 // Defaults of the keys that are not lifecycle budgets (those live in gateway/lifecycle).
 const (
-	DefaultListen              = "0.0.0.0:8080"
+	// DefaultListen is the dual-stack wildcard: every interface, IPv4 and IPv6 where
+	// the kernel has IPv6, IPv4 alone where it has not (see Server.Listen).
+	DefaultListen              = ":8080"
 	DefaultBasePath            = "/"
 	DefaultReadHeaderTimeoutMS = 5000
 	DefaultCheckTimeoutMS      = 100
@@ -52,7 +54,19 @@ type Config struct {
 
 // Server is the [server] table.
 type Server struct {
-	// Listen is host:port of the listener; a wildcard host ("0.0.0.0", "[::]", "") listens on all.
+	// Listen is host:port of the listener (Go's net.Listen("tcp", Listen)). A wildcard
+	// host listens on every interface; where the kernel has IPv6, Go makes that one
+	// dual-stack socket (IPV6_V6ONLY off, whatever net.ipv6.bindv6only says):
+	//
+	//	":8080"          (empty host; the default, and what the operator renders) IPv4
+	//	                 and IPv6 where the kernel has IPv6, IPv4 alone where it has
+	//	                 not: the documented "all interfaces, any address family".
+	//	"0.0.0.0:8080"   the same with Go (net.Listen treats every unspecified address
+	//	                 as all of them), but it reads as IPv4 only: use ":8080".
+	//	"[::]:8080"      IPv6 and IPv4, but it fails to start on a kernel without IPv6.
+	//
+	// An address (127.0.0.1, [::1], 10.1.2.3) listens on that address alone. `ferrofed
+	// healthcheck` asks 127.0.0.1 for ":port" and "0.0.0.0", [::1] for "[::]".
 	Listen string `toml:"listen"`
 	// BasePath prefixes every route; any other path answers 404.
 	BasePath string `toml:"base_path"`

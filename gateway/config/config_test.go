@@ -94,6 +94,8 @@ func TestParseRules(t *testing.T) {
 		{"listen with a port out of range", "[server]\nlisten = \"0.0.0.0:70000\"\n", []want{{"server.listen", 2, []string{"0 to 65535"}}}},
 		{"listen with a named port", "[server]\nlisten = \"0.0.0.0:http\"\n", []want{{"server.listen", 2, []string{"number"}}}},
 		{"listen on the IPv6 wildcard", "[server]\nlisten = \"[::]:8080\"\n", nil},
+		{"listen on the dual-stack wildcard", "[server]\nlisten = \":8080\"\n", nil},
+		{"listen on the IPv4 wildcard", "[server]\nlisten = \"0.0.0.0:8080\"\n", nil},
 
 		// server.termination_message_path.
 		{"a relative termination message path", "[server]\ntermination_message_path = \"termination-log\"\n",
@@ -248,7 +250,7 @@ func TestDefaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"server.listen", cfg.Server.Listen, DefaultListen},
+		{"server.listen", cfg.Server.Listen, ":8080"},
 		{"server.base_path", cfg.Server.BasePath, "/"},
 		{"server.termination_message_path", cfg.Server.TerminationMessagePath, "/dev/termination-log"},
 		{"read header timeout", cfg.ReadHeaderTimeout(), 5 * time.Second},
