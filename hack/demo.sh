@@ -226,7 +226,7 @@ mkdir -p "$state/page-token"
 sed -i "s|/etc/ferrofed/page-token/key|$state/page-token/key|" "$state/ferrofed.toml"
 info "(federation.page_token_key_file: the key of Secret $namespace/$secret, which the pods mount)"
 "$ferrofed" config check --config "$state/ferrofed.toml" | sed 's/^/    /'
-info "(server.listen is the pod's, on every interface of this machine, port spec.port)"
+info "(server.listen is the pod's, \":<spec.port>\": every interface of this machine, IPv4 and IPv6)"
 start "gateway" "$logs/gateway.log" "$ferrofed" serve --config "$state/ferrofed.toml"
 gateway_pid="${pids[-1]}"
 wait_until 30 "the gateway's readiness (see $logs/gateway.log)" "$ferrofed" healthcheck --config "$state/ferrofed.toml"

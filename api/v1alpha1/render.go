@@ -48,7 +48,7 @@ var ownedFields = map[string]string{
 // rest of the configuration (inline or from the referenced ConfigMap).
 func (s *GatewaySpec) Owned(plan lifecycle.Plan) config.Owned {
 	server := config.Server{
-		Listen:                        net.JoinHostPort("0.0.0.0", strconv.Itoa(int(s.PortOrDefault()))),
+		Listen:                        net.JoinHostPort("", strconv.Itoa(int(s.PortOrDefault()))), // ":<port>": dual-stack (config.Server.Listen)
 		BasePath:                      s.BasePathOrDefault(),
 		RequestTimeoutMS:              ptr.To(plan.RequestTimeout.Milliseconds()),
 		DrainDelayMS:                  ptr.To(plan.DrainDelay.Milliseconds()),

@@ -34,7 +34,7 @@ func TestRenderConfigIsDeterministicAndMergesTheRest(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"listen = '0.0.0.0:9090'", "base_path = '/fed'", "drain_delay_ms = 10000", "request_timeout_ms = 30000",
+		"listen = ':9090'", "base_path = '/fed'", "drain_delay_ms = 10000", "request_timeout_ms = 30000",
 		"shutdown_timeout_ms = 30000", "bindings_drain_timeout_ms = 5000", "termination_grace_period_seconds = 50",
 		"read_header_timeout_ms = 3000", "check_timeout_ms = 250",
 	} {

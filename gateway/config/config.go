@@ -20,14 +20,23 @@ import (
 
 // Defaults of the keys that are not lifecycle budgets (those live in gateway/lifecycle).
 const (
-	DefaultListen              = "0.0.0.0:8080"
+	// DefaultListen is the dual-stack wildcard: every interface, IPv4 and IPv6 where
+	// the kernel has IPv6, IPv4 alone where it has not (see Server.Listen).
+	DefaultListen              = ":8080"
 	DefaultBasePath            = "/"
 	DefaultReadHeaderTimeoutMS = 5000
 	DefaultCheckTimeoutMS      = 100
 	DefaultCacheTTLMS          = 1000
 	DefaultMetricsPath         = "/metrics"
 	DefaultMetricsPushJob      = "ferrofed"
+	// DefaultTerminationMessagePath is Kubernetes' default terminationMessagePath: the
+	// kubelet mounts a file there in every container and copies what it holds into the
+	// pod's status when the container terminates.
+	DefaultTerminationMessagePath = "/dev/termination-log"
 )
+
+// MaxTerminationMessagePathBytes is the longest server.termination_message_path (Linux's PATH_MAX).
+const MaxTerminationMessagePathBytes = 4096
 
 // Config is a loaded, defaulted ferrofed.toml. Durations are integers in milliseconds.
 type Config struct {
@@ -45,7 +54,19 @@ type Config struct {
 
 // Server is the [server] table.
 type Server struct {
-	// Listen is host:port of the listener; a wildcard host ("0.0.0.0", "[::]", "") listens on all.
+	// Listen is host:port of the listener (Go's net.Listen("tcp", Listen)). A wildcard
+	// host listens on every interface; where the kernel has IPv6, Go makes that one
+	// dual-stack socket (IPV6_V6ONLY off, whatever net.ipv6.bindv6only says):
+	//
+	//	":8080"          (empty host; the default, and what the operator renders) IPv4
+	//	                 and IPv6 where the kernel has IPv6, IPv4 alone where it has
+	//	                 not: the documented "all interfaces, any address family".
+	//	"0.0.0.0:8080"   the same with Go (net.Listen treats every unspecified address
+	//	                 as all of them), but it reads as IPv4 only: use ":8080".
+	//	"[::]:8080"      IPv6 and IPv4, but it fails to start on a kernel without IPv6.
+	//
+	// An address (127.0.0.1, [::1], 10.1.2.3) listens on that address alone. `ferrofed
+	// healthcheck` asks 127.0.0.1 for ":port" and "0.0.0.0", [::1] for "[::]".
 	Listen string `toml:"listen"`
 	// BasePath prefixes every route; any other path answers 404.
 	BasePath string `toml:"base_path"`
@@ -64,6 +85,13 @@ type Server struct {
 	TerminationGracePeriodSeconds *int64 `toml:"termination_grace_period_seconds"`
 	// ReadHeaderTimeoutMS cuts off clients that dribble their headers.
 	ReadHeaderTimeoutMS int64 `toml:"read_header_timeout_ms"`
+	// TerminationMessagePath is the file the drain writes its outcome to, one line
+	// (lifecycle.TerminationMessage), after its last step and before the metrics push:
+	// the container's termination message file, which the kubelet copies into the pod's
+	// status. Default DefaultTerminationMessagePath; empty turns it off; where its
+	// directory does not exist (no such file system) or the write fails, the drain logs
+	// it and goes on. A reload applies it.
+	TerminationMessagePath string `toml:"termination_message_path"`
 	// TLS turns the listener to https when CertificateFile is set.
 	TLS TLS `toml:"tls"`
 }
@@ -316,7 +344,8 @@ func dottedKey(parts []string) string {
 // defaults is a configuration with every scalar default; the file is decoded over it.
 func defaults() Config {
 	return Config{
-		Server:     Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS},
+		Server: Server{Listen: DefaultListen, BasePath: DefaultBasePath, ReadHeaderTimeoutMS: DefaultReadHeaderTimeoutMS,
+			TerminationMessagePath: DefaultTerminationMessagePath},
 		Health:     Health{CheckTimeoutMS: DefaultCheckTimeoutMS, CacheTTLMS: DefaultCacheTTLMS},
 		Metrics:    Metrics{Path: DefaultMetricsPath, PushJob: DefaultMetricsPushJob},
 		Registry:   Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},

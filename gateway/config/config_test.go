@@ -94,6 +94,21 @@ func TestParseRules(t *testing.T) {
 		{"listen with a port out of range", "[server]\nlisten = \"0.0.0.0:70000\"\n", []want{{"server.listen", 2, []string{"0 to 65535"}}}},
 		{"listen with a named port", "[server]\nlisten = \"0.0.0.0:http\"\n", []want{{"server.listen", 2, []string{"number"}}}},
 		{"listen on the IPv6 wildcard", "[server]\nlisten = \"[::]:8080\"\n", nil},
+		{"listen on the dual-stack wildcard", "[server]\nlisten = \":8080\"\n", nil},
+		{"listen on the IPv4 wildcard", "[server]\nlisten = \"0.0.0.0:8080\"\n", nil},
+
+		// server.termination_message_path.
+		{"a relative termination message path", "[server]\ntermination_message_path = \"termination-log\"\n",
+			[]want{{"server.termination_message_path", 2, []string{"absolute path", "empty"}}}},
+		{"a dot-relative termination message path", "[server]\ntermination_message_path = \"./dev/termination-log\"\n",
+			[]want{{"server.termination_message_path", 2, []string{"absolute path"}}}},
+		{"a termination message path with a NUL", "[server]\ntermination_message_path = \"/dev/termination\\u0000log\"\n",
+			[]want{{"server.termination_message_path", 2, []string{"NUL"}}}},
+		{"a termination message path over 4096 bytes", "[server]\ntermination_message_path = \"/" + strings.Repeat("d", 4096) + "\"\n",
+			[]want{{"server.termination_message_path", 2, []string{"4097 bytes", "more than 4096"}}}},
+		{"a termination message path of 4096 bytes", "[server]\ntermination_message_path = \"/" + strings.Repeat("d", 4095) + "\"\n", nil},
+		{"another absolute termination message path", "[server]\ntermination_message_path = \"/var/run/ferrofed/termination\"\n", nil},
+		{"an empty termination message path turns it off", "[server]\ntermination_message_path = \"\"\n", nil},
 
 		// server.base_path.
 		{"base path without a leading slash", "[server]\nbase_path = \"gw\"\n", []want{{"server.base_path", 2, []string{"start with /"}}}},
@@ -235,8 +250,9 @@ func TestDefaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"server.listen", cfg.Server.Listen, DefaultListen},
+		{"server.listen", cfg.Server.Listen, ":8080"},
 		{"server.base_path", cfg.Server.BasePath, "/"},
+		{"server.termination_message_path", cfg.Server.TerminationMessagePath, "/dev/termination-log"},
 		{"read header timeout", cfg.ReadHeaderTimeout(), 5 * time.Second},
 		{"check timeout", cfg.CheckTimeout(), 100 * time.Millisecond},
 		{"cache TTL", cfg.CacheTTL(), time.Second},

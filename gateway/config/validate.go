@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -43,6 +44,9 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	}
 	if c.Server.ReadHeaderTimeoutMS <= 0 {
 		add("server.read_header_timeout_ms", "must be greater than zero")
+	}
+	if msg := terminationMessagePathProblem(c.Server.TerminationMessagePath); msg != "" {
+		add("server.termination_message_path", "%s", msg)
 	}
 	tlsProblems, tlsWarnings := c.Server.TLS.validate(opts)
 	ps = append(ps, tlsProblems...)
@@ -107,6 +111,22 @@ func basePathProblem(p string) string {
 		return "must not contain //"
 	case strings.ContainsAny(p, "?#%*: \t"):
 		return "must be a plain path (no ?, #, %, *, : or spaces)"
+	}
+	return ""
+}
+
+// terminationMessagePathProblem is what is wrong with a server.termination_message_path
+// ("" turns it off and is fine).
+func terminationMessagePathProblem(p string) string {
+	switch {
+	case p == "":
+		return ""
+	case len(p) > MaxTerminationMessagePathBytes:
+		return fmt.Sprintf("is %d bytes long, more than %d", len(p), MaxTerminationMessagePathBytes)
+	case strings.ContainsRune(p, 0):
+		return "must not contain a NUL byte"
+	case !filepath.IsAbs(p):
+		return fmt.Sprintf("%q must be an absolute path (or empty, to write no termination message)", p)
 	}
 	return ""
 }

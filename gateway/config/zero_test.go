@@ -26,6 +26,15 @@ func TestZeroIsNotTheDefault(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an empty termination message path turns the message off", func(t *testing.T) {
+		c, err := Parse([]byte("[server]\ntermination_message_path = \"\"\n"), "t.toml", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Server.TerminationMessagePath != "" {
+			t.Fatalf("TerminationMessagePath = %q, want empty (off), not the default", c.Server.TerminationMessagePath)
+		}
+	})
 	t.Run("a zero cache TTL turns the cache off", func(t *testing.T) {
 		c, err := Parse([]byte("[health]\ncache_ttl_ms = 0\n"), "t.toml", Options{})
 		if err != nil {

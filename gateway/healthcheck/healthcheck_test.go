@@ -25,7 +25,7 @@ func TestTargetFor(t *testing.T) {
 	tests := []struct {
 		name, toml, want string
 	}{
-		{"the default wildcard asks 127.0.0.1", "", "http://127.0.0.1:8080/health/readiness"},
+		{"the default, dual-stack, asks 127.0.0.1", "", "http://127.0.0.1:8080/health/readiness"},
 		{"an IPv4 wildcard asks 127.0.0.1", "[server]\nlisten = \"0.0.0.0:9000\"\n", "http://127.0.0.1:9000/health/readiness"},
 		{"an empty host asks 127.0.0.1", "[server]\nlisten = \":9000\"\n", "http://127.0.0.1:9000/health/readiness"},
 		{"an IPv6 wildcard asks [::1]", "[server]\nlisten = \"[::]:9000\"\n", "http://[::1]:9000/health/readiness"},
@@ -51,6 +51,26 @@ func serverAt(t *testing.T, h http.HandlerFunc) *config.Config {
 	t.Cleanup(ts.Close)
 	_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
 	return parse(t, "[server]\nlisten = \"0.0.0.0:"+port+"\"\n")
+}
+
+// A gateway listening on ":<port>" (every interface, both families) is reached.
+func TestRunReachesAGatewayListeningOnTheDualStackWildcard(t *testing.T) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"status":"ready","phase":"serving"}`))
+	}))
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	cfg := parse(t, "[server]\nlisten = \":"+port+"\"\n")
+	if res := Run(context.Background(), cfg); !res.Ready || !strings.Contains(res.Line, "http://127.0.0.1:"+port+"/health/readiness: 200") {
+		t.Fatalf("%+v", res)
+	}
 }
 
 func TestRun(t *testing.T) {

@@ -36,6 +36,7 @@
 //	≤ T0+d+s+b      SignalBindingsStopped    step 4: each binding's process stopped (e.g.
 //	                                         the PMIR subscription deleted), or abandoned
 //	                                         with a warning naming it
+//	then            the outcome written, one line, to server.termination_message_path (TerminationMessage)
 //	then            metrics pushed (metrics.push_url), the process exits
 //	T0+grace        the runtime's SIGKILL, which the exit must beat: grace > d+s+b, and
 //	                the headroom grace − (d+s+b) is what the push and the exit get

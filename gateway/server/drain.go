@@ -199,8 +199,10 @@ func (s *Server) boot(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// drain runs the four steps, then pushes the metrics when metrics.push_url is set; the
-// budgets are read now, so that a reload applies to it.
+// drain runs the four steps, writes their outcome to server.termination_message_path,
+// then pushes the metrics when metrics.push_url is set; the budgets are read now, so
+// that a reload applies to it. Each step begins when the signal ending the one before it
+// fired, so that the steps of the termination message add up to the whole drain.
 func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut context.CancelFunc) {
 	budgets := s.cfg.Load().Lifecycle()
 	start := time.Now()
@@ -208,13 +210,12 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 	// Step 1: readiness 503 at once; keep accepting and serving for the delay, every
 	// answer carrying Connection: close (closeWhileDraining).
 	s.state.StartDraining()
-	s.fire(lifecycle.SignalShutdownInitiated, start, "drainDelay", budgets.DrainDelay.String(),
+	initiated := s.fire(lifecycle.SignalShutdownInitiated, start, "drainDelay", budgets.DrainDelay.String(),
 		"shutdownTimeout", budgets.ShutdownTimeout.String(), "bindingsDrainTimeout", budgets.BindingsDrainTimeout.String())
-	step := time.Now()
 	if budgets.DrainDelay > 0 {
 		time.Sleep(budgets.DrainDelay) // the delay is the budget itself, nothing to wait on
 	}
-	s.fire(lifecycle.SignalDrainDelayElapsed, step)
+	delayElapsed := s.fire(lifecycle.SignalDrainDelayElapsed, initiated)
 
 	// Keep-alives go off only now: turning them off at once would close the idle
 	// keep-alive connections at the start of the delay, instead of answering their next
@@ -224,15 +225,13 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 	// Steps 2 and 3: Shutdown closes the listener first (ListenerClosed fires from the
 	// listener's Close), then waits for the connections to finish their request; it
 	// returns as soon as none is left, so an idle gateway does not wait the timeout.
-	step = time.Now()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), budgets.ShutdownTimeout)
 	defer cancel()
 	shutdownDone := make(chan error, 1)
 	go func() { shutdownDone <- srv.Shutdown(shutdownCtx) }()
 	<-listenerClosed
-	s.fire(lifecycle.SignalListenerClosed, step)
+	closed := s.fire(lifecycle.SignalListenerClosed, delayElapsed)
 
-	step = time.Now()
 	outcome, cutConns := OutcomeCompleted, 0
 	if err := <-shutdownDone; err != nil {
 		// The timeout passed: drop what is still open.
@@ -245,16 +244,29 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 			"shutdownTimeout", budgets.ShutdownTimeout.String())
 	}
 	s.metrics.drains.WithLabelValues(outcome).Inc()
-	s.fire(lifecycle.SignalInFlightDrained, step, "outcome", outcome, "cutConnections", cutConns)
+	drained := s.fire(lifecycle.SignalInFlightDrained, closed, "outcome", outcome, "cutConnections", cutConns)
 
 	// Step 4.
-	step = time.Now()
 	abandoned := s.stopSurfaces(budgets.BindingsDrainTimeout)
-	s.fire(lifecycle.SignalBindingsStopped, step, "abandoned", abandoned)
+	stopped := s.fire(lifecycle.SignalBindingsStopped, drained, "abandoned", abandoned)
 
-	// After the last step, before the exit: push the metrics the listener can no longer
-	// serve (metrics.push_url; bounded by pushTimeout, logged with its duration).
-	s.pushMetrics(s.cfg.Load(), start)
+	// After the last step, before the exit: tell the runtime how the drain went (the
+	// container's termination message), then push the metrics the listener can no
+	// longer serve (metrics.push_url; bounded by pushTimeout, logged with its duration).
+	cfg := s.cfg.Load()
+	s.writeTerminationMessage(cfg.Server.TerminationMessagePath, lifecycle.TerminationMessage{
+		Outcome: outcome,
+		Drain:   stopped.Sub(initiated),
+		Steps: lifecycle.DrainSteps{
+			DrainDelay:     delayElapsed.Sub(initiated),
+			ListenerClosed: closed.Sub(delayElapsed),
+			InFlight:       drained.Sub(closed),
+			Bindings:       stopped.Sub(drained),
+		},
+		CutConnections: cutConns,
+		Abandoned:      abandoned,
+	})
+	s.pushMetrics(cfg, start)
 	s.log.Info("Drained", "took", time.Since(start).String(), "outcome", outcome)
 }
 

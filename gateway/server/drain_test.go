@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -52,12 +54,21 @@ type running struct {
 	done   chan struct{} // closed when Run returned
 	err    error         // what Run returned, once done
 	rec    *signalRecorder
+	// terminationLog is the server's termination message file, a file of the test's
+	// own unless toml sets server.termination_message_path.
+	terminationLog string
 }
 
 func start(t *testing.T, toml string, log logr.Logger, opts ...Option) *running {
 	t.Helper()
 	rec := &signalRecorder{}
-	cfg := parse(t, "[server]\nlisten = \"127.0.0.1:0\"\n"+toml)
+	prefix := "[server]\nlisten = \"127.0.0.1:0\"\n"
+	terminationLog := ""
+	if !strings.Contains(toml, "termination_message_path") {
+		terminationLog = filepath.Join(t.TempDir(), "termination-log")
+		prefix += fmt.Sprintf("termination_message_path = %q\n", terminationLog)
+	}
+	cfg := parse(t, prefix+toml)
 	s, err := New(cfg, log, append(opts, WithSignalObserver(rec.observe), WithBootPoll(5*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +77,7 @@ func start(t *testing.T, toml string, log logr.Logger, opts ...Option) *running 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{s: s, url: s.URL(), cancel: cancel, done: make(chan struct{}), rec: rec}
+	r := &running{s: s, url: s.URL(), cancel: cancel, done: make(chan struct{}), rec: rec, terminationLog: terminationLog}
 	go func() { r.err = s.Run(ctx); close(r.done) }()
 	t.Cleanup(func() {
 		cancel()
@@ -95,6 +106,45 @@ func (r *running) waitReady(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("never ready")
+}
+
+// terminationMessage reads the one line the drain wrote to r.terminationLog, parses it
+// as the operator will, and requires its durations to be those of the drain's signals
+// as the observer saw them: each step from the signal before it, truncated to whole
+// milliseconds, and the drain from ShutdownInitiated to BindingsStopped.
+func (r *running) terminationMessage(t *testing.T) lifecycle.TerminationMessage {
+	t.Helper()
+	data, err := os.ReadFile(r.terminationLog)
+	if err != nil {
+		t.Fatalf("no termination message: %v", err)
+	}
+	if strings.Count(string(data), "\n") != 1 || !strings.HasSuffix(string(data), "\n") || len(data) > lifecycle.MaxTerminationMessageBytes {
+		t.Fatalf("the termination message is not one line within %d bytes: %q", lifecycle.MaxTerminationMessageBytes, data)
+	}
+	m, err := lifecycle.ParseTerminationMessage(data)
+	if err != nil {
+		t.Fatalf("the termination message does not parse: %v\n%s", err, data)
+	}
+	_, at := r.rec.get()
+	between := func(from, to lifecycle.Signal) time.Duration {
+		if at[from].IsZero() || at[to].IsZero() {
+			t.Fatalf("%s or %s never fired", from, to)
+		}
+		return at[to].Sub(at[from]).Truncate(time.Millisecond)
+	}
+	want := lifecycle.DrainSteps{
+		DrainDelay:     between(lifecycle.SignalShutdownInitiated, lifecycle.SignalDrainDelayElapsed),
+		ListenerClosed: between(lifecycle.SignalDrainDelayElapsed, lifecycle.SignalListenerClosed),
+		InFlight:       between(lifecycle.SignalListenerClosed, lifecycle.SignalInFlightDrained),
+		Bindings:       between(lifecycle.SignalInFlightDrained, lifecycle.SignalBindingsStopped),
+	}
+	if m.Steps != want {
+		t.Fatalf("the message's steps are %+v, the signals' %+v\n%s", m.Steps, want, data)
+	}
+	if d := between(lifecycle.SignalShutdownInitiated, lifecycle.SignalBindingsStopped); m.Drain != d {
+		t.Fatalf("the message's drain is %s, the signals' %s\n%s", m.Drain, d, data)
+	}
+	return m
 }
 
 // newClient is a client with its own connection pool and no proxy.
@@ -205,6 +255,13 @@ func TestDrainServesTheDelayThenClosesAndFinishesInFlight(t *testing.T) {
 	if drainMetric(r.s, OutcomeCompleted) != 1 || drainMetric(r.s, OutcomeCut) != 0 {
 		t.Fatal("drain outcome metric is not completed")
 	}
+	m := r.terminationMessage(t)
+	if m.Outcome != lifecycle.DrainCompleted || m.CutConnections != 0 || len(m.Abandoned) != 0 || m.AbandonedOmitted != 0 {
+		t.Fatalf("termination message %+v, want completed with nothing cut or abandoned", m)
+	}
+	if m.Steps.DrainDelay < delay || m.Drain < delay || m.Drain > delay+time.Second {
+		t.Fatalf("termination message %+v: the drain delay was %s, the whole drain under %s", m, delay, delay+time.Second)
+	}
 }
 
 func TestDrainOfAnIdleGatewayDoesNotWaitTheTimeout(t *testing.T) {
@@ -253,6 +310,15 @@ func TestDrainCutsARequestLongerThanTheShutdownTimeout(t *testing.T) {
 	if !slices.Equal(order, lifecycle.DrainSignals) {
 		t.Fatalf("signals fired %v", order)
 	}
+	m := r.terminationMessage(t)
+	if m.Outcome != lifecycle.DrainCut || m.CutConnections != int(testutil.ToFloat64(r.s.metrics.cutConns)) || len(m.Abandoned) != 0 {
+		t.Fatalf("termination message %+v, want cut with the %v cut connections", m, testutil.ToFloat64(r.s.metrics.cutConns))
+	}
+	// Step 3 waited out the shutdown timeout (it began a moment before the listener
+	// closed, hence the slack).
+	if m.Steps.InFlight < shutdown-50*time.Millisecond || m.Steps.InFlight > shutdown+time.Second {
+		t.Fatalf("step 3 took %s in the message, the shutdown timeout is %s", m.Steps.InFlight, shutdown)
+	}
 }
 
 func TestDrainAbandonsASurfaceThatDoesNotStop(t *testing.T) {
@@ -290,6 +356,84 @@ func TestDrainAbandonsASurfaceThatDoesNotStop(t *testing.T) {
 	if v := testutil.ToFloat64(r.s.metrics.abandoned.WithLabelValues("pmir")); v != 1 {
 		t.Fatalf("abandoned metric %v", v)
 	}
+	m := r.terminationMessage(t)
+	if m.Outcome != lifecycle.DrainCompleted || !slices.Equal(m.Abandoned, []string{"pmir"}) || m.AbandonedOmitted != 0 {
+		t.Fatalf("termination message %+v, want completed with pmir abandoned", m)
+	}
+	if m.Steps.Bindings < bindings || m.Steps.Bindings > bindings+time.Second {
+		t.Fatalf("step 4 took %s in the message, the bindings budget is %s", m.Steps.Bindings, bindings)
+	}
+	if line := logs.find("Wrote the drain's outcome to server.termination_message_path", `\"abandoned\":[\"pmir\"]`); line == "" {
+		t.Fatalf("the written message is not logged: %v", logs.lines)
+	}
+}
+
+// The termination message never fails the drain: where it cannot be written the drain
+// logs it once, naming the key, and completes as it would have.
+func TestTheTerminationMessageIsSkippedWhereItCannotBeWritten(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, path string
+		words      []string // in the one log line about it
+	}{
+		{"a directory that does not exist is skipped", filepath.Join(dir, "no-such-dir", "termination-log"),
+			[]string{"Skipped the termination message: its directory does not exist", `"directory"="` + filepath.Join(dir, "no-such-dir") + `"`}},
+		{"a path that is a directory is a failed write", dir, []string{"Could not write the termination message", "is a directory"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &logSink{}
+			r := start(t, fmt.Sprintf("termination_message_path = %q\n", tt.path), logs.logger())
+			begin := time.Now()
+			r.cancel()
+			if <-r.done; r.err != nil {
+				t.Fatal(r.err)
+			}
+			if took := time.Since(begin); took > 2*time.Second {
+				t.Fatalf("an idle drain took %s", took)
+			}
+			if n := logs.count(`"key"="server.termination_message_path"`); n != 1 {
+				t.Fatalf("%d log lines name server.termination_message_path, want 1: %v", n, logs.lines)
+			}
+			if line := logs.find(append([]string{`"key"="server.termination_message_path"`}, tt.words...)...); line == "" {
+				t.Fatalf("no log line says %q: %v", tt.words, logs.lines)
+			}
+			if logs.find(`"msg"="Drained"`, `"outcome"="completed"`) == "" {
+				t.Fatalf("the drain did not end as usual: %v", logs.lines)
+			}
+			if _, err := os.Stat(filepath.Dir(tt.path)); tt.path != dir && !os.IsNotExist(err) {
+				t.Fatalf("the missing directory was made: %v", err)
+			}
+		})
+	}
+
+	t.Run("an empty path writes nothing and says nothing", func(t *testing.T) {
+		logs := &logSink{}
+		r := start(t, "termination_message_path = \"\"\n", logs.logger())
+		r.cancel()
+		if <-r.done; r.err != nil {
+			t.Fatal(r.err)
+		}
+		if logs.find("termination") != "" {
+			t.Fatalf("a drain without a termination message path logged about it: %v", logs.lines)
+		}
+	})
+
+	t.Run("an existing file is truncated, not appended to", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "termination-log")
+		if err := os.WriteFile(path, []byte(strings.Repeat("old message\n", 100)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := start(t, fmt.Sprintf("termination_message_path = %q\n", path), logr.Discard())
+		r.terminationLog = path
+		r.cancel()
+		if <-r.done; r.err != nil {
+			t.Fatal(r.err)
+		}
+		if m := r.terminationMessage(t); m.Outcome != lifecycle.DrainCompleted {
+			t.Fatalf("termination message %+v", m)
+		}
+	})
 }
 
 // emptyRoutes wraps a surface without routes, so that two surfaces do not collide.

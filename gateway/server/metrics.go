@@ -20,10 +20,10 @@ const (
 	surfaceNone      = "none" // no route: the 404s
 )
 
-// Outcomes of a drain in the drain_total metric.
+// Outcomes of a drain in the drain_total metric, the log and the termination message.
 const (
-	OutcomeCompleted = "completed"
-	OutcomeCut       = "cut"
+	OutcomeCompleted = lifecycle.DrainCompleted
+	OutcomeCut       = lifecycle.DrainCut
 )
 
 // Metrics are the gateway's Prometheus metrics, in a registry of their own (never the

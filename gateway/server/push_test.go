@@ -26,10 +26,13 @@ type pushReceiver struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
 	pushes []pushed
+	// watch is a file read as each push arrives (the termination message), if set.
+	watch string
 }
 
 type pushed struct {
 	method, path, text string
+	watched            string // what watch held as the push arrived
 }
 
 func newPushReceiver(t *testing.T) *pushReceiver {
@@ -42,7 +45,11 @@ func newPushReceiver(t *testing.T) *pushReceiver {
 			return
 		}
 		r.mu.Lock()
-		r.pushes = append(r.pushes, pushed{req.Method, req.URL.Path, text})
+		var watched []byte
+		if r.watch != "" {
+			watched, _ = os.ReadFile(r.watch)
+		}
+		r.pushes = append(r.pushes, pushed{req.Method, req.URL.Path, text, string(watched)})
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -99,6 +106,9 @@ func TestDrainPushesTheOutcomeOnceBeforeRunReturns(t *testing.T) {
 			logs := &logSink{}
 			r := start(t, fmt.Sprintf("request_timeout_ms = 300\nbindings_drain_timeout_ms = 300\n[metrics]\npush_url = %q\npush_job = \"edge\"\n", recv.srv.URL+"/"),
 				logs.logger(), WithSurfaces(sf))
+			recv.mu.Lock()
+			recv.watch = r.terminationLog
+			recv.mu.Unlock()
 			if tt.cut {
 				go call(newClient(), r.url+"/fhir/block")
 				<-sf.entered
@@ -125,6 +135,14 @@ func TestDrainPushesTheOutcomeOnceBeforeRunReturns(t *testing.T) {
 			}
 			if logs.find("Pushed the last metrics", `"took"=`, `"instance"=`) == "" {
 				t.Errorf("the push is not logged with its duration: %v", logs.lines)
+			}
+			// The termination message is written before the push, with the same outcome.
+			m, err := lifecycle.ParseTerminationMessage([]byte(p.watched))
+			if err != nil {
+				t.Fatalf("the termination message was not written when the push arrived: %v (%q)", err, p.watched)
+			}
+			if want := map[bool]string{false: OutcomeCompleted, true: OutcomeCut}[tt.cut]; m.Outcome != want {
+				t.Errorf("termination message outcome %q, the push's %q", m.Outcome, want)
 			}
 		})
 	}

@@ -40,7 +40,10 @@
 //
 // Run drains on context cancellation (the serve command cancels on SIGTERM or SIGINT)
 // in the steps of gateway/lifecycle/doc.go's timeline, each a lifecycle.Signal observable by tests (Signaled,
-// WithSignalObserver) and logged with its duration; see drain.go. After the last step,
+// WithSignalObserver) and logged with its duration; see drain.go. After the last step
+// the outcome is written, one line (lifecycle.TerminationMessage), to
+// server.termination_message_path, the container's termination message file
+// (termination.go; a write that cannot be made is logged and skipped). Then,
 // when metrics.push_url is set, the whole registry is pushed once (Pushgateway
 // protocol, job metrics.push_job, instance the hostname) within MaxPushTimeout: the
 // drain outcome cannot be scraped from a listener that has closed; see push.go.

@@ -66,14 +66,17 @@ func (s *Server) Signaled(sig lifecycle.Signal) <-chan struct{} {
 }
 
 // fire signals sig, then, only the first time, tells the observer and logs the step with
-// its duration since the step began. A second fire of the same signal does nothing.
-func (s *Server) fire(sig lifecycle.Signal, since time.Time, keysAndValues ...any) {
+// its duration since the step began. A second fire of the same signal does nothing. It
+// returns the time the signal fired (the time the observer got), which is when the next
+// step begins.
+func (s *Server) fire(sig lifecycle.Signal, since time.Time, keysAndValues ...any) time.Time {
 	now := time.Now()
 	if !s.signals.get(sig).signal() {
-		return
+		return now
 	}
 	if s.observer != nil {
 		s.observer(sig, now)
 	}
 	s.log.Info("Drain step finished", append([]any{"signal", sig, "took", now.Sub(since).String()}, keysAndValues...)...)
+	return now
 }

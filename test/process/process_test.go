@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
@@ -182,7 +183,8 @@ func oneLine(t *testing.T, out string) {
 func TestServeThenHealthcheck(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ferrofed.toml")
-	writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\nbase_path = \"/gw\"\n", freePort(t)))
+	terminationLog := filepath.Join(dir, "termination-log")
+	writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\nbase_path = \"/gw\"\ntermination_message_path = %q\n", freePort(t), terminationLog))
 	g := serve(t, path)
 
 	code, out := healthcheck(t, path)
@@ -193,6 +195,15 @@ func TestServeThenHealthcheck(t *testing.T) {
 
 	g.stop(t)
 	g.waitLog(t, "BindingsStopped", `"msg":"Stopped"`)
+	// The drain's outcome, as the kubelet would copy it into the pod's status.
+	data, err := os.ReadFile(terminationLog)
+	if err != nil {
+		t.Fatalf("no termination message after SIGTERM: %v", err)
+	}
+	if m, err := lifecycle.ParseTerminationMessage(data); err != nil || m.Outcome != lifecycle.DrainCompleted ||
+		m.CutConnections != 0 || len(m.Abandoned) != 0 || m.Drain > 5*time.Second {
+		t.Fatalf("termination message %q: %+v, %v; want an idle drain, completed", data, m, err)
+	}
 	if code, out := healthcheck(t, path); code != 1 {
 		t.Fatalf("healthcheck of a stopped gateway exited %d: %s", code, out)
 	} else {
