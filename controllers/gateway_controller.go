@@ -58,6 +58,10 @@ type GatewayReconciler struct {
 	// (see ferrofedv1alpha1.ImageAllowed); a Gateway whose image matches none is not rolled out.
 	AllowedImages []string
 
+	// drained holds the drains of deleted pods, read from their final status when the
+	// watch saw it, until the Gateway's next status patch records them.
+	drained drainInbox
+
 	// ownWrites remembers the resourceVersion of each Gateway's last status patch by
 	// this operator, so that the watch event of its own write costs no reconcile.
 	ownWrites sync.Map
@@ -72,6 +76,8 @@ type GatewayReconciler struct {
 // The page-token Secret of each Gateway: made once, read by name to check that the
 // Gateway controls it. No list or watch: those would read every Secret.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// The gateway pods, for how each drain went (their termination messages).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // Reconcile makes one lifecycle plan, renders the configuration from it, applies the
 // owned objects, and patches the status once, in a deferred function, whatever happened.
@@ -304,7 +310,7 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		return fmt.Errorf("get %s %s: %w", kind, name, err)
 	}
 	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %v", kind, name, err)
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %s", kind, name, eventNote(err.Error()))
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err) {
 			// The apiserver's own words, in the status: a retry would say the same.
 			return errors.Join(applyProblem{ferrofedv1alpha1.ReasonApplyFailed, fmt.Sprintf("%s %s: %v", kind, name, err)},
@@ -399,7 +405,9 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 // status still tells what is observed, but observedGeneration stays where it was: the
 // generation has not been fully rolled out, and the retry will say when it is.
 func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, ap applyProblem, failed bool) error {
-	st := desiredStatus(gw, plan, dep, o, ap)
+	key := client.ObjectKeyFromObject(gw)
+	drained := r.drained.take(key)
+	st := desiredStatus(gw, plan, dep, o, ap, drained)
 	if failed {
 		st.ObservedGeneration = gw.Status.ObservedGeneration
 	}
@@ -415,13 +423,31 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	}
 	gw.Status = st
 	if err := r.Status().Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.drained.putBack(key, drained) // told on the retry
+		}
 		return fmt.Errorf("patch Gateway status: %w", client.IgnoreNotFound(err))
+	}
+	for _, d := range drained {
+		r.tellDrain(gw, d)
 	}
 	r.ownWrites.Store(client.ObjectKeyFromObject(gw), gw.ResourceVersion) // the patch's answer: its event needs no reconcile
 	if !o.valid() && !wasInvalid {
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", o.message)
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", eventNote(o.message))
 	}
 	return nil
+}
+
+// maxEventNote is what the Events API keeps of a note (1024 bytes), less the room the
+// formats around it take.
+const maxEventNote = 900
+
+// eventNote cuts s to fit an Event's note; the full text is in the status.
+func eventNote(s string) string {
+	if len(s) <= maxEventNote {
+		return s
+	}
+	return s[:maxEventNote] + "... (the Gateway's status has it all)"
 }
 
 func readyReason(st ferrofedv1alpha1.GatewayStatus) string {
@@ -476,6 +502,8 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(notCreated)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing), builder.OnlyMetadata).
+		// A gateway pod deleted and terminated: its drain goes into the status.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podDrained)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
 		Complete(r)
 }

@@ -137,6 +137,7 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	if o.WrapRecorder != nil {
 		r.Recorder = o.WrapRecorder(r.Recorder)
 	}
+	registerDrainMetrics()
 	if err := r.SetupWithManager(mgr, o.MaxConcurrentReconciles); err != nil {
 		return nil, fmt.Errorf("set up the Gateway controller: %w", err)
 	}
@@ -180,6 +181,7 @@ func CacheOptions() cache.Options {
 			&appsv1.Deployment{}:            owned,
 			&corev1.Service{}:               owned,
 			&policyv1.PodDisruptionBudget{}: owned,
+			&corev1.Pod{}:                   owned, // the gateway pods carry the label too
 		},
 	}
 }

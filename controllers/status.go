@@ -87,8 +87,11 @@ func progressingCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, 
 // desiredStatus is the Gateway's status for its plan, the observed Deployment (nil when
 // there is none) and configuration. Conditions keep their lastTransitionTime when
 // unchanged.
-func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, ap applyProblem) ferrofedv1alpha1.GatewayStatus {
+// drained are drains reported since the last status, merged into status.drains.
+func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, ap applyProblem,
+	drained []ferrofedv1alpha1.DrainRecord) ferrofedv1alpha1.GatewayStatus {
 	st := *gw.Status.DeepCopy()
+	st.Drains = mergeDrains(st.Drains, drained)
 	st.ObservedGeneration = gw.Generation
 	breakdown := ferrofedv1alpha1.Breakdown(plan)
 	st.TerminationGracePeriodSeconds, st.GracePeriod = plan.GracePeriodSeconds, &breakdown
@@ -101,6 +104,7 @@ func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv
 		readyCondition(gw, dep, o, ap),
 		progressingCondition(gw, dep, o),
 		configValidCondition(o),
+		drainsCondition(st.Drains),
 	} {
 		c.ObservedGeneration = gw.Generation
 		meta.SetStatusCondition(&st.Conditions, c)

@@ -80,8 +80,8 @@ func TestConditions(t *testing.T) {
 func TestDesiredStatusIsStableWhenNothingChanged(t *testing.T) {
 	gw := gateway(nil)
 	dep := deployment(1, 1, 1, 1, 1)
-	gw.Status = desiredStatus(gw, gw.Spec.Plan(), dep, validConfig, applyProblem{})
-	again := desiredStatus(gw, gw.Spec.Plan(), dep, validConfig, applyProblem{})
+	gw.Status = desiredStatus(gw, gw.Spec.Plan(), dep, validConfig, applyProblem{}, nil)
+	again := desiredStatus(gw, gw.Spec.Plan(), dep, validConfig, applyProblem{}, nil)
 	for i := range again.Conditions {
 		if !again.Conditions[i].LastTransitionTime.Equal(&gw.Status.Conditions[i].LastTransitionTime) {
 			t.Errorf("condition %s moved its lastTransitionTime without changing", again.Conditions[i].Type)

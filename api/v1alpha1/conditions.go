@@ -11,6 +11,10 @@ const (
 	// ConditionConfigValid is True when the rendered ferrofed.toml passes the
 	// gateway's own `config check`; False when it does not, and then nothing is rolled out.
 	ConditionConfigValid = "ConfigValid"
+	// ConditionDrainsComplete is True when the newest drain in status.drains completed,
+	// False when it was cut or the container was killed (the message names the pod and
+	// how long its drain needed), and Unknown before any pod of the Gateway drained.
+	ConditionDrainsComplete = "DrainsComplete"
 )
 
 // Condition reasons.
@@ -44,6 +48,20 @@ const (
 	// ReasonImageNotAllowed surfaces on Ready=False when spec.image matches none of the
 	// operator's --allowed-images patterns; nothing is rolled out.
 	ReasonImageNotAllowed = "ImageNotAllowed"
+
+	// ReasonDrainCompleted surfaces on DrainsComplete=True.
+	ReasonDrainCompleted = "DrainCompleted"
+	// ReasonDrainCut surfaces on DrainsComplete=False when the newest drain closed
+	// connections at its shutdown timeout.
+	ReasonDrainCut = "DrainCut"
+	// ReasonDrainKilled surfaces on DrainsComplete=False when the newest drain's
+	// container was killed (or failed) before it reported: the grace period was too short.
+	ReasonDrainKilled = "DrainKilled"
+	// ReasonDrainUnreported surfaces on DrainsComplete=Unknown when the newest drain's
+	// container exited cleanly without a report.
+	ReasonDrainUnreported = "DrainUnreported"
+	// ReasonNoDrainYet surfaces on DrainsComplete=Unknown before any pod drained.
+	ReasonNoDrainYet = "NoDrainYet"
 
 	// ReasonRollingOut surfaces on Progressing=True while the Deployment has not
 	// observed or finished rolling out its latest pod template.

@@ -343,6 +343,66 @@ type GatewayStatus struct {
 	// selector is the label selector of the gateway pods, for the scale subresource.
 	// +optional
 	Selector string `json:"selector,omitempty"`
+
+	// drains are the last drains of this Gateway's pods, newest first (at most
+	// MaxDrainRecords), as each gateway container reported it in its termination
+	// message when the pod was deleted, or as the kubelet reported its kill.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Drains []DrainRecord `json:"drains,omitempty"`
+}
+
+// MaxDrainRecords is how many drains status.drains keeps.
+const MaxDrainRecords = 10
+
+// DrainRecord is how one gateway pod's drain went.
+type DrainRecord struct {
+	// pod is the name of the pod that drained.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod,omitempty"`
+
+	// ended is when the gateway container terminated.
+	// +required
+	Ended metav1.Time `json:"ended,omitzero"`
+
+	// outcome is "completed" (every in-flight request finished), "cut" (the shutdown
+	// timeout closed connections still open), "killed" (the container was killed, or
+	// exited failing, before its drain reported: it ran out of grace period) or
+	// "unknown" (it exited cleanly without a report).
+	// +required
+	// +kubebuilder:validation:Enum=completed;cut;killed;unknown
+	Outcome string `json:"outcome,omitempty"`
+
+	// durationMilliseconds is how long the drain took, from SIGTERM: the gateway's own
+	// figure, or, without a report, from the deletion to the container's end; 0 when
+	// not known.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
+
+	// gracePeriodSeconds is the grace period the pod had.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	GracePeriodSeconds int64 `json:"gracePeriodSeconds,omitempty"`
+
+	// cutConnections is how many connections the drain closed at its shutdown timeout.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CutConnections int32 `json:"cutConnections,omitempty"`
+
+	// abandonedBindings are the bindings the drain abandoned in its last step.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	AbandonedBindings []string `json:"abandonedBindings,omitempty"`
+
+	// exitCode is the gateway container's exit code (137: killed).
+	// +optional
+	ExitCode int32 `json:"exitCode,omitempty"`
 }
 
 // GracePeriodBreakdown shows where terminationGracePeriodSeconds comes from, as
@@ -378,6 +438,7 @@ type GracePeriodBreakdown struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Grace",type=integer,JSONPath=`.status.terminationGracePeriodSeconds`
+// +kubebuilder:printcolumn:name="Last-Drain",type=string,JSONPath=`.status.drains[0].outcome`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 63 characters (lowercase letters, digits and '-', starting with a letter, no '.'): the Gateway's Service, Deployment, ConfigMap and PodDisruptionBudget are named after it"
 type Gateway struct {

@@ -28,7 +28,7 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 		errs = append(errs, field.Invalid(cfgPath, "inline and configMapRef",
 			"spec.config.inline and spec.config.configMapRef are mutually exclusive: set one of them"))
 	}
-	warnings := s.LifecycleWarnings()
+	warnings := append(s.LifecycleWarnings(), drainWarnings(g.Status.Drains)...)
 	if len(errs) > 0 {
 		// The rendered configuration would only restate these problems in TOML keys.
 		return errs, warnings
@@ -106,4 +106,20 @@ func validateMilliseconds(s *GatewaySpec) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// drainWarnings warns, on an update, when a recent drain (status.drains) used more than
+// 80 % of its pod's grace period: the next slower one may be killed mid-drain.
+func drainWarnings(drains []DrainRecord) []string {
+	var out []string
+	for _, d := range drains {
+		if d.GracePeriodSeconds <= 0 || d.DurationMilliseconds*10 <= d.GracePeriodSeconds*1000*8 {
+			continue
+		}
+		out = append(out, fmt.Sprintf(
+			"the drain of pod %s took %dms, %d%% of its %ds grace period: raise spec.lifecycle.terminationHeadroom (or terminationGracePeriodSeconds) before a slower drain is killed",
+			d.Pod, d.DurationMilliseconds, d.DurationMilliseconds/(d.GracePeriodSeconds*10), d.GracePeriodSeconds))
+		break // one warning names the problem; the status lists every drain
+	}
+	return out
 }

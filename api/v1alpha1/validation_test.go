@@ -122,3 +122,16 @@ func TestThePageTokenKeyIsTheOperatorsSecret(t *testing.T) {
 		t.Fatalf("a user's page_token_key_file was not refused: %v", err)
 	}
 }
+
+func TestARecentDrainNearItsGracePeriodWarns(t *testing.T) {
+	g := &Gateway{Spec: GatewaySpec{Image: "x"}}
+	g.Status.Drains = []DrainRecord{{Pod: "a", DurationMilliseconds: 20000, GracePeriodSeconds: 26}}
+	if _, warnings := g.Validate(); len(warnings) != 0 {
+		t.Fatalf("a drain at 77%% of its grace period warned: %q", warnings)
+	}
+	g.Status.Drains = append(g.Status.Drains, DrainRecord{Pod: "b", DurationMilliseconds: 22000, GracePeriodSeconds: 26})
+	_, warnings := g.Validate()
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "pod b took 22000ms, 84% of its 26s grace period") {
+		t.Fatalf("warnings = %q, want one naming pod b at 84%%", warnings)
+	}
+}

@@ -171,6 +171,19 @@ func TestThreeHundredProblemsStillWriteAStatus(t *testing.T) {
 		}
 		return nil
 	})
+	// The Event telling it too: the Events API keeps at most 1024 bytes of a note.
+	eventually(t, settle, "an InvalidConfig event the API accepted", func() error {
+		var evs eventsv1.EventList
+		if err := k8s.List(ctx, &evs, client.InNamespace(key.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == key.Name && e.Reason == ferrofedv1alpha1.ReasonInvalidConfig {
+				return nil
+			}
+		}
+		return fmt.Errorf("no InvalidConfig event among %d", len(evs.Items))
+	})
 }
 
 // TestNamesThatCannotNameTheOwnedObjectsAreRefused runs on the CRD's CEL rules alone.

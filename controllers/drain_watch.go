@@ -1,0 +1,124 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// drainInbox holds, per Gateway, the drains the pod watch saw and the status has not
+// recorded yet. A pod is gone from the cache soon after its containers end, so its drain
+// is read when the watch delivers its final state, not by the next reconcile. Each pod
+// UID is taken once; an operator restart loses what was not yet recorded.
+type drainInbox struct {
+	mu      sync.Mutex
+	pending map[types.NamespacedName][]ferrofedv1alpha1.DrainRecord
+	seen    map[types.UID]time.Time
+}
+
+// add keeps d for gw unless pod uid was seen already; it reports whether it was new.
+func (b *drainInbox) add(gw types.NamespacedName, uid types.UID, d ferrofedv1alpha1.DrainRecord) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending == nil {
+		b.pending, b.seen = map[types.NamespacedName][]ferrofedv1alpha1.DrainRecord{}, map[types.UID]time.Time{}
+	}
+	if _, dup := b.seen[uid]; dup {
+		return false
+	}
+	// Forget the pods seen long ago: the set stays as small as the recent drains.
+	for u, at := range b.seen {
+		if time.Since(at) > time.Hour {
+			delete(b.seen, u)
+		}
+	}
+	b.seen[uid] = time.Now()
+	b.pending[gw] = append(b.pending[gw], d)
+	return true
+}
+
+func (b *drainInbox) take(gw types.NamespacedName) []ferrofedv1alpha1.DrainRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.pending[gw]
+	delete(b.pending, gw)
+	return d
+}
+
+func (b *drainInbox) putBack(gw types.NamespacedName, d []ferrofedv1alpha1.DrainRecord) {
+	if len(d) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending == nil {
+		b.pending = map[types.NamespacedName][]ferrofedv1alpha1.DrainRecord{}
+	}
+	b.pending[gw] = append(d, b.pending[gw]...)
+}
+
+// podDrained maps a gateway pod's event to its Gateway when the pod was deleted and its
+// gateway container has ended: the drain is read now, counted, and kept for the status.
+func (r *GatewayReconciler) podDrained(_ context.Context, o client.Object) []reconcile.Request {
+	pod, ok := o.(*corev1.Pod)
+	if !ok || pod.Labels[LabelManagedBy] != FieldOwner || pod.Labels[LabelInstance] == "" {
+		return nil
+	}
+	d, ok := drainOf(pod)
+	if !ok {
+		return nil
+	}
+	gw := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[LabelInstance]}
+	if !r.drained.add(gw, pod.UID, d) {
+		return nil
+	}
+	drainsTotal.WithLabelValues(d.Outcome).Inc()
+	if d.DurationMilliseconds > 0 {
+		drainSeconds.Observe(float64(d.DurationMilliseconds) / 1000)
+	}
+	return []reconcile.Request{{NamespacedName: gw}}
+}
+
+// tellDrain emits the Event of a drain the status just recorded.
+func (r *GatewayReconciler) tellDrain(gw *ferrofedv1alpha1.Gateway, d ferrofedv1alpha1.DrainRecord) {
+	took := time.Duration(d.DurationMilliseconds) * time.Millisecond
+	switch d.Outcome {
+	case "completed":
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Drained", "Drain", "Pod %s drained in %s of its %ds grace period.", d.Pod, took, d.GracePeriodSeconds)
+	case "cut":
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonDrainCut, "Drain",
+			"Pod %s cut %d connection(s) at its shutdown timeout after %s.", d.Pod, d.CutConnections, took)
+	case "killed":
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonDrainKilled, "Drain",
+			"Pod %s was killed (exit code %d) %s after SIGTERM, before its drain ended (grace period %ds).", d.Pod, d.ExitCode, took, d.GracePeriodSeconds)
+	default:
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonDrainUnreported, "Drain", "Pod %s exited without reporting its drain.", d.Pod)
+	}
+}
+
+// The operator's drain metrics, on controller-runtime's registry (its /metrics).
+var (
+	drainsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ferrofed_operator_drains_total",
+		Help: "Drains of gateway pods the operator saw end, by outcome (completed, cut, killed, unknown).",
+	}, []string{"outcome"})
+	drainSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ferrofed_operator_drain_seconds",
+		Help:    "How long the drains of gateway pods took, from SIGTERM, in seconds.",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 300, 600, 1800, 3600},
+	})
+	registerMetrics sync.Once
+)
+
+func registerDrainMetrics() {
+	registerMetrics.Do(func() { metrics.Registry.MustRegister(drainsTotal, drainSeconds) })
+}
