@@ -55,18 +55,18 @@ type Config struct {
 // Server is the [server] table.
 type Server struct {
 	// Listen is host:port of the listener (Go's net.Listen("tcp", Listen)). A wildcard
-	// host listens on every interface; where the kernel has IPv6, Go makes that one
-	// dual-stack socket (IPV6_V6ONLY off, whatever net.ipv6.bindv6only says):
+	// host listens on every interface, as one socket: dual-stack (IPv4 and IPv6,
+	// IPV6_V6ONLY off whatever net.ipv6.bindv6only says) where the kernel has IPv6, IPv4
+	// alone where it has not. The documented spelling is the empty host:
 	//
-	//	":8080"          (empty host; the default, and what the operator renders) IPv4
-	//	                 and IPv6 where the kernel has IPv6, IPv4 alone where it has
-	//	                 not: the documented "all interfaces, any address family".
-	//	"0.0.0.0:8080"   the same with Go (net.Listen treats every unspecified address
-	//	                 as all of them), but it reads as IPv4 only: use ":8080".
-	//	"[::]:8080"      IPv6 and IPv4, but it fails to start on a kernel without IPv6.
+	//	":8080"          the default, and what the operator renders: every interface,
+	//	                 any address family, on a kernel with or without IPv6.
+	//	"0.0.0.0:8080"   the same to Go (net.Listen treats an unspecified address as all
+	//	"[::]:8080"      of them, and resolves "[::]" to 0.0.0.0 first), accepted; they
+	//	                 read as one family only, so examples use ":8080".
 	//
 	// An address (127.0.0.1, [::1], 10.1.2.3) listens on that address alone. `ferrofed
-	// healthcheck` asks 127.0.0.1 for ":port" and "0.0.0.0", [::1] for "[::]".
+	// healthcheck` asks 127.0.0.1 for every wildcard spelling.
 	Listen string `toml:"listen"`
 	// BasePath prefixes every route; any other path answers 404.
 	BasePath string `toml:"base_path"`

@@ -36,18 +36,19 @@ type Target struct {
 }
 
 // TargetFor derives the readiness URL from server.listen, server.base_path and
-// server.tls: the port of server.listen, on 127.0.0.1 (or [::1] for an IPv6 wildcard)
-// when its host is a wildcard, else on that host.
+// server.tls: the port of server.listen, on 127.0.0.1 when its host is a wildcard
+// (empty, "0.0.0.0", "[::]" or any other unspecified address), else on that host.
+//
+// 127.0.0.1 answers for every wildcard spelling: Go's net.Listen makes each of them one
+// socket, dual-stack where the kernel has IPv6 and IPv4 alone where it has not ("[::]"
+// resolves to 0.0.0.0 first), so [::1] would be refused on a kernel without IPv6.
 func TargetFor(cfg *config.Config) (Target, error) {
 	host, port, err := net.SplitHostPort(cfg.Server.Listen)
 	if err != nil {
 		return Target{}, fmt.Errorf("server.listen %q: %w", cfg.Server.Listen, err)
 	}
-	switch host {
-	case "", "0.0.0.0":
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
-	case "::", "::0", "0:0:0:0:0:0:0:0":
-		host = "::1"
 	}
 	scheme := "http"
 	if cfg.Server.TLS.Enabled() {

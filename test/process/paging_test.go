@@ -30,7 +30,7 @@ func TestTwoProcessesSharingAPageTokenKeyServeEachOthersPages(t *testing.T) {
 	start := func(name, federation string) (string, *gateway) {
 		port := freePort(t)
 		path := filepath.Join(dir, name+".toml")
-		writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\nbase_path = \"/gw\"\n%s\n%s", port, federation, registry.String()))
+		writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\nbase_path = \"/gw\"\ntermination_message_path = \"\"\n%s\n%s", port, federation, registry.String()))
 		g := serve(t, path)
 		base := fmt.Sprintf("http://127.0.0.1:%d/gw", port)
 		waitReady(t, base)

@@ -32,7 +32,14 @@ import (
 
 var binary string
 
+// beforeTests, when set (by a platform's file), runs first in TestMain: it may turn the
+// test binary into a launcher of another process and never return.
+var beforeTests func()
+
 func TestMain(m *testing.M) {
+	if beforeTests != nil {
+		beforeTests()
+	}
 	dir, err := os.MkdirTemp("", "ferrofed-process-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -78,7 +85,13 @@ type gateway struct {
 // serve starts `ferrofed serve --config path` and waits until it printed its address.
 func serve(t *testing.T, path string) *gateway {
 	t.Helper()
-	g := &gateway{cmd: exec.Command(binary, "serve", "--config", path), stderr: &proctest.SyncBuffer{}, exited: make(chan struct{})}
+	return serveCommand(t, exec.Command(binary, "serve", "--config", path))
+}
+
+// serveCommand starts cmd, a `ferrofed serve`, and waits until it printed its address.
+func serveCommand(t *testing.T, cmd *exec.Cmd) *gateway {
+	t.Helper()
+	g := &gateway{cmd: cmd, stderr: &proctest.SyncBuffer{}, exited: make(chan struct{})}
 	g.cmd.Stderr = g.stderr
 	stdout, err := g.cmd.StdoutPipe()
 	if err != nil {
@@ -255,7 +268,7 @@ func TestServeRefusesAnInvalidConfiguration(t *testing.T) {
 func TestSIGHUPWithAnInvalidFileKeepsTheOldConfiguration(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ferrofed.toml")
-	good := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\n", freePort(t))
+	good := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\ntermination_message_path = \"\"\n", freePort(t))
 	writeFile(t, path, good)
 	// The healthcheck reads a copy: the file serve reloads is about to be broken.
 	probe := filepath.Join(dir, "probe.toml")
@@ -300,6 +313,7 @@ func TestTLSWithARequiredClientCertificate(t *testing.T) {
 	port := freePort(t)
 	writeFile(t, path, fmt.Sprintf(`[server]
 listen = "127.0.0.1:%d"
+termination_message_path = ""
 
 [server.tls]
 certificate_file = %q

@@ -182,6 +182,7 @@ func TestTheListenerServesARotatedCertificateUnderLoad(t *testing.T) {
 	writeFile(t, path, fmt.Sprintf(`[server]
 listen = "127.0.0.1:%d"
 request_timeout_ms = 20000
+termination_message_path = ""
 
 [server.tls]
 certificate_file = %q
@@ -425,7 +426,7 @@ func TestAnExpiringCertificateIsAWarningAndAnExpiredOneUnready(t *testing.T) {
 			certPEM, keyPEM := ca.serverPair(t, 0x3003, tt.notBefore, tt.until)
 			vol := newSecretVolume(t, certPEM, keyPEM)
 			path := filepath.Join(t.TempDir(), "ferrofed.toml")
-			writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\n\n[server.tls]\ncertificate_file = %q\nkey_file = %q\n",
+			writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\ntermination_message_path = \"\"\n[server.tls]\ncertificate_file = %q\nkey_file = %q\n",
 				freePort(t), vol.certFile(), vol.keyFile()))
 
 			code, stdout, stderr := configCheck(t, path)
