@@ -124,6 +124,8 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash st
 		WithName(ContainerName).
 		WithImage(gw.Spec.Image).
 		WithArgs("serve", "--config", ferrofedv1alpha1.ConfigPath).
+		WithTerminationMessagePath(ferrofedv1alpha1.TerminationMessagePath).
+		WithTerminationMessagePolicy(corev1.TerminationMessageReadFile).
 		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(gw.Spec.PortOrDefault()).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(startup).
 		WithReadinessProbe(readiness).

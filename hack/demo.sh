@@ -224,6 +224,8 @@ mkdir -p "$state/page-token"
 "$kubectl" get secret "$secret" -n "$namespace" -o jsonpath='{.data.key}' | base64 -d >"$state/page-token/key"
 [[ -s "$state/page-token/key" ]] || fail "Secret $secret holds no key"
 sed -i "s|/etc/ferrofed/page-token/key|$state/page-token/key|" "$state/ferrofed.toml"
+# The drain's outcome goes where the kubelet would read it; here, beside the logs.
+sed -i "s|'/dev/termination-log'|'$state/termination-log'|" "$state/ferrofed.toml"
 info "(federation.page_token_key_file: the key of Secret $namespace/$secret, which the pods mount)"
 "$ferrofed" config check --config "$state/ferrofed.toml" | sed 's/^/    /'
 info "(server.listen is the pod's, \":<spec.port>\": every interface of this machine, IPv4 and IPv6)"

@@ -24,6 +24,10 @@ const (
 	PageTokenDir     = ConfigDir + "/page-token"
 	PageTokenKey     = "key"
 	PageTokenKeyFile = PageTokenDir + "/" + PageTokenKey
+	// TerminationMessagePath is the gateway container's terminationMessagePath and its
+	// server.termination_message_path: the drain's outcome, which the kubelet copies
+	// into the pod's status for the operator.
+	TerminationMessagePath = "/dev/termination-log"
 )
 
 // PageTokenSecretName is the Secret of a Gateway's page-token key.
@@ -40,6 +44,7 @@ var ownedFields = map[string]string{
 	"server.bindings_drain_timeout_ms":        "spec.lifecycle.bindingsDrainTimeout",
 	"server.termination_grace_period_seconds": "spec.lifecycle.terminationGracePeriodSeconds",
 	"server.tls":                              "spec.tls.secretName",
+	"server.termination_message_path":         "the pod's terminationMessagePath, where the kubelet reads each drain's outcome for the Gateway's status",
 	"federation.page_token_key_file":          "every replica reads the key of the Secret <name>-page-token the operator makes for the Gateway",
 }
 
@@ -55,6 +60,8 @@ func (s *GatewaySpec) Owned(plan lifecycle.Plan) config.Owned {
 		ShutdownTimeoutMS:             ptr.To(plan.ShutdownTimeout.Milliseconds()),
 		BindingsDrainTimeoutMS:        ptr.To(plan.BindingsDrainTimeout.Milliseconds()),
 		TerminationGracePeriodSeconds: ptr.To(plan.GracePeriodSeconds),
+		// Where the drain writes its outcome: the container's terminationMessagePath.
+		TerminationMessagePath: TerminationMessagePath,
 	}
 	if s.TLS != nil {
 		server.TLS = config.TLS{CertificateFile: TLSCertFile, KeyFile: TLSKeyFile}

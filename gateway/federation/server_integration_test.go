@@ -54,6 +54,7 @@ func TestTheSurfaceServesInsideTheServer(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 [server]
 listen = "127.0.0.1:0"
+termination_message_path = ""
 base_path = "/api"
 request_timeout_ms = %d
 
