@@ -364,8 +364,9 @@ type DrainRecord struct {
 	// +kubebuilder:validation:MaxLength=253
 	Pod string `json:"pod,omitempty"`
 
-	// ended is when the gateway container terminated.
-	// +required
+	// ended is when the gateway container terminated; the kubelet always reports it
+	// (optional only in that a zero time is not written).
+	// +optional
 	Ended metav1.Time `json:"ended,omitzero"`
 
 	// outcome is "completed" (every in-flight request finished), "cut" (the shutdown
