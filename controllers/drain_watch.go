@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -88,21 +89,15 @@ func (r *GatewayReconciler) podDrained(_ context.Context, o client.Object) []rec
 	return []reconcile.Request{{NamespacedName: gw}}
 }
 
-// tellDrain emits the Event of a drain the status just recorded.
+// tellDrain emits the Event of a drain the status just recorded, in the words of the
+// DrainsComplete condition it would make.
 func (r *GatewayReconciler) tellDrain(gw *ferrofedv1alpha1.Gateway, d ferrofedv1alpha1.DrainRecord) {
-	took := time.Duration(d.DurationMilliseconds) * time.Millisecond
-	switch d.Outcome {
-	case "completed":
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Drained", "Drain", "Pod %s drained in %s of its %ds grace period.", d.Pod, took, d.GracePeriodSeconds)
-	case "cut":
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonDrainCut, "Drain",
-			"Pod %s cut %d connection(s) at its shutdown timeout after %s.", d.Pod, d.CutConnections, took)
-	case "killed":
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonDrainKilled, "Drain",
-			"Pod %s was killed (exit code %d) %s after SIGTERM, before its drain ended (grace period %ds).", d.Pod, d.ExitCode, took, d.GracePeriodSeconds)
-	default:
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonDrainUnreported, "Drain", "Pod %s exited without reporting its drain.", d.Pod)
+	c := drainsCondition([]ferrofedv1alpha1.DrainRecord{d})
+	if c.Status == metav1.ConditionTrue {
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Drained", "Drain", "%s", c.Message)
+		return
 	}
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, c.Reason, "Drain", "%s", c.Message)
 }
 
 // The operator's drain metrics, on controller-runtime's registry (its /metrics).

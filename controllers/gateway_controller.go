@@ -164,13 +164,7 @@ func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferro
 	case err == nil && controlledBy(s, gw):
 		return nil
 	case err == nil:
-		if readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
-			r.Recorder.Eventf(gw, s, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonNameConflict, "Create",
-				"Left Secret %s alone: it exists and is not controlled by this Gateway.", name)
-		}
-		return applyProblem{ferrofedv1alpha1.ReasonNameConflict, fmt.Sprintf(
-			"Secret %s already exists and is not controlled by this Gateway (%s); the operator never adopts an object, and it would mount this one into the gateway pods. Delete or rename it, or give the Gateway another name.",
-			name, controllerOf(s))}
+		return r.nameConflict(gw, s, "Secret", name, "Create")
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("get Secret %s: %w", name, err)
 	}
@@ -295,13 +289,7 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	switch {
 	case err == nil:
 		if !controlledBy(live, gw) {
-			if readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict { // told once, not every recheck
-				r.Recorder.Eventf(gw, live, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonNameConflict, "Apply",
-					"Left %s %s alone: it exists and is not controlled by this Gateway.", kind, name)
-			}
-			return applyProblem{ferrofedv1alpha1.ReasonNameConflict, fmt.Sprintf(
-				"%s %s already exists and is not controlled by this Gateway (%s); the operator never adopts an object. Delete or rename it, or give the Gateway another name.",
-				kind, name, controllerOf(live))}
+			return r.nameConflict(gw, live, kind, name, "Apply")
 		}
 		if same, err := sameAsLive(live, desired, o.extract); err != nil || same {
 			return err
@@ -329,6 +317,18 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	// otherwise fold into one series.
 	r.Recorder.Eventf(gw, live, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
 	return nil
+}
+
+// nameConflict is the answer to an object of an owned name that gw does not control:
+// it is left alone, told once in an Event (not on every recheck), and reported.
+func (r *GatewayReconciler) nameConflict(gw *ferrofedv1alpha1.Gateway, obj client.Object, kind, name, action string) applyProblem {
+	if readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
+		r.Recorder.Eventf(gw, obj, corev1.EventTypeWarning, ferrofedv1alpha1.ReasonNameConflict, action,
+			"Left %s %s alone: it exists and is not controlled by this Gateway.", kind, name)
+	}
+	return applyProblem{ferrofedv1alpha1.ReasonNameConflict, fmt.Sprintf(
+		"%s %s already exists and is not controlled by this Gateway (%s); the operator never adopts an object (nor mounts one it does not control). Delete or rename it, or give the Gateway another name.",
+		kind, name, controllerOf(obj))}
 }
 
 // controlledBy reports whether gw is obj's controller.

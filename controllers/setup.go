@@ -73,6 +73,9 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 	if err != nil {
 		return ctrl.Options{}, fmt.Errorf("build the scheme: %w", err)
 	}
+	if err := ferrofedv1alpha1.ValidateNamespaces(c.WatchNamespaces); err != nil {
+		return ctrl.Options{}, err
+	}
 	cacheOpts := CacheOptions()
 	if len(c.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // ImageAllowed reports whether image matches one of patterns, or patterns is empty
@@ -44,6 +46,17 @@ func globRegexp(pattern string) *regexp.Regexp {
 	}
 	b.WriteString("$")
 	return regexp.MustCompile(b.String())
+}
+
+// ValidateNamespaces refuses --watch-namespaces entries that cannot name a namespace
+// (a DNS-1123 label), naming the flag and the entry.
+func ValidateNamespaces(namespaces []string) error {
+	for _, ns := range namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	return nil
 }
 
 // ValidateImagePatterns refuses patterns that cannot name an image: empty, or with

@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestImageAllowed(t *testing.T) {
 	tests := []struct {
@@ -36,6 +39,18 @@ func TestValidateImagePatterns(t *testing.T) {
 	for _, bad := range []string{"", " ", "a b", "a\nb"} {
 		if err := ValidateImagePatterns([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestValidateNamespaces(t *testing.T) {
+	if err := ValidateNamespaces([]string{"team-a", "b"}); err != nil {
+		t.Errorf("valid namespaces refused: %v", err)
+	}
+	for _, bad := range []string{"", "Team_A", "a.b", strings.Repeat("a", 64)} {
+		err := ValidateNamespaces([]string{bad})
+		if err == nil || !strings.Contains(err.Error(), "--watch-namespaces") {
+			t.Errorf("%q: %v, want a refusal naming --watch-namespaces", bad, err)
 		}
 	}
 }

@@ -43,37 +43,9 @@ func TestChartInstallsAWorkingOperator(t *testing.T) {
 	kubectl := filepath.Join(assets, "kubectl")
 	helmBin(t)
 
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start the local control plane from %s: %v", assets, err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Logf("stop the control plane: %v", err)
-		}
-	})
-	admin, err := env.AddUser(envtest.User{Name: "chart-test-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminKubeconfig := writeKubeconfig(t, "admin", admin.Config())
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := ferrofedv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, c, kubeEnv := startControlPlane(t, assets)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-
-	kubeEnv := []string{"KUBECONFIG=" + adminKubeconfig}
 	mustHelm(t, kubeEnv, "install", release, chartDir(t), "--namespace", namespace, "--create-namespace",
 		"--set", "webhook.enabled=false")
 	t.Run("helm installed the CRD, the operator's Deployment and its RBAC", func(t *testing.T) {
@@ -200,6 +172,39 @@ func TestChartInstallsAWorkingOperator(t *testing.T) {
 		}
 		mustHelm(t, kubeEnv, "uninstall", rel, "--namespace", ns)
 	})
+}
+
+// startControlPlane starts envtest from assets (no CRD: the chart installs it) and
+// returns its configuration, a client with the Gateway types, and the environment that
+// points helm and kubectl at it as an admin.
+func startControlPlane(t *testing.T, assets string) (*rest.Config, client.Client, []string) {
+	t.Helper()
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start the local control plane from %s: %v", assets, err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Logf("stop the control plane: %v", err)
+		}
+	})
+	admin, err := env.AddUser(envtest.User{Name: "chart-test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := ferrofedv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c, []string{"KUBECONFIG=" + writeKubeconfig(t, "admin", admin.Config())}
 }
 
 // webhookCA returns the CA of the generated webhook Secret, after checking that the

@@ -12,13 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
@@ -31,24 +28,7 @@ import (
 func TestChartNamespacedInstallWorksWithRolesOnly(t *testing.T) {
 	assets := k8sAssets(t)
 	helmBin(t)
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start the local control plane from %s: %v", assets, err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := env.AddUser(envtest.User{Name: "chart-test-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeEnv := []string{"KUBECONFIG=" + writeKubeconfig(t, "admin", admin.Config())}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = ferrofedv1alpha1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, c, kubeEnv := startControlPlane(t, assets)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	for _, ns := range []string{"team-a", "team-b"} {
@@ -84,7 +64,7 @@ func TestChartNamespacedInstallWorksWithRolesOnly(t *testing.T) {
 	}
 	operatorConfig := rest.AnonymousClientConfig(cfg)
 	operatorConfig.BearerToken = tok.Status.Token
-	asOperator, err := client.New(operatorConfig, client.Options{Scheme: scheme})
+	asOperator, err := client.New(operatorConfig, client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
