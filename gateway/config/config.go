@@ -400,8 +400,6 @@ func (c *Config) CheckTimeout() time.Duration { return ms(c.Health.CheckTimeoutM
 // CacheTTL is health.cache_ttl_ms as a duration.
 func (c *Config) CacheTTL() time.Duration { return ms(c.Health.CacheTTLMS) }
 
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-
 func msPtr(v *int64) *time.Duration {
 	if v == nil {
 		return nil

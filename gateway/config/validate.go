@@ -39,11 +39,12 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	if msg := basePathProblem(c.Server.BasePath); msg != "" {
 		add("server.base_path", "%q %s", c.Server.BasePath, msg)
 	}
-	for _, p := range c.Budgets().Validate(lifecycle.TOMLFields) {
-		add(p.Field, "%s", p.Message)
-	}
-	if c.Server.ReadHeaderTimeoutMS <= 0 {
-		add("server.read_header_timeout_ms", "must be greater than zero")
+	msProblems, budgetsOK := c.msBoundsProblems()
+	ps = append(ps, msProblems...)
+	if budgetsOK {
+		for _, p := range c.Budgets().Validate(lifecycle.TOMLFields) {
+			add(p.Field, "%s", p.Message)
+		}
 	}
 	if msg := terminationMessagePathProblem(c.Server.TerminationMessagePath); msg != "" {
 		add("server.termination_message_path", "%s", msg)
@@ -52,12 +53,6 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, tlsProblems...)
 	warnings = append(warnings, tlsWarnings...)
 
-	if c.Health.CheckTimeoutMS <= 0 {
-		add("health.check_timeout_ms", "must be greater than zero")
-	}
-	if c.Health.CacheTTLMS < 0 {
-		add("health.cache_ttl_ms", "must not be negative")
-	}
 	if c.Health.MemberReadyCheck && !c.Registry.Configured() {
 		add("health.member_ready_check", "is on but no [[registry.members]] is configured")
 	}
@@ -83,12 +78,14 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	if c.Registry.MaxMemberBodyBytes <= 0 {
 		add("registry.max_member_body_bytes", "must be greater than zero")
 	}
+	// The member budgets are compared as integers: the request timeout may be out of
+	// its range here, and converting it would wrap.
+	rt := lifecycle.DefaultRequestTimeout.Milliseconds()
+	if c.Server.RequestTimeoutMS != nil {
+		rt = *c.Server.RequestTimeoutMS
+	}
 	for i, m := range c.Registry.Members {
-		key := fmt.Sprintf("registry.members[%d].timeout_ms", i)
-		switch rt := c.Lifecycle().RequestTimeout.Milliseconds(); {
-		case m.TimeoutMS < 0:
-			add(key, "must not be negative (0, or unset, gives the member the request's budget)")
-		case m.TimeoutMS > rt:
+		if key := fmt.Sprintf("registry.members[%d].timeout_ms", i); m.TimeoutMS >= 0 && m.TimeoutMS > rt && m.TimeoutMS <= MaxBudgetMS {
 			add(key, "%d is longer than server.request_timeout_ms (%d): the request budget bounds every member", m.TimeoutMS, rt)
 		}
 	}
@@ -301,9 +298,6 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 		if !slices.Contains(SupportedAlgorithms, a) {
 			add("algorithms", "%q is not one of %s", a, strings.Join(SupportedAlgorithms, ", "))
 		}
-	}
-	if is.JWKSRefreshMS < 0 {
-		add("jwks_refresh_ms", "must not be negative (0, or unset, is the default %d)", DefaultJWKSRefreshMS)
 	}
 	return ps
 }
