@@ -269,7 +269,7 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 	var ps []Problem
 	err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c)
 	if err != nil {
-		ps = decodeProblems(err)
+		ps = decodeProblems(data, err)
 		var strict *toml.StrictMissingError
 		if !errors.As(err, &strict) {
 			return nil, &Problems{Source: source, List: ps}
@@ -303,7 +303,7 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 // CertificateExpiryWarning. `config check` prints them.
 func (c *Config) Warnings() []Problem { return c.warnings }
 
-func decodeProblems(err error) []Problem {
+func decodeProblems(data []byte, err error) []Problem {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) {
 		out := make([]Problem, 0, len(strict.Errors))
@@ -315,12 +315,7 @@ func decodeProblems(err error) []Problem {
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
-		row, _ := de.Position()
-		key := dottedKey(de.Key())
-		if key == "" {
-			key = "(document)"
-		}
-		return []Problem{{Key: key, Line: row, Message: de.Error()}}
+		return []Problem{decodeErrorProblem(data, de)}
 	}
 	return []Problem{{Key: "(document)", Message: err.Error()}}
 }
