@@ -56,10 +56,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	if c.Health.MemberReadyCheck && !c.Registry.Configured() {
 		add("health.member_ready_check", "is on but no [[registry.members]] is configured")
 	}
-	if msg := basePathProblem(c.Metrics.Path); msg != "" || c.Metrics.Path == "/" {
-		if msg == "" {
-			msg = "must name a path, not the root"
-		}
+	if msg := metricsPathProblem(c.Metrics.Path); msg != "" {
 		add("metrics.path", "%q %s", c.Metrics.Path, msg)
 	}
 	if c.Metrics.PushURL != "" {
@@ -106,10 +103,44 @@ func basePathProblem(p string) string {
 		return "must not end with /"
 	case strings.Contains(p, "//"):
 		return "must not contain //"
-	case strings.ContainsAny(p, "?#%*: \t"):
-		return "must be a plain path (no ?, #, %, *, : or spaces)"
+	case strings.ContainsAny(p, "?#%*:; \t\\"):
+		return "must be a plain path (no ?, #, %, *, :, ;, \\ or spaces)"
+	}
+	for seg := range strings.SplitSeq(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Sprintf("must not contain a %q segment: write the path it stands for", seg)
+		}
 	}
 	return ""
+}
+
+// reservedPaths are the routes under server.base_path that metrics.path must stay off:
+// the probes (never gated), the operator surface (its own auth) and the data plane
+// (behind the readiness gate). Metrics served on one would shadow a route, or be
+// served past the gate or the token check.
+var reservedPaths = []string{"/health", "/operator", "/fhir", "/nodes"}
+
+// metricsPathProblem is what is wrong with a metrics.path, or "".
+func metricsPathProblem(p string) string {
+	if msg := basePathProblem(p); msg != "" {
+		return msg
+	}
+	if p == "/" {
+		return "must name a path, not the root"
+	}
+	for _, r := range reservedPaths {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return fmt.Sprintf("is on the gateway's own route %s (%s): choose a path outside /health, /operator, /fhir and /nodes", r, reservedRouteWhat[r])
+		}
+	}
+	return ""
+}
+
+var reservedRouteWhat = map[string]string{
+	"/health":   "the liveness and readiness probes",
+	"/operator": "the operator surface",
+	"/fhir":     "the data plane, behind the readiness gate",
+	"/nodes":    "the data plane, behind the readiness gate",
 }
 
 // terminationMessagePathProblem is what is wrong with a server.termination_message_path
@@ -290,7 +321,8 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 			add("jwks_url", "must be an absolute http or https URL")
 		}
 	case !opts.SkipFiles:
-		if _, err := os.Stat(is.JWKSFile); err != nil {
+		// Read and parsed as serve reads it: a file that exists is not yet a key set.
+		if _, err := ReadJWKSFile(is.JWKSFile); err != nil {
 			add("jwks_file", "%v", err)
 		}
 	}
