@@ -290,7 +290,13 @@ func (s *Surface) handleFHIR(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
 		return
 	}
-	rest := strings.TrimPrefix(c.Param("rest"), "/")
+	// The same rule as a routed path's: no dot segment, however hidden.
+	rest, err := memberPath(c.Param("rest"))
+	if err != nil {
+		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
+		return
+	}
+	rest = strings.TrimPrefix(rest, "/")
 	segs := strings.Split(rest, "/")
 	switch {
 	case rest == "":
@@ -486,9 +492,9 @@ func (s *Surface) handleNodes(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
 		return
 	}
-	path, ok = routedPath(path)
-	if !ok {
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the path must not contain . or .. segments"))
+	path, err := memberPath(path)
+	if err != nil {
+		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
 		return
 	}
 	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
