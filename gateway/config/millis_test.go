@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -132,5 +133,36 @@ func TestEveryMillisecondKeyHasAMaximum(t *testing.T) {
 	slices.Sort(listed)
 	if !slices.Equal(schema, listed) {
 		t.Fatalf("the schema's *_ms keys %v are not the listed ones %v", schema, listed)
+	}
+}
+
+// The README's "Limits" table lists every millisecond key with its default and range.
+func TestTheReadmeListsEveryMillisecondKey(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, limits, ok := strings.Cut(string(data), "\n## Limits\n")
+	if !ok {
+		t.Fatal("the README has no Limits section")
+	}
+	limits, _, _ = strings.Cut(limits, "\n## ")
+	rows := map[string][]string{}
+	for line := range strings.SplitSeq(limits, "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) == 4 {
+			rows[strings.Trim(cells[0], "`")] = cells
+		}
+	}
+	for _, m := range MillisecondKeys {
+		row, ok := rows[m.Key]
+		if !ok {
+			t.Errorf("the Limits table has no row for %s", m.Key)
+			continue
+		}
+		wantRange := fmt.Sprintf("%d to %d (%s)", m.Min, m.Max, time.Duration(m.Max)*time.Millisecond)
+		if strings.ReplaceAll(row[1], "`", "") != m.Default || !strings.HasPrefix(row[2], wantRange) {
+			t.Errorf("the row of %s says default %q, range %q; want %q, %q", m.Key, row[1], row[2], m.Default, wantRange)
+		}
 	}
 }
