@@ -89,3 +89,18 @@ func TestDotSegmentsNeverReachAMember(t *testing.T) {
 		t.Fatalf("the member got %q", got)
 	}
 }
+
+// A member's next link becomes a cursor the gateway later sends to that member: the
+// same rule holds for it.
+func TestACursorFollowsTheMemberPathRule(t *testing.T) {
+	for _, c := range []string{"/fhir/..;/admin", "/fhir/%2e%2e%3b/admin", "/fhir/%252e%252e/admin", "/fhir/.;/x?a=1", "/fhir/..", "/fhir/%2e%2e/x"} {
+		if validCursor(c) {
+			t.Errorf("validCursor(%q) accepted", c)
+		}
+	}
+	for _, c := range []string{"/fhir/Patient?_page=2", "/fhir/Patient;v=1?x=..;", "/fhir/a..b/c"} {
+		if !validCursor(c) {
+			t.Errorf("validCursor(%q) refused", c)
+		}
+	}
+}
