@@ -338,7 +338,8 @@ func (s *Server) refused(err error) {
 			s.log.Info("Refused reloaded configuration: "+p.String(), "key", p.Key, "line", p.Line)
 		}
 	}
-	s.log.Info("Reload refused: "+strings.ReplaceAll(err.Error(), "\n", ";")+", kept the running configuration", "error", err.Error())
+	reason := strings.ReplaceAll(err.Error(), "\n  ", "; ")
+	s.log.Error(err, "Reload refused: "+reason+", kept the running configuration")
 }
 
 // ReloadFile loads path as serve does and applies it. An invalid file is refused, logged
