@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -31,8 +32,8 @@ func TestATypeErrorNamesTheDottedKeyAndItsLine(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			ps, ok := err.(*Problems)
-			if !ok || len(ps.List) != 1 {
+			var ps *Problems
+			if !errors.As(err, &ps) || len(ps.List) != 1 {
 				t.Fatalf("want one problem, got %v", err)
 			}
 			p := ps.List[0]

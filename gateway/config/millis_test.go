@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -36,8 +37,8 @@ func TestMillisecondKeysOutOfRangeAreRefusedBeforeTheyWrap(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			ps := err.(*Problems)
-			if len(ps.List) != 1 {
+			var ps *Problems
+			if !errors.As(err, &ps) || len(ps.List) != 1 {
 				t.Fatalf("want one problem, got %v", err)
 			}
 			p := ps.List[0]

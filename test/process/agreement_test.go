@@ -118,7 +118,9 @@ func runServe(t *testing.T, s sample) (bool, string) {
 	select {
 	case <-listening:
 		_ = cmd.Process.Kill()
-		<-exited
+		if err := <-exited; err == nil {
+			t.Fatal("serve exited cleanly on SIGKILL")
+		}
 		return true, stderr.String()
 	case err := <-exited:
 		var ee *exec.ExitError
@@ -128,8 +130,8 @@ func runServe(t *testing.T, s sample) (bool, string) {
 		return false, stderr.String()
 	case <-time.After(15 * time.Second):
 		_ = cmd.Process.Kill()
-		<-exited
-		t.Fatalf("serve neither listened nor exited\n%s", stderr.String())
+		err := <-exited
+		t.Fatalf("serve neither listened nor exited (killed: %v)\n%s", err, stderr.String())
 	}
 	return false, ""
 }
