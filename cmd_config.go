@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
@@ -17,16 +18,19 @@ func newConfigCommand() *cobra.Command {
 		Short: "Load F exactly as serve does; exit 0 (warnings, such as a certificate near its expiry, on stderr), or list every problem and exit 1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(path)
+			// Everything serve does short of listening: the same function, its result
+			// thrown away.
+			g, err := assemble(path, logr.Discard())
 			if err != nil {
 				var ps *config.Problems
 				if errors.As(err, &ps) {
 					fmt.Fprintln(cmd.ErrOrStderr(), ps.Error())
 				} else {
-					fmt.Fprintln(cmd.ErrOrStderr(), err)
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", path, err)
 				}
 				return exitError{1}
 			}
+			cfg := g.cfg
 			// Warnings do not fail the check: a certificate that has expired or expires
 			// within 7 days (server.tls.certificate_file, with its NotAfter).
 			for _, w := range cfg.Warnings() {

@@ -13,10 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/gateway/federation"
-	"github.com/ferrofed/ferrofed/gateway/server"
 )
 
 func newServeCommand() *cobra.Command {
@@ -27,15 +23,20 @@ func newServeCommand() *cobra.Command {
 		Short: "Run the gateway: load F (refusing every problem), listen, drain on SIGTERM/SIGINT, reload on SIGHUP",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(path)
-			if err != nil {
+			log, flush := newLogger(verbosity)
+			defer flush()
+			g, err := assemble(path, log)
+			var built buildError
+			switch {
+			case errors.As(err, &built):
+				log.Error(err, "Refused to start")
+				return exitError{1}
+			case err != nil:
 				// The same report as `config check`, before anything listens.
 				fmt.Fprintln(cmd.ErrOrStderr(), err)
 				return exitError{1}
 			}
-			log, flush := newLogger(verbosity)
-			defer flush()
-			return serve(cmd, path, cfg, log)
+			return serve(cmd, path, g, log)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "ferrofed.toml", "path of ferrofed.toml")
@@ -43,21 +44,9 @@ func newServeCommand() *cobra.Command {
 	return cmd
 }
 
-// serve assembles the gateway process: the server and each of its surfaces, built here
-// from the loaded configuration, then runs it until the drain ends.
-func serve(cmd *cobra.Command, path string, cfg *config.Config, log logr.Logger) error {
-	// The federation surface: the data plane, the operator routes and the dependency
-	// report; its metrics reach the server's registry through server.Collected.
-	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation")})
-	if err != nil {
-		log.Error(err, "Refused to start: the federation surface could not be built")
-		return exitError{1}
-	}
-	srv, err := server.New(cfg, log, server.WithSurfaces(fed))
-	if err != nil {
-		log.Error(err, "Refused to start")
-		return exitError{1}
-	}
+// serve runs the assembled gateway process until the drain ends.
+func serve(cmd *cobra.Command, path string, g *assembled, log logr.Logger) error {
+	srv := g.srv
 	if err := srv.Listen(); err != nil {
 		log.Error(err, "Refused to start: cannot listen")
 		return exitError{1}

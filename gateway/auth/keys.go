@@ -2,25 +2,17 @@ package auth
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/rsa"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
-)
 
-// maxJWKSBytes caps a key set read from a file or an issuer: a key set is a few KiB,
-// and an issuer that answers megabytes must not cost the gateway its memory.
-const maxJWKSBytes = 1 << 20
+	"github.com/ferrofed/ferrofed/gateway/config"
+)
 
 // keySet is one accepted key set and when it was fetched.
 type keySet struct {
@@ -48,40 +40,6 @@ func (s *keySet) match(kid, alg string) []jose.JSONWebKey {
 	return out
 }
 
-// parseKeySet reads a JWKS and keeps the keys that can verify an operator token: public
-// RSA, EC and Ed25519 keys meant for signatures. Private material is dropped (an issuer
-// that publishes it has a problem, but the gateway needs only the public half), and
-// symmetric ("oct") keys are dropped outright: an HMAC key next to an RSA one is how
-// algorithm-confusion attacks start.
-func parseKeySet(data []byte) ([]jose.JSONWebKey, error) {
-	var raw struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("not a JWKS: %w", err)
-	}
-	var keys []jose.JSONWebKey
-	for _, r := range raw.Keys {
-		var k jose.JSONWebKey
-		// One key the library cannot read (a new key type) must not hide the others.
-		if err := k.UnmarshalJSON(r); err != nil {
-			continue
-		}
-		if k.Use != "" && k.Use != "sig" {
-			continue
-		}
-		pub := k.Public()
-		switch pub.Key.(type) {
-		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
-			keys = append(keys, pub)
-		}
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("the JWKS holds no public signing key")
-	}
-	return keys, nil
-}
-
 // keySource is where one issuer's keys come from: a file read once, or a URL fetched
 // on first use, refreshed when older than refresh, and refetched when a token names a
 // kid the set does not hold. Every fetch, whatever its reason, waits at least
@@ -102,21 +60,9 @@ type keySource struct {
 }
 
 func fileKeySource(path string, now func() time.Time) (*keySource, error) {
-	f, err := os.Open(path)
+	keys, err := config.ReadJWKSFile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxJWKSBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxJWKSBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxJWKSBytes)
-	}
-	keys, err := parseKeySet(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s := &keySource{now: now}
 	s.set.Store(&keySet{keys: keys, fetchedAt: now()})
@@ -189,12 +135,12 @@ func (s *keySource) get(ctx context.Context) ([]jose.JSONWebKey, error) {
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("JWKS answered %d", res.StatusCode)
 	}
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxJWKSBytes+1))
+	data, err := io.ReadAll(io.LimitReader(res.Body, config.MaxJWKSBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxJWKSBytes {
-		return nil, fmt.Errorf("JWKS is larger than %d bytes", maxJWKSBytes)
+	if len(data) > config.MaxJWKSBytes {
+		return nil, fmt.Errorf("JWKS is larger than %d bytes", config.MaxJWKSBytes)
 	}
-	return parseKeySet(data)
+	return config.ParseJWKS(data)
 }

@@ -269,7 +269,7 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 	var ps []Problem
 	err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c)
 	if err != nil {
-		ps = decodeProblems(err)
+		ps = decodeProblems(data, err)
 		var strict *toml.StrictMissingError
 		if !errors.As(err, &strict) {
 			return nil, &Problems{Source: source, List: ps}
@@ -303,7 +303,7 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 // CertificateExpiryWarning. `config check` prints them.
 func (c *Config) Warnings() []Problem { return c.warnings }
 
-func decodeProblems(err error) []Problem {
+func decodeProblems(data []byte, err error) []Problem {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) {
 		out := make([]Problem, 0, len(strict.Errors))
@@ -315,12 +315,7 @@ func decodeProblems(err error) []Problem {
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
-		row, _ := de.Position()
-		key := dottedKey(de.Key())
-		if key == "" {
-			key = "(document)"
-		}
-		return []Problem{{Key: key, Line: row, Message: de.Error()}}
+		return []Problem{decodeErrorProblem(data, de)}
 	}
 	return []Problem{{Key: "(document)", Message: err.Error()}}
 }
@@ -399,8 +394,6 @@ func (c *Config) CheckTimeout() time.Duration { return ms(c.Health.CheckTimeoutM
 
 // CacheTTL is health.cache_ttl_ms as a duration.
 func (c *Config) CacheTTL() time.Duration { return ms(c.Health.CacheTTLMS) }
-
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
 func msPtr(v *int64) *time.Duration {
 	if v == nil {

@@ -95,9 +95,6 @@ func (f Federation) validate(opts Options) []Problem {
 	case f.DefaultCount < 1 || f.DefaultCount > f.MaxCount:
 		add("default_count", "%d is not from 1 to federation.max_count (%d)", f.DefaultCount, f.MaxCount)
 	}
-	if f.CapabilityTTLMS < 0 || f.CapabilityTTLMS > MaxCapabilityTTLMS {
-		add("capability_ttl_ms", "%d is not from 0 to %d", f.CapabilityTTLMS, MaxCapabilityTTLMS)
-	}
 	if f.PageTokenKeyFile != "" && !opts.SkipFiles {
 		if _, err := ReadPageTokenKey(f.PageTokenKeyFile); err != nil {
 			ps = append(ps, Problem{Key: "federation.page_token_key_file", Message: trimKey(err.Error())})

@@ -39,7 +39,7 @@ func TestTheFederationTable(t *testing.T) {
 			"federation.default_count (line 3): 60 is not from 1 to federation.max_count (50)"},
 		{"a default_count of 0 is refused", "[federation]\ndefault_count = 0\n", Options{}, "federation.default_count"},
 		{"a capability_ttl_ms of 0 asks every time", "[federation]\ncapability_ttl_ms = 0\n", Options{}, ""},
-		{"a negative capability_ttl_ms is refused", "[federation]\ncapability_ttl_ms = -1\n", Options{}, "federation.capability_ttl_ms (line 2): -1 is not from 0"},
+		{"a negative capability_ttl_ms is refused", "[federation]\ncapability_ttl_ms = -1\n", Options{}, "federation.capability_ttl_ms (line 2): must not be negative"},
 		{"an unknown key in the table is named", "[federation]\nstrict = true\n", Options{}, "federation.strict (line 2): unknown key"},
 	}
 	for _, c := range cases {

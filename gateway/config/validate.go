@@ -39,11 +39,12 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	if msg := basePathProblem(c.Server.BasePath); msg != "" {
 		add("server.base_path", "%q %s", c.Server.BasePath, msg)
 	}
-	for _, p := range c.Budgets().Validate(lifecycle.TOMLFields) {
-		add(p.Field, "%s", p.Message)
-	}
-	if c.Server.ReadHeaderTimeoutMS <= 0 {
-		add("server.read_header_timeout_ms", "must be greater than zero")
+	msProblems, budgetsOK := c.msBoundsProblems()
+	ps = append(ps, msProblems...)
+	if budgetsOK {
+		for _, p := range c.Budgets().Validate(lifecycle.TOMLFields) {
+			add(p.Field, "%s", p.Message)
+		}
 	}
 	if msg := terminationMessagePathProblem(c.Server.TerminationMessagePath); msg != "" {
 		add("server.termination_message_path", "%s", msg)
@@ -52,19 +53,10 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, tlsProblems...)
 	warnings = append(warnings, tlsWarnings...)
 
-	if c.Health.CheckTimeoutMS <= 0 {
-		add("health.check_timeout_ms", "must be greater than zero")
-	}
-	if c.Health.CacheTTLMS < 0 {
-		add("health.cache_ttl_ms", "must not be negative")
-	}
 	if c.Health.MemberReadyCheck && !c.Registry.Configured() {
 		add("health.member_ready_check", "is on but no [[registry.members]] is configured")
 	}
-	if msg := basePathProblem(c.Metrics.Path); msg != "" || c.Metrics.Path == "/" {
-		if msg == "" {
-			msg = "must name a path, not the root"
-		}
+	if msg := metricsPathProblem(c.Metrics.Path); msg != "" {
 		add("metrics.path", "%q %s", c.Metrics.Path, msg)
 	}
 	if c.Metrics.PushURL != "" {
@@ -83,12 +75,14 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	if c.Registry.MaxMemberBodyBytes <= 0 {
 		add("registry.max_member_body_bytes", "must be greater than zero")
 	}
+	// The member budgets are compared as integers: the request timeout may be out of
+	// its range here, and converting it would wrap.
+	rt := lifecycle.DefaultRequestTimeout.Milliseconds()
+	if c.Server.RequestTimeoutMS != nil {
+		rt = *c.Server.RequestTimeoutMS
+	}
 	for i, m := range c.Registry.Members {
-		key := fmt.Sprintf("registry.members[%d].timeout_ms", i)
-		switch rt := c.Lifecycle().RequestTimeout.Milliseconds(); {
-		case m.TimeoutMS < 0:
-			add(key, "must not be negative (0, or unset, gives the member the request's budget)")
-		case m.TimeoutMS > rt:
+		if key := fmt.Sprintf("registry.members[%d].timeout_ms", i); m.TimeoutMS >= 0 && m.TimeoutMS > rt && m.TimeoutMS <= MaxBudgetMS {
 			add(key, "%d is longer than server.request_timeout_ms (%d): the request budget bounds every member", m.TimeoutMS, rt)
 		}
 	}
@@ -109,10 +103,44 @@ func basePathProblem(p string) string {
 		return "must not end with /"
 	case strings.Contains(p, "//"):
 		return "must not contain //"
-	case strings.ContainsAny(p, "?#%*: \t"):
-		return "must be a plain path (no ?, #, %, *, : or spaces)"
+	case strings.ContainsAny(p, "?#%*:; \t\\"):
+		return "must be a plain path (no ?, #, %, *, :, ;, \\ or spaces)"
+	}
+	for seg := range strings.SplitSeq(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Sprintf("must not contain a %q segment: write the path it stands for", seg)
+		}
 	}
 	return ""
+}
+
+// reservedPaths are the routes under server.base_path that metrics.path must stay off:
+// the probes (never gated), the operator surface (its own auth) and the data plane
+// (behind the readiness gate). Metrics served on one would shadow a route, or be
+// served past the gate or the token check.
+var reservedPaths = []string{"/health", "/operator", "/fhir", "/nodes"}
+
+// metricsPathProblem is what is wrong with a metrics.path, or "".
+func metricsPathProblem(p string) string {
+	if msg := basePathProblem(p); msg != "" {
+		return msg
+	}
+	if p == "/" {
+		return "must name a path, not the root"
+	}
+	for _, r := range reservedPaths {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return fmt.Sprintf("is on the gateway's own route %s (%s): choose a path outside /health, /operator, /fhir and /nodes", r, reservedRouteWhat[r])
+		}
+	}
+	return ""
+}
+
+var reservedRouteWhat = map[string]string{
+	"/health":   "the liveness and readiness probes",
+	"/operator": "the operator surface",
+	"/fhir":     "the data plane, behind the readiness gate",
+	"/nodes":    "the data plane, behind the readiness gate",
 }
 
 // terminationMessagePathProblem is what is wrong with a server.termination_message_path
@@ -293,7 +321,8 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 			add("jwks_url", "must be an absolute http or https URL")
 		}
 	case !opts.SkipFiles:
-		if _, err := os.Stat(is.JWKSFile); err != nil {
+		// Read and parsed as serve reads it: a file that exists is not yet a key set.
+		if _, err := ReadJWKSFile(is.JWKSFile); err != nil {
 			add("jwks_file", "%v", err)
 		}
 	}
@@ -301,9 +330,6 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 		if !slices.Contains(SupportedAlgorithms, a) {
 			add("algorithms", "%q is not one of %s", a, strings.Join(SupportedAlgorithms, ", "))
 		}
-	}
-	if is.JWKSRefreshMS < 0 {
-		add("jwks_refresh_ms", "must not be negative (0, or unset, is the default %d)", DefaultJWKSRefreshMS)
 	}
 	return ps
 }

@@ -96,28 +96,6 @@ func copyHeaders(dst, src http.Header, drop ...string) {
 	}
 }
 
-// routedPath checks the path a client asked for under {base}/nodes/{id}/fhir and
-// returns it as it is sent under the member's FHIR API. A dot segment is refused: it
-// would walk the member's URL out of its FHIR API (../admin), and a member's own path
-// cleaning is not ours to rely on.
-func routedPath(p string) (string, bool) {
-	if p == "" {
-		p = "/"
-	}
-	if !strings.HasPrefix(p, "/") {
-		return "", false
-	}
-	for _, seg := range strings.Split(p[1:], "/") {
-		if seg == "." || seg == ".." {
-			return "", false
-		}
-	}
-	if p == "/" {
-		return "", true
-	}
-	return p, true
-}
-
 // route sends the client's request to m and streams the answer back: status,
 // headers (without hop-by-hop ones) and body, flushed as it arrives, so a large
 // answer is neither held in memory nor delayed. It never answers the client itself

@@ -154,20 +154,34 @@ func (s *Surface) Authorize() gin.HandlerFunc {
 	return auth.Middleware(func() *auth.Verifier { return s.state.Load().verifier })
 }
 
-// Reload applies a reloaded configuration: the registry (a member kept keeps its
-// state in the report, a new one is unknown, a removed one leaves it) and the
-// issuers. On error the surface keeps what it had.
-func (s *Surface) Reload(cfg *config.Config) error {
+// PrepareReload builds the surface's state for a reloaded configuration, its registry
+// and its issuers (their key files read), and applies nothing; the function it returns
+// applies it: a member kept keeps its state in the report, a new one is unknown, a
+// removed one leaves it. On error the surface keeps what it had. It is the surface's
+// half of the server's all-or-nothing reload (server.Reloader).
+func (s *Surface) PrepareReload(cfg *config.Config) (func(), error) {
 	st, err := buildSettings(cfg, s.opts, s.ownKey)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if st.ownKey && !s.state.Load().ownKey {
+			s.log.Info("Uses a page token key of its own from now on: federation.page_token_key_file was removed")
+		}
+		s.tracker.SetEndpoints(st.reg.endpointIDs())
+		s.state.Store(st)
+		s.log.Info("Applied the reloaded registry and issuers", "members", len(st.reg.members), "issuers", len(cfg.Auth.Issuers))
+	}, nil
+}
+
+// Reload prepares and applies a reloaded configuration at once; on error the surface
+// keeps what it had.
+func (s *Surface) Reload(cfg *config.Config) error {
+	apply, err := s.PrepareReload(cfg)
 	if err != nil {
 		return err
 	}
-	if st.ownKey && !s.state.Load().ownKey {
-		s.log.Info("Uses a page token key of its own from now on: federation.page_token_key_file was removed")
-	}
-	s.tracker.SetEndpoints(st.reg.endpointIDs())
-	s.state.Store(st)
-	s.log.Info("Applied the reloaded registry and issuers", "members", len(st.reg.members), "issuers", len(cfg.Auth.Issuers))
+	apply()
 	return nil
 }
 
@@ -290,7 +304,13 @@ func (s *Surface) handleFHIR(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
 		return
 	}
-	rest := strings.TrimPrefix(c.Param("rest"), "/")
+	// The same rule as a routed path's: no dot segment, however hidden.
+	rest, err := memberPath(c.Param("rest"))
+	if err != nil {
+		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
+		return
+	}
+	rest = strings.TrimPrefix(rest, "/")
 	segs := strings.Split(rest, "/")
 	switch {
 	case rest == "":
@@ -486,9 +506,9 @@ func (s *Surface) handleNodes(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
 		return
 	}
-	path, ok = routedPath(path)
-	if !ok {
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the path must not contain . or .. segments"))
+	path, err := memberPath(path)
+	if err != nil {
+		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
 		return
 	}
 	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{

@@ -163,19 +163,6 @@ func TestARequestThatNeverLeftTheGatewayChangesNothing(t *testing.T) {
 	h.wantStates(map[string]string{"node-a-query": "unknown"})
 }
 
-func TestRoutedDotSegmentsAreRefused(t *testing.T) {
-	for _, p := range []string{"/..", "/a/../b", "/./a", "/a/.."} {
-		if _, ok := routedPath(p); ok {
-			t.Errorf("routedPath(%q) accepted", p)
-		}
-	}
-	for in, want := range map[string]string{"/Patient/1": "/Patient/1", "/": "", "": "", "/a..b/c": "/a..b/c"} {
-		if got, ok := routedPath(in); !ok || got != want {
-			t.Errorf("routedPath(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-}
-
 func TestAClientThatLeavesCancelsTheMemberCallsAndRecordsNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 10 * time.Second},
 		node{id: "node-hang", opts: members.Options{Fault: members.FaultHang}},

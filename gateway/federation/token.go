@@ -162,8 +162,9 @@ func (k tokenKey) decode(tok string, reg *registry, maxCount int) (pageToken, er
 }
 
 // validCursor reports whether c is a path and query that, joined to a member's base,
-// stays under it: an absolute path without dot segments (raw or percent-encoded), no
-// authority, no fragment, no backslash, nothing outside printable ASCII.
+// stays under it: an absolute path without dot segments (raw, percent-encoded or
+// behind a ";" parameter), no authority, no fragment, no backslash, nothing outside
+// printable ASCII.
 func validCursor(c string) bool {
 	if len(c) < 2 || len(c) > maxCursorBytes || c[0] != '/' || c[1] == '/' {
 		return false
@@ -178,17 +179,14 @@ func validCursor(c string) bool {
 	if err != nil {
 		return false
 	}
-	for _, p := range []string{path, dec} {
-		for seg := range strings.SplitSeq(p[1:], "/") {
-			if seg == "." || seg == ".." {
-				return false
-			}
-		}
-		if strings.Contains(p, "\\") || strings.HasPrefix(p, "//") {
+	// The rule of every path sent to a member (memberPath): no dot segment, bare,
+	// behind a ";" parameter or percent-encoded, once or more.
+	for seg := range strings.SplitSeq(path[1:], "/") {
+		if checkSegment(seg) != nil {
 			return false
 		}
 	}
-	return true
+	return !strings.Contains(dec, "\\") && !strings.HasPrefix(dec, "//")
 }
 
 // cursorOf reduces a member's next link to a cursor under m's base: same scheme and

@@ -80,11 +80,14 @@ type Surface interface {
 	Name() string
 }
 
-// Reloader is implemented by a Surface that applies a reloaded configuration. The
-// configuration it gets has been validated; an error is logged and the surface keeps
-// what it had.
+// Reloader is implemented by a Surface that applies a reloaded configuration. A
+// reload is all or nothing, so it comes in two steps: PrepareReload builds everything
+// the surface needs for cfg (already validated) and applies none of it; an error
+// refuses the whole reload, every surface and the server keeping what they had. The
+// apply function it returns swaps what was built in; it cannot fail, and is called
+// only once every surface prepared.
 type Reloader interface {
-	Reload(cfg *config.Config) error
+	PrepareReload(cfg *config.Config) (apply func(), err error)
 }
 
 // Collected is implemented by a Surface that exports metrics of its own (e.g. the
@@ -280,18 +283,37 @@ func RestartKeys(old, new *config.Config) []string {
 	return keys
 }
 
-// Reload applies a new configuration. It validates it first: an invalid one is refused,
-// each problem logged with the message `config check` prints, and the old configuration
-// keeps serving. Health budgets, minimal mode, the request timeout and the drain
-// budgets take effect at once; keys that need a restart are logged as such, never
-// silently ignored. Surfaces that implement Reloader get the new configuration too. It
-// returns the keys that need a restart.
+// Reload applies a new configuration, all of it or none of it. It validates cfg
+// first, then has every surface that implements Reloader prepare it (the registry,
+// the issuers and their key files); only when all of that succeeded does anything
+// change: the configuration, the request timeout, the drain and health budgets and
+// minimal mode at once, then each surface's prepared state. A refusal at any step
+// changes nothing and is logged as "Reload refused: <reason>, kept the running
+// configuration". Keys that need a restart are logged as such, never silently
+// ignored. It returns the keys that need a restart.
 func (s *Server) Reload(cfg *config.Config) ([]string, error) {
 	if ps := cfg.Validate(config.Options{}); len(ps) > 0 {
 		err := &config.Problems{Source: "reloaded configuration", List: ps}
 		s.refused(err)
 		return nil, err
 	}
+	var applies []func()
+	var parts []string
+	for _, sf := range s.surfaces {
+		r, ok := sf.(Reloader)
+		if !ok {
+			continue
+		}
+		apply, err := r.PrepareReload(cfg)
+		if err != nil {
+			err = fmt.Errorf("surface %s: %w", sf.Name(), err)
+			s.refused(err)
+			return nil, err
+		}
+		applies = append(applies, apply)
+		parts = append(parts, sf.Name())
+	}
+	// Nothing below can fail: the reload is applied whole.
 	old := s.cfg.Load()
 	restart := RestartKeys(old, cfg)
 	for _, k := range restart {
@@ -299,18 +321,16 @@ func (s *Server) Reload(cfg *config.Config) ([]string, error) {
 	}
 	s.storeConfig(cfg)
 	s.eval.SetSettings(healthSettings(cfg))
-	for _, sf := range s.surfaces {
-		if r, ok := sf.(Reloader); ok {
-			if err := r.Reload(cfg); err != nil {
-				s.log.Error(err, "Surface refused the reloaded configuration; it keeps the previous one", "surface", sf.Name())
-			}
-		}
+	for _, apply := range applies {
+		apply()
 	}
-	s.log.Info("Reloaded configuration", "restartNeeded", restart)
+	s.log.Info("Reloaded configuration: applied the server's settings and every surface's",
+		"surfaces", parts, "requestTimeout", cfg.Lifecycle().RequestTimeout.String(), "restartNeeded", restart)
 	return restart, nil
 }
 
-// refused logs a refused reload: each problem on its own line, then the whole report.
+// refused logs a refused reload: each problem on its own line, then the whole report
+// as the reason.
 func (s *Server) refused(err error) {
 	var ps *config.Problems
 	if errors.As(err, &ps) {
@@ -318,7 +338,8 @@ func (s *Server) refused(err error) {
 			s.log.Info("Refused reloaded configuration: "+p.String(), "key", p.Key, "line", p.Line)
 		}
 	}
-	s.log.Error(err, "Refused reloaded configuration; the previous configuration keeps serving")
+	reason := strings.ReplaceAll(err.Error(), "\n  ", "; ")
+	s.log.Error(err, "Reload refused: "+reason+", kept the running configuration")
 }
 
 // ReloadFile loads path as serve does and applies it. An invalid file is refused, logged

@@ -271,7 +271,13 @@ func TestMetrics(t *testing.T) {
 	if w := get(t, off.Handler(), "GET", "/metrics"); w.Code != 404 {
 		t.Fatalf("disabled metrics answered %d", w.Code)
 	}
-	if _, err := New(parse(t, "[metrics]\npath = \"/health\"\n"), logr.Discard()); err == nil {
+	if _, err := config.Parse([]byte("[metrics]\npath = \"/health\"\n"), "t.toml", config.Options{}); err == nil {
+		t.Fatal("a metrics.path on a health route was accepted")
+	}
+	// A Config assembled in code is not validated; its routes still must not collide.
+	onHealth := parse(t, "")
+	onHealth.Metrics.Path = "/health"
+	if _, err := New(onHealth, logr.Discard()); err == nil {
 		t.Fatal("a metrics.path on a health route was accepted")
 	}
 }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/server"
+)
+
+// assembled is a gateway put together from its configuration file: every file the
+// configuration names read and checked, the surfaces and the server built, nothing
+// listening and nothing sent.
+type assembled struct {
+	cfg *config.Config
+	srv *server.Server
+}
+
+// assemble loads path and builds the gateway from it, exactly as serve runs it. It is
+// the one function serve and `config check` both call (check then throws the result
+// away), so that no file is accepted by one and refused by the other. The error is a
+// *config.Problems when the file is wrong, config.Load's error when it cannot be read,
+// and a buildError naming the part that could not be built otherwise.
+func assemble(path string, log logr.Logger) (*assembled, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	// The federation surface: the data plane, the operator routes and the dependency
+	// report; its metrics reach the server's registry through server.Collected.
+	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation")})
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
+	}
+	srv, err := server.New(cfg, log, server.WithSurfaces(fed))
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
+	}
+	return &assembled{cfg: cfg, srv: srv}, nil
+}
+
+// buildError is a configuration config.Load accepted but a part of the gateway refused.
+type buildError struct{ err error }
+
+func (e buildError) Error() string { return e.err.Error() }
+func (e buildError) Unwrap() error { return e.err }

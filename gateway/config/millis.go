@@ -1,0 +1,152 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+)
+
+// Maxima of the millisecond keys. Each is checked on the integer the file holds, before
+// it becomes a time.Duration: a Duration counts nanoseconds in an int64, so a count of
+// milliseconds past math.MaxInt64/1e6 (about 292 years) would wrap, and
+// 18446744083710 ms would read as 10 s. The bounds are far below that; they are what
+// a value can sensibly mean, and anything longer is a typo (seconds written as
+// milliseconds, a stray digit) more often than intent.
+const (
+	// MaxBudgetMS bounds the drain budgets and the request timeout
+	// (server.request_timeout_ms, drain_delay_ms, shutdown_timeout_ms,
+	// bindings_drain_timeout_ms): lifecycle.MaxBudget, one hour.
+	MaxBudgetMS = int64(lifecycle.MaxBudget / time.Millisecond)
+	// MaxReadHeaderTimeoutMS bounds server.read_header_timeout_ms (5 minutes): a client
+	// that needs longer to send its headers is holding a connection, not sending a request.
+	MaxReadHeaderTimeoutMS = 300000
+	// MaxCheckTimeoutMS bounds health.check_timeout_ms (1 minute): a readiness check
+	// slower than that outlasts every probe that asks for it.
+	MaxCheckTimeoutMS = 60000
+	// MaxCacheTTLMS bounds health.cache_ttl_ms (1 hour).
+	MaxCacheTTLMS = 3600000
+	// MaxJWKSRefreshMS bounds auth.issuers[].jwks_refresh_ms (1 day): an issuer's
+	// rotated keys must reach the gateway within a day.
+	MaxJWKSRefreshMS = 86400000
+)
+
+// MillisecondKey is one *_ms key of ferrofed.toml with its range, for the README's
+// table of limits and for validation.
+type MillisecondKey struct {
+	// Key is the dotted key; "[]" stands for every entry of an array of tables.
+	Key string
+	// Default is the value an unset key takes, in words where it is not a number.
+	Default string
+	// Min and Max bound the value (inclusive). MaxNote, when set, says what else
+	// bounds it (a member's timeout is bounded by the request timeout).
+	Min, Max int64
+	MaxNote  string
+	// Bounds says what the key bounds.
+	Bounds string
+}
+
+// MillisecondKeys are every *_ms key with its default and range.
+var MillisecondKeys = []MillisecondKey{
+	{Key: "server.request_timeout_ms", Default: fmt.Sprint(lifecycle.DefaultRequestTimeout.Milliseconds()), Min: 1, Max: MaxBudgetMS,
+		Bounds: "the longest a client request may run"},
+	{Key: "server.drain_delay_ms", Default: "0 (the operator renders the readiness poll)", Min: 0, Max: MaxBudgetMS,
+		Bounds: "drain step 1: how long the listener keeps serving after readiness turned 503"},
+	{Key: "server.shutdown_timeout_ms", Default: "server.request_timeout_ms", Min: 0, Max: MaxBudgetMS,
+		Bounds: "drain step 3: how long in-flight requests get to finish"},
+	{Key: "server.bindings_drain_timeout_ms", Default: fmt.Sprint(lifecycle.DefaultBindingsDrainTimeout.Milliseconds()), Min: 0, Max: MaxBudgetMS,
+		Bounds: "drain step 4: how long the bindings get to stop"},
+	{Key: "server.read_header_timeout_ms", Default: fmt.Sprint(DefaultReadHeaderTimeoutMS), Min: 1, Max: MaxReadHeaderTimeoutMS,
+		Bounds: "how long a client may take to send its request headers"},
+	{Key: "health.check_timeout_ms", Default: fmt.Sprint(DefaultCheckTimeoutMS), Min: 1, Max: MaxCheckTimeoutMS,
+		Bounds: "the budget of each readiness check (expiry fails closed)"},
+	{Key: "health.cache_ttl_ms", Default: fmt.Sprint(DefaultCacheTTLMS), Min: 0, Max: MaxCacheTTLMS,
+		Bounds: "how long a readiness result is reused (0: every probe evaluates)"},
+	{Key: "auth.issuers[].jwks_refresh_ms", Default: fmt.Sprint(DefaultJWKSRefreshMS), Min: 0, Max: MaxJWKSRefreshMS,
+		Bounds: "how often an issuer's jwks_url is fetched again (0: the default)"},
+	{Key: "registry.members[].timeout_ms", Default: "0 (the request's budget)", Min: 0, Max: MaxBudgetMS, MaxNote: "and at most server.request_timeout_ms",
+		Bounds: "one member's budget within a federated request"},
+	{Key: "federation.capability_ttl_ms", Default: fmt.Sprint(DefaultCapabilityTTLMS), Min: 0, Max: MaxCapabilityTTLMS,
+		Bounds: "how long the gateway's CapabilityStatement is reused (0: the members are asked every time)"},
+}
+
+// millisecondKey returns the range of key ("auth.issuers[2].jwks_refresh_ms" is looked
+// up as "auth.issuers[].jwks_refresh_ms").
+func millisecondKey(key string) MillisecondKey {
+	k := stripIndexes(key)
+	for _, m := range MillisecondKeys {
+		if stripIndexes(m.Key) == k {
+			return m
+		}
+	}
+	panic("config: no millisecond key " + key)
+}
+
+// msProblem is what is wrong with v as the value of the millisecond key key, or "".
+func msProblem(key string, v int64) string {
+	m := millisecondKey(key)
+	if v >= m.Min && v <= m.Max {
+		return ""
+	}
+	limit := fmt.Sprintf("%d (%s)", m.Max, time.Duration(m.Max)*time.Millisecond)
+	switch {
+	case v < 0 && m.Min == 0:
+		return fmt.Sprintf("must not be negative: it is from 0 to %s", limit)
+	case v < m.Min:
+		return fmt.Sprintf("must be greater than zero: it is from %d to %s", m.Min, limit)
+	}
+	return fmt.Sprintf("%d is more than the maximum, %s", v, limit)
+}
+
+// msBoundsProblems checks every millisecond key the configuration sets against its
+// range, on the integer, before anything converts it. ok is false when a drain budget
+// is out of range: the budgets' own rules (gateway/lifecycle) are then not asked,
+// since they would read a wrapped duration.
+func (c *Config) msBoundsProblems() (ps []Problem, budgetsOK bool) {
+	budgetsOK = true
+	check := func(key string, v int64) bool {
+		if msg := msProblem(key, v); msg != "" {
+			ps = append(ps, Problem{Key: key, Message: msg})
+			return false
+		}
+		return true
+	}
+	for _, b := range []struct {
+		key string
+		v   *int64
+	}{
+		{"server.request_timeout_ms", c.Server.RequestTimeoutMS},
+		{"server.drain_delay_ms", c.Server.DrainDelayMS},
+		{"server.shutdown_timeout_ms", c.Server.ShutdownTimeoutMS},
+		{"server.bindings_drain_timeout_ms", c.Server.BindingsDrainTimeoutMS},
+	} {
+		if b.v != nil && !check(b.key, *b.v) {
+			budgetsOK = false
+		}
+	}
+	check("server.read_header_timeout_ms", c.Server.ReadHeaderTimeoutMS)
+	check("health.check_timeout_ms", c.Health.CheckTimeoutMS)
+	check("health.cache_ttl_ms", c.Health.CacheTTLMS)
+	for i, is := range c.Auth.Issuers {
+		check(fmt.Sprintf("auth.issuers[%d].jwks_refresh_ms", i), is.JWKSRefreshMS)
+	}
+	for i, m := range c.Registry.Members {
+		check(fmt.Sprintf("registry.members[%d].timeout_ms", i), m.TimeoutMS)
+	}
+	check("federation.capability_ttl_ms", c.Federation.CapabilityTTLMS)
+	return ps, budgetsOK
+}
+
+// ms is v milliseconds as a duration. Validation bounds every key far below where the
+// conversion would wrap; a Config assembled in code is saturated instead of wrapped.
+func ms(v int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case v > limit:
+		return time.Duration(math.MaxInt64)
+	case v < -limit:
+		return time.Duration(math.MinInt64)
+	}
+	return time.Duration(v) * time.Millisecond
+}
