@@ -485,8 +485,10 @@ func TestSlowLorisIsCutAtTheReadHeaderTimeout(t *testing.T) {
 	for range loris {
 		select {
 		case d := <-cutAfter:
-			if d < rht-50*time.Millisecond || d > rht+time.Second {
-				t.Errorf("a slow client was cut after %s, want about %s", d, rht)
+			// Cut at the header timeout, not when the dribble would end (5 s): the
+			// upper bound is loose so that a loaded machine cannot fail it.
+			if d < rht-50*time.Millisecond || d > 3*time.Second {
+				t.Errorf("a slow client was cut after %s, want the header timeout %s (well before the dribble's 5 s)", d, rht)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("a slow client was never cut")
