@@ -545,7 +545,9 @@ func TestOpenSurvivesAnyFolderContent(t *testing.T) {
 		{"a huge len field", func(f *crashfs.FS) error { return f.WriteFile(seg(1), huge) }},
 		{"a directory named as a segment", func(f *crashfs.FS) error { return f.MkdirAll(seg(7), 0o700) }},
 		{"a directory named cursor", func(f *crashfs.FS) error { return f.MkdirAll(dir+"/cursor", 0o700) }},
-		{"a bad cursor", func(f *crashfs.FS) error { return f.WriteFile(dir+"/cursor", []byte("ferrofed-spool-cursor 1 12 00000000\n")) }},
+		{"a bad cursor", func(f *crashfs.FS) error {
+			return f.WriteFile(dir+"/cursor", []byte("ferrofed-spool-cursor 1 12 00000000\n"))
+		}},
 		{"an empty cursor", func(f *crashfs.FS) error { return f.WriteFile(dir+"/cursor", nil) }},
 		{"a file named quarantine", func(f *crashfs.FS) error { return f.WriteFile(dir+"/quarantine", []byte("x")) }},
 		{"a segment named past the seq limit", func(f *crashfs.FS) error { return f.WriteFile(dir+"/seg-ffffffffffffffff.log", []byte("x")) }},
