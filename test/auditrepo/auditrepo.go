@@ -9,7 +9,8 @@
 // It keeps every AuditEvent it stored (its body, its ferrofed event id tag and its
 // decoded entity.query values), and misbehaves on demand: a script of statuses for the
 // next requests (503×N then 201), Retry-After on those answers, 401 for every request,
-// 413 for every batch, 422 for any event whose body holds a poison marker, holding a
+// 413 for every batch, 422 for any event whose body or decoded entity.query holds a
+// poison marker, holding a
 // request after reading its body (a delivery in flight, never answered), and refusing
 // connections (nothing listening).
 package auditrepo
@@ -275,9 +276,6 @@ func (s *Server) check(body []byte) (int, Event, [2]string) {
 	if res.ResourceType != "AuditEvent" {
 		return http.StatusUnprocessableEntity, Event{}, [2]string{"invalid", "resourceType must be AuditEvent"}
 	}
-	if m := s.opts.PoisonMarker; m != "" && bytes.Contains(body, []byte(m)) {
-		return http.StatusUnprocessableEntity, Event{}, [2]string{"business-rule", "refused by this repository's rules"}
-	}
 	ev := Event{Body: slices.Clone(body)}
 	for _, t := range res.Meta.Tag {
 		if t.System == EventIDSystem {
@@ -293,6 +291,9 @@ func (s *Server) check(body []byte) (int, Event, [2]string) {
 			return http.StatusBadRequest, Event{}, [2]string{"value", "entity.query is not base64Binary"}
 		}
 		ev.Queries = append(ev.Queries, string(q))
+	}
+	if m := s.opts.PoisonMarker; m != "" && (bytes.Contains(body, []byte(m)) || slices.ContainsFunc(ev.Queries, func(q string) bool { return strings.Contains(q, m) })) {
+		return http.StatusUnprocessableEntity, Event{}, [2]string{"business-rule", "refused by this repository's rules"}
 	}
 	return http.StatusCreated, ev, [2]string{}
 }
