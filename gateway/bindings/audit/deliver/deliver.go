@@ -151,7 +151,8 @@ func New(sp *spool.Spool, o Options) (*Loop, error) {
 	return &Loop{sp: sp, o: o, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}, nil
 }
 
-// Run delivers, oldest first, with at most InFlight deliveries under way, until ctx
+// Run delivers, oldest first, with at most InFlight deliveries under way (a
+// delivery's slot is free once it and every delivery before it are done), until ctx
 // ends or the spool closes; then it waits for the deliveries under way to stop. A
 // record whose delivery was stopped stays in the spool and is delivered after the
 // next Open. Run is called once per Open of the spool.
@@ -160,6 +161,8 @@ func (l *Loop) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var carry *spool.Record
+	prev := make(chan struct{})
+	close(prev)
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -193,9 +196,20 @@ func (l *Loop) Run(ctx context.Context) error {
 			recs = append(recs, rec)
 			size += len(rec.Payload)
 		}
+		before, mine := prev, make(chan struct{})
+		prev = mine
 		wg.Go(func() {
-			defer func() { <-slots }()
 			l.deliver(ctx, recs)
+			// The slot is freed in order: a delivery that finished early waits for
+			// the ones before it, so that records handed out and not yet under the
+			// durable cursor never exceed InFlight deliveries. That bounds what a
+			// crash delivers twice.
+			select {
+			case <-before:
+			case <-ctx.Done():
+			}
+			close(mine)
+			<-slots
 		})
 	}
 }
