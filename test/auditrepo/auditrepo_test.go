@@ -17,7 +17,13 @@ import (
 	"github.com/ferrofed/ferrofed/test/members/fhirschema"
 )
 
-func post(t *testing.T, url string, body []byte) (*http.Response, []byte) {
+// answer is what came back from one POST.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func post(t *testing.T, url string, body []byte) (answer, []byte) {
 	t.Helper()
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Post(url, "application/fhir+json", bytes.NewReader(body))
@@ -27,7 +33,7 @@ func post(t *testing.T, url string, body []byte) (*http.Response, []byte) {
 	defer resp.Body.Close()
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
-	return resp, b.Bytes()
+	return answer{resp.StatusCode, resp.Header}, b.Bytes()
 }
 
 type example struct {
@@ -228,8 +234,9 @@ func TestTheKnobs(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
 		arr.SetHold(true)
 		c := &http.Client{Timeout: 200 * time.Millisecond}
-		_, err := c.Post(arr.URL+"/AuditEvent", "application/fhir+json", strings.NewReader(event))
+		resp, err := c.Post(arr.URL+"/AuditEvent", "application/fhir+json", strings.NewReader(event))
 		if err == nil {
+			resp.Body.Close()
 			t.Fatal("a held request was answered")
 		}
 		if arr.Held() != 1 || len(arr.Received()) != 0 {
@@ -255,7 +262,10 @@ func TestTheKnobs(t *testing.T) {
 	})
 	t.Run("refused", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{Refused: true})
-		_, err := http.Post(arr.URL+"/AuditEvent", "application/fhir+json", strings.NewReader(event))
+		resp, err := http.Post(arr.URL+"/AuditEvent", "application/fhir+json", strings.NewReader(event))
+		if err == nil {
+			resp.Body.Close()
+		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("err = %v, want connection refused", err)
 		}

@@ -150,7 +150,7 @@ func (s *Spool) readBounded(name string, limit int64) ([]byte, error) {
 	}
 	b := make([]byte, st.Size())
 	n, err := f.ReadAt(b, 0)
-	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == st.Size()) {
+	if err != nil && (!errors.Is(err, io.EOF) || int64(n) != st.Size()) {
 		return nil, err
 	}
 	return b, nil

@@ -46,9 +46,9 @@ func (s *Spool) recover() error {
 	var maxName uint64
 	for _, e := range entries {
 		name := e.Name()
-		switch {
-		case name == "quarantine":
-		case name == "cursor" || name == "cursor.tmp":
+		switch name {
+		case "quarantine":
+		case "cursor", "cursor.tmp":
 			if e.IsDir() {
 				if err := s.moveAside(name); err != nil {
 					s.problemf("%s is a directory and could not be moved aside: %v", name, err)
@@ -196,7 +196,7 @@ func (s *Spool) scanSegment(g *segment, prev *uint64, last bool) (int, error) {
 	}
 	defer f.Close()
 	b := make([]byte, g.size)
-	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && int64(n) == g.size) {
+	if n, err := f.ReadAt(b, 0); err != nil && (!errors.Is(err, io.EOF) || int64(n) != g.size) {
 		return 0, err
 	}
 	pending := 0
