@@ -299,7 +299,7 @@ func (s *Spool) countQuarantine() int {
 			_ = s.fs.Remove(path.Join(s.qdir, name))
 			continue
 		}
-		if _, ok := entryID(name); ok {
+		if _, ok := entryID(name); ok && !e.IsDir() {
 			n++
 		}
 	}

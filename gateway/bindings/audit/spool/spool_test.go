@@ -592,3 +592,40 @@ func TestTheRealFileSystem(t *testing.T) {
 		t.Errorf("cursor: %v", err)
 	}
 }
+
+func TestAppendReturnsOnlyAfterItsSyncReturned(t *testing.T) {
+	fsys := crashfs.New()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fsys.Hook = func(op crashfs.Op, name string) error {
+		if op == crashfs.OpSync && strings.Contains(name, "seg-") {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+		return nil
+	}
+	s := open(t, spool.Options{FS: fsys})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Append(context.Background(), payload(0))
+		done <- err
+	}()
+	<-entered
+	select {
+	case err := <-done:
+		t.Fatalf("Append returned (%v) while its sync was still running", err)
+	default:
+	}
+	if _, ok, _, _ := s.TryNext(); ok {
+		t.Fatal("a record not yet synced was handed out for delivery")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := payloads(drain(t, s)); !slices.Equal(got, wantPayloads(0, 1)) {
+		t.Errorf("records = %q", got)
+	}
+}
