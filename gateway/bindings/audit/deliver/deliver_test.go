@@ -58,7 +58,9 @@ type rig struct {
 func fast(o deliver.Options) deliver.Options {
 	o.BackoffBase = time.Millisecond
 	o.BackoffMax = 20 * time.Millisecond
-	o.Timeout = 2 * time.Second
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Second
+	}
 	o.Seed = 1
 	return o
 }
@@ -346,4 +348,36 @@ func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 	if q := sp2.Snapshot().Quarantined; q != 1 || state(sp2) != dependencies.Degraded {
 		t.Errorf("quarantined %d, state %s; want 1 and degraded", q, state(sp2))
 	}
+}
+
+func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
+	t.Run("a held delivery times out and is retried", func(t *testing.T) {
+		r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Timeout: 50 * time.Millisecond})
+		r.arr.SetHold(true)
+		r.appendMarkers(t, "h", 1)
+		eventually(t, "the repository held the delivery twice", func() bool { return r.arr.Held() >= 2 })
+		if st := state(r.sp); st != dependencies.Degraded {
+			t.Errorf("state = %s, want degraded", st)
+		}
+	})
+	t.Run("a batch-response cut by the answer cap proves nothing", func(t *testing.T) {
+		arr := auditrepo.Start(t, auditrepo.Options{})
+		sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Close(context.Background()) //nolint:errcheck
+		r := &rig{sp: sp, arr: arr}
+		r.appendMarkers(t, "b", 2) // both spooled before the loop starts: one batch
+		start(t, sp, deliver.Options{BaseURL: arr.URL, InFlight: 1, Batch: true, MaxResponseBytes: 64})
+		eventually(t, "a retry is seen", func() bool { return r.sp.Snapshot().Retrying })
+		if p := r.sp.Snapshot().Pending; p != 2 {
+			t.Errorf("pending = %d, want 2: not acknowledged on an unreadable answer", p)
+		}
+	})
+	t.Run("a single create's status suffices when its body is cut", func(t *testing.T) {
+		r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, MaxResponseBytes: 16})
+		r.appendMarkers(t, "c", 2)
+		eventually(t, "both are delivered", func() bool { return r.sp.Snapshot().Pending == 0 })
+	})
 }

@@ -549,13 +549,16 @@ func (s *Spool) readAtLocked(seg *segment, off int64) (Record, int64, error) {
 	return Record{Seq: seq, Payload: payload}, n, nil
 }
 
-// Ack marks records delivered. The watermark moves over every record handed out
-// below the first one not yet acknowledged; the cursor is made durable, and only
-// then are segments wholly below it unlinked.
+// Ack marks records handed out by Next delivered (any other seq is ignored). The
+// watermark moves over every record handed out below the first one not yet
+// acknowledged; the cursor is made durable, and only then are segments wholly below
+// it unlinked.
 func (s *Spool) Ack(seqs ...uint64) error {
 	s.mu.Lock()
 	for _, q := range seqs {
-		if q > s.watermark {
+		// Only a seq handed out and still above the watermark is held: a stray
+		// one would sit in the map for good.
+		if q > s.watermark && len(s.outstanding) > 0 && q <= s.outstanding[len(s.outstanding)-1] {
 			s.acked[q] = true
 		}
 	}
