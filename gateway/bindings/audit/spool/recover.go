@@ -97,6 +97,7 @@ func (s *Spool) recover() error {
 	}
 	var prev uint64
 	var kept []*segment
+	var buf []byte
 	for i, g := range segs {
 		if g.keep {
 			continue
@@ -107,7 +108,7 @@ func (s *Spool) recover() error {
 			}
 			continue
 		}
-		pending, err := s.scanSegment(g, &prev, i == lastWithData)
+		pending, err := s.scanSegment(g, &prev, i == lastWithData, &buf)
 		if err != nil {
 			s.problemf("segment %s: %v: left alone", g.name, err)
 			continue
@@ -188,14 +189,18 @@ func (s *Spool) sizeSegment(g *segment) error {
 // above it. A bad record with a good one after it is copied raw to quarantine and
 // skipped; bad bytes with nothing good after them are a torn tail, cut, when this is
 // the last segment, and are quarantined otherwise.
-func (s *Spool) scanSegment(g *segment, prev *uint64, last bool) (int, error) {
+func (s *Spool) scanSegment(g *segment, prev *uint64, last bool, buf *[]byte) (int, error) {
 	p := path.Join(s.dir, g.name)
 	f, err := s.fs.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	b := make([]byte, g.size)
+	// One buffer serves every segment: nothing of it is kept past the scan.
+	if int64(cap(*buf)) < g.size {
+		*buf = make([]byte, g.size)
+	}
+	b := (*buf)[:g.size]
 	if n, err := f.ReadAt(b, 0); err != nil && (!errors.Is(err, io.EOF) || int64(n) != g.size) {
 		return 0, err
 	}
