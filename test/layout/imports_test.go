@@ -28,6 +28,10 @@ var allowed = map[string][]string{
 	"gateway/federation":   {"gateway/auth", "gateway/config", "gateway/dependencies", "gateway/health"},
 	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
 	"controllers":          {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
+
+	// The bindings (gateway/bindings/<binding>/...).
+	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
+	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},
 }
 
 type pkg struct {

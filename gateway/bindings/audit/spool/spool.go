@@ -1,0 +1,695 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults and limits of Options (BINDINGS.md §4.2).
+const (
+	DefaultSegmentBytes   = 8 << 20
+	DefaultMaxBytes       = 256 << 20
+	DefaultMaxRecordBytes = 1 << 20
+	DefaultWaitAfter      = 5 * time.Second
+	// MinSegmentBytes keeps a segment larger than one header and a small record.
+	MinSegmentBytes = 256
+)
+
+// The errors of Append, tested with errors.Is.
+var (
+	// ErrFull: the spool holds max_spool_bytes; the record was refused and nothing
+	// already spooled was dropped to make room.
+	ErrFull = errors.New("audit spool full")
+	// ErrStorage: writing or syncing the segment failed (ENOSPC, EIO, ...); the
+	// record was not stored. The segment is closed and the next record opens a new one.
+	ErrStorage = errors.New("audit spool storage failed")
+	// ErrTooLarge: the payload is larger than the record limit.
+	ErrTooLarge = errors.New("audit record larger than the record limit")
+	// ErrClosed: the spool was closed.
+	ErrClosed = errors.New("audit spool closed")
+)
+
+// Options shape one spool. Dir is required; every other field has a default.
+type Options struct {
+	// Dir is the spool's own directory (<spool_dir>/<destination>).
+	Dir string
+	// FS is the file system; default OS.
+	FS FS
+	// SegmentBytes is the size at which a segment is closed and the next begun;
+	// default 8 MiB, at least MinSegmentBytes, and at least one header plus
+	// MaxRecordBytes.
+	SegmentBytes int64
+	// MaxBytes caps the segment files on disk; an Append past it fails with ErrFull.
+	// Default 256 MiB; at least 2×SegmentBytes, so that the one segment being written
+	// can never alone fill the cap.
+	MaxBytes int64
+	// MaxRecordBytes bounds one payload; default 1 MiB.
+	MaxRecordBytes int
+	// WaitAfter is "one delivery interval": a record undelivered for longer waits,
+	// and the state is degraded. Default 5 s.
+	WaitAfter time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// SyncEach gives every record its own sync: no group commit. It exists as the
+	// baseline of the benchmark, never for production.
+	SyncEach bool
+}
+
+func (o *Options) defaults() error {
+	if o.Dir == "" {
+		return errors.New("spool: Dir is empty")
+	}
+	if o.FS == nil {
+		o.FS = OS
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.WaitAfter == 0 {
+		o.WaitAfter = DefaultWaitAfter
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case o.MaxRecordBytes < 1 || o.MaxRecordBytes > math.MaxInt32:
+		return fmt.Errorf("spool: MaxRecordBytes %d is not in 1..%d", o.MaxRecordBytes, math.MaxInt32)
+	case o.SegmentBytes < MinSegmentBytes || o.SegmentBytes < int64(headerSize+o.MaxRecordBytes):
+		return fmt.Errorf("spool: SegmentBytes %d is below %d (MinSegmentBytes) or below one header plus MaxRecordBytes (%d)",
+			o.SegmentBytes, MinSegmentBytes, headerSize+o.MaxRecordBytes)
+	case o.MaxBytes < 2*o.SegmentBytes:
+		return fmt.Errorf("spool: MaxBytes %d is below 2×SegmentBytes (%d)", o.MaxBytes, 2*o.SegmentBytes)
+	case o.WaitAfter < 0:
+		return fmt.Errorf("spool: WaitAfter %v is negative", o.WaitAfter)
+	}
+	return nil
+}
+
+// Record is one spooled payload.
+type Record struct {
+	Seq     uint64
+	Payload []byte
+}
+
+// span is a byte range [from, to) of a segment the reader skips: bytes found corrupt
+// at open (and copied to quarantine).
+type span struct{ from, to int64 }
+
+// segment is what the spool knows of one segment file.
+type segment struct {
+	first   uint64
+	name    string
+	end     int64 // the reader reads below end: the scanned valid end, or the synced end
+	size    int64 // bytes on disk, for the cap
+	last    uint64
+	skips   []span
+	sealed  bool // no more appends
+	keep    bool // corrupt bytes of it could not be quarantined: never unlinked
+	removed bool
+}
+
+type appendReq struct {
+	payload []byte
+	done    chan appendResult
+}
+
+type appendResult struct {
+	seq uint64
+	err error
+}
+
+type stamp struct {
+	seq uint64
+	at  time.Time
+}
+
+// OpenReport says what Open found and did about the folder's content. None of it
+// stops the spool.
+type OpenReport struct {
+	// Pending is how many records above the cursor were found.
+	Pending int
+	// Truncated names each segment whose torn tail was cut, with the offset.
+	Truncated []string
+	// Quarantined names each file Open put in quarantine/.
+	Quarantined []string
+	// Problems says, one line each, what else was wrong and left alone.
+	Problems []string
+}
+
+// Spool is a crash-safe FIFO of records in segment files; see the package comment.
+type Spool struct {
+	opts Options
+	fs   FS
+	dir  string
+	qdir string
+
+	reqs       chan *appendReq
+	closing    chan struct{}
+	closeOnce  sync.Once
+	writerDone chan struct{}
+
+	// writer only
+	activeFile File
+
+	cursorMu sync.Mutex // one cursor write at a time
+
+	mu          sync.Mutex
+	segs        []*segment
+	active      *segment
+	nextSeq     uint64
+	diskBytes   int64
+	watermark   uint64 // every record ≤ it is delivered or quarantined
+	durableWM   uint64 // the watermark the cursor file holds
+	rseg        *segment
+	rpos        int64
+	rfile       File
+	outstanding []uint64 // seqs handed out by Next, in order, not yet below the watermark
+	acked       map[uint64]bool
+	notify      chan struct{}
+	closed      bool
+
+	everSpooled    bool
+	lastDeliveryOK bool
+	retrying       bool
+	times          []stamp // this run's records above the watermark, oldest first
+	leftover       int     // records left by a previous run, still above the watermark
+	leftoverMax    uint64
+	quarantined    int
+	report         OpenReport
+
+	syncs atomic.Uint64
+}
+
+// Open opens (or creates) the spool in opts.Dir. It fails only when the options are
+// invalid or the directory cannot be made or read; whatever the folder holds, it
+// opens, and says in Report what it found.
+func Open(opts Options) (*Spool, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Spool{
+		opts:       opts,
+		fs:         opts.FS,
+		dir:        opts.Dir,
+		qdir:       path.Join(opts.Dir, "quarantine"),
+		reqs:       make(chan *appendReq),
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+		acked:      map[uint64]bool{},
+		notify:     make(chan struct{}),
+	}
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	go s.writer()
+	return s, nil
+}
+
+// Report is what Open found.
+func (s *Spool) Report() OpenReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.report
+	r.Truncated = slices.Clone(r.Truncated)
+	r.Quarantined = slices.Clone(r.Quarantined)
+	r.Problems = slices.Clone(r.Problems)
+	return r
+}
+
+func (s *Spool) problemf(format string, args ...any) {
+	s.report.Problems = append(s.report.Problems, fmt.Sprintf(format, args...))
+}
+
+// Append stores one payload and returns its seq once the sync that covers it has
+// returned. An Append whose ctx ends after the record was handed to the writer
+// returns ctx's error, and the record may still be stored.
+func (s *Spool) Append(ctx context.Context, payload []byte) (uint64, error) {
+	if len(payload) > s.opts.MaxRecordBytes {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), s.opts.MaxRecordBytes)
+	}
+	r := &appendReq{payload: payload, done: make(chan appendResult, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.closing:
+		return 0, ErrClosed
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	select {
+	case res := <-r.done:
+		return res.seq, res.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// maxGroup bounds how many queued appends one sync covers.
+const maxGroup = 4096
+
+// writer is the one goroutine that writes segments: it takes every append queued
+// while the previous sync ran and covers them with one sync.
+func (s *Spool) writer() {
+	defer close(s.writerDone)
+	for {
+		var batch []*appendReq
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		case <-s.closing:
+			s.closeActive()
+			return
+		}
+	drain:
+		for !s.opts.SyncEach && len(batch) < maxGroup {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+func (s *Spool) closeActive() {
+	if s.activeFile == nil {
+		return
+	}
+	f := s.activeFile
+	s.activeFile = nil
+	_ = f.Sync() // every acknowledged record was synced already
+	_ = f.Close()
+	s.mu.Lock()
+	if s.active != nil {
+		s.active.sealed = true
+		s.active = nil
+	}
+	s.mu.Unlock()
+}
+
+// commit writes one group: accepted records go to the active segment (a new one when
+// it would grow past SegmentBytes), then one sync, then every appender is answered.
+func (s *Spool) commit(batch []*appendReq) {
+	var (
+		buf     []byte
+		group   []*appendReq
+		seqs    []uint64
+		pending int64
+	)
+	flush := func() {
+		if len(group) > 0 {
+			s.flush(buf, group, seqs)
+		}
+		buf, group, seqs, pending = nil, nil, nil, 0
+	}
+	for _, r := range batch {
+		size := int64(headerSize + len(r.payload))
+		s.mu.Lock()
+		full := s.diskBytes+pending+size > s.opts.MaxBytes
+		s.mu.Unlock()
+		if full {
+			r.done <- appendResult{err: fmt.Errorf("%w: %d bytes on disk, cap %d", ErrFull, s.diskBytesNow()+pending, s.opts.MaxBytes)}
+			continue
+		}
+		s.mu.Lock()
+		rotate := s.active == nil || (s.active.size+int64(len(buf))+size > s.opts.SegmentBytes && s.active.size+int64(len(buf)) > 0)
+		seq := s.nextSeq
+		s.nextSeq++
+		s.mu.Unlock()
+		if rotate {
+			flush()
+			if err := s.rotate(seq); err != nil {
+				r.done <- appendResult{err: err}
+				continue
+			}
+		}
+		buf = encode(buf, seq, r.payload)
+		group = append(group, r)
+		seqs = append(seqs, seq)
+		pending += size
+	}
+	flush()
+}
+
+func (s *Spool) diskBytesNow() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.diskBytes
+}
+
+// rotate seals the active segment and creates the next, named for first, making its
+// directory entry durable before any record in it is acknowledged.
+func (s *Spool) rotate(first uint64) error {
+	s.closeActive()
+	name := segmentName(first)
+	p := path.Join(s.dir, name)
+	f, err := s.fs.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: create segment %s: %w", ErrStorage, name, err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		_ = f.Close()
+		_ = s.fs.Remove(p)
+		return fmt.Errorf("%w: sync the spool directory: %w", ErrStorage, err)
+	}
+	seg := &segment{first: first, name: name}
+	s.activeFile = f
+	s.mu.Lock()
+	s.segs = append(s.segs, seg)
+	s.active = seg
+	s.mu.Unlock()
+	return nil
+}
+
+// flush writes one group's bytes to the active segment and syncs them. A failed
+// write or sync poisons the segment: what it holds past the last sync is cut (if the
+// file system lets it), the segment is sealed, and the group fails with ErrStorage.
+func (s *Spool) flush(buf []byte, group []*appendReq, seqs []uint64) {
+	s.mu.Lock()
+	seg := s.active
+	s.mu.Unlock()
+	f := s.activeFile
+	n, err := f.Write(buf)
+	if err == nil {
+		err = f.Sync()
+		s.syncs.Add(1)
+	}
+	if err != nil {
+		s.activeFile = nil
+		kept := seg.end
+		if terr := f.Truncate(seg.end); terr != nil {
+			kept = seg.end + int64(n)
+		}
+		_ = f.Close()
+		s.mu.Lock()
+		s.diskBytes += kept - seg.size
+		seg.size = kept
+		seg.sealed = true
+		s.active = nil
+		s.mu.Unlock()
+		for _, r := range group {
+			r.done <- appendResult{err: fmt.Errorf("%w: segment %s: %w", ErrStorage, seg.name, err)}
+		}
+		return
+	}
+	now := s.opts.Now()
+	s.mu.Lock()
+	seg.end += int64(len(buf))
+	s.diskBytes += seg.end - seg.size
+	seg.size = seg.end
+	seg.last = seqs[len(seqs)-1]
+	s.everSpooled = true
+	for _, q := range seqs {
+		s.times = append(s.times, stamp{seq: q, at: now})
+	}
+	s.wakeLocked()
+	s.mu.Unlock()
+	for i, r := range group {
+		r.done <- appendResult{seq: seqs[i]}
+	}
+}
+
+func (s *Spool) wakeLocked() {
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+// Next returns the oldest record not yet handed out, waiting until there is one.
+func (s *Spool) Next(ctx context.Context) (Record, error) {
+	for {
+		rec, ok, ch, err := s.TryNext()
+		if err != nil || ok {
+			return rec, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Record{}, ctx.Err()
+		}
+	}
+}
+
+// TryNext is Next without the wait: ok is false when nothing is ready, and ready is
+// closed when something may be.
+func (s *Spool) TryNext() (rec Record, ok bool, ready <-chan struct{}, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Record{}, false, nil, ErrClosed
+	}
+	rec, ok = s.readLocked()
+	if ok {
+		s.outstanding = append(s.outstanding, rec.Seq)
+	}
+	return rec, ok, s.notify, nil
+}
+
+// readLocked reads the next record above the watermark, moving over segments and
+// over the spans found corrupt at open.
+func (s *Spool) readLocked() (Record, bool) {
+	for {
+		if s.rseg == nil || s.rseg.removed {
+			next := s.segAfterLocked(s.rseg)
+			if next == nil {
+				return Record{}, false
+			}
+			s.switchReaderLocked(next)
+		}
+		seg := s.rseg
+		if i := slices.IndexFunc(seg.skips, func(sp span) bool { return s.rpos >= sp.from && s.rpos < sp.to }); i >= 0 {
+			s.rpos = seg.skips[i].to
+			continue
+		}
+		if s.rpos >= seg.end {
+			if !seg.sealed {
+				return Record{}, false
+			}
+			next := s.segAfterLocked(seg)
+			if next == nil {
+				return Record{}, false
+			}
+			s.switchReaderLocked(next)
+			continue
+		}
+		rec, n, err := s.readAtLocked(seg, s.rpos)
+		if err != nil {
+			// The bytes changed since they were scanned or written: nothing past
+			// here in this segment can be trusted to be read in order.
+			s.problemf("segment %s: unreadable at offset %d after open (%v): the rest of it is skipped", seg.name, s.rpos, err)
+			seg.keep = true
+			s.rpos = seg.end
+			continue
+		}
+		s.rpos += n
+		if rec.Seq <= s.watermark {
+			continue
+		}
+		return rec, true
+	}
+}
+
+func (s *Spool) segAfterLocked(cur *segment) *segment {
+	for _, g := range s.segs {
+		if cur == nil || g.first > cur.first {
+			return g
+		}
+	}
+	return nil
+}
+
+func (s *Spool) switchReaderLocked(seg *segment) {
+	if s.rfile != nil {
+		_ = s.rfile.Close()
+		s.rfile = nil
+	}
+	s.rseg = seg
+	s.rpos = 0
+}
+
+func (s *Spool) readAtLocked(seg *segment, off int64) (Record, int64, error) {
+	if s.rfile == nil {
+		f, err := s.fs.OpenFile(path.Join(s.dir, seg.name), os.O_RDONLY, 0)
+		if err != nil {
+			return Record{}, 0, err
+		}
+		s.rfile = f
+	}
+	var h [headerSize]byte
+	if _, err := s.rfile.ReadAt(h[:], off); err != nil {
+		return Record{}, 0, err
+	}
+	n := int64(headerSize) + int64(uint32(h[4])|uint32(h[5])<<8|uint32(h[6])<<16|uint32(h[7])<<24)
+	if n > int64(headerSize+s.opts.MaxRecordBytes) || off+n > seg.end {
+		return Record{}, 0, errors.New("record header does not fit")
+	}
+	b := make([]byte, n)
+	if _, err := s.rfile.ReadAt(b, off); err != nil {
+		return Record{}, 0, err
+	}
+	seq, payload, st := decode(b, s.opts.MaxRecordBytes)
+	if st != recordOK {
+		return Record{}, 0, errors.New("checksum mismatch")
+	}
+	return Record{Seq: seq, Payload: payload}, n, nil
+}
+
+// Ack marks records handed out by Next delivered (any other seq is ignored). The
+// watermark moves over every record handed out below the first one not yet
+// acknowledged; the cursor is made durable, and only then are segments wholly below
+// it unlinked.
+func (s *Spool) Ack(seqs ...uint64) error {
+	s.mu.Lock()
+	for _, q := range seqs {
+		// Only a seq handed out and still above the watermark is held: a stray
+		// one would sit in the map for good.
+		if q > s.watermark && len(s.outstanding) > 0 && q <= s.outstanding[len(s.outstanding)-1] {
+			s.acked[q] = true
+		}
+	}
+	moved := false
+	for len(s.outstanding) > 0 && s.acked[s.outstanding[0]] {
+		q := s.outstanding[0]
+		delete(s.acked, q)
+		s.outstanding = s.outstanding[1:]
+		s.watermark = q
+		moved = true
+		if q <= s.leftoverMax && s.leftover > 0 {
+			s.leftover--
+		}
+	}
+	for len(s.times) > 0 && s.times[0].seq <= s.watermark {
+		s.times = s.times[1:]
+	}
+	s.mu.Unlock()
+	if !moved {
+		return nil
+	}
+	return s.syncCursor()
+}
+
+// syncCursor writes the watermark as the cursor (tmp, fsync, rename, fsync dir) and
+// then unlinks the segments wholly below it.
+func (s *Spool) syncCursor() error {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	s.mu.Lock()
+	wm := s.watermark
+	already := s.durableWM
+	s.mu.Unlock()
+	if wm <= already {
+		return nil
+	}
+	if err := writeDurable(s.fs, s.dir, "cursor", encodeCursor(wm)); err != nil {
+		return fmt.Errorf("spool: write the cursor: %w", err)
+	}
+	s.mu.Lock()
+	s.durableWM = wm
+	var gone []*segment
+	kept := s.segs[:0]
+	for _, g := range s.segs {
+		if g.sealed && !g.keep && g != s.active && g.last <= wm && s.rseg != nil && g.first <= s.rseg.first && (g != s.rseg || s.rpos >= g.end) {
+			g.removed = true
+			s.diskBytes -= g.size
+			gone = append(gone, g)
+			continue
+		}
+		kept = append(kept, g)
+	}
+	s.segs = kept
+	if s.rseg != nil && s.rseg.removed && s.rfile != nil {
+		_ = s.rfile.Close()
+		s.rfile = nil
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, g := range gone {
+		if err := s.fs.Remove(path.Join(s.dir, g.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// A segment left behind is stale below the cursor: the next Open removes it.
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeDurable writes name in dir by tmp file, fsync, rename and fsync of dir.
+func writeDurable(fsys FS, dir, name string, data []byte) error {
+	if err := writeSynced(fsys, dir, name, data); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}
+
+// writeSynced is writeDurable without the directory's sync, for a caller that makes
+// several files durable with one.
+func writeSynced(fsys FS, dir, name string, data []byte) error {
+	tmp := path.Join(dir, name+".tmp")
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+		return err
+	}
+	return fsys.Rename(tmp, path.Join(dir, name))
+}
+
+// SetDelivery is how the delivery loop reports: whether its last delivery
+// succeeded, and whether a failed one is being retried.
+func (s *Spool) SetDelivery(lastOK, retrying bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastDeliveryOK = lastOK
+	s.retrying = retrying
+}
+
+// Close stops the spool: appends fail with ErrClosed, the segment being written is
+// synced and closed. It never deletes a record. It returns ctx's error if the writer
+// is still inside a sync when ctx ends.
+func (s *Spool) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.wakeLocked()
+		s.mu.Unlock()
+		close(s.closing)
+	})
+	select {
+	case <-s.writerDone:
+	case <-ctx.Done():
+		return fmt.Errorf("spool: close: the writer did not finish its sync in time: %w", ctx.Err())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rfile != nil {
+		_ = s.rfile.Close()
+		s.rfile = nil
+	}
+	return nil
+}
+
+// Syncs counts the data syncs of segments since Open.
+func (s *Spool) Syncs() uint64 { return s.syncs.Load() }

@@ -1,0 +1,64 @@
+package spool
+
+import "github.com/ferrofed/ferrofed/gateway/dependencies"
+
+// Snapshot is the spool as the dependency report reads it.
+type Snapshot struct {
+	// EverSpooled: a record was stored since Open, or Open found records or
+	// quarantine entries.
+	EverSpooled bool
+	// LastDeliveryOK: the delivery loop's last delivery succeeded.
+	LastDeliveryOK bool
+	// Retrying: a failed delivery is being retried.
+	Retrying bool
+	// Waiting counts the records undelivered for longer than one delivery interval,
+	// and those left by a previous run.
+	Waiting int
+	// Quarantined counts the quarantine's entries.
+	Quarantined int
+	// Pending counts the records above the watermark (handed out or not).
+	Pending int
+	// Bytes is the size of the segment files on disk.
+	Bytes int64
+}
+
+// Snapshot reads the spool's state now.
+func (s *Spool) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := s.opts.Now().Add(-s.opts.WaitAfter)
+	waiting := s.leftover
+	for _, t := range s.times {
+		if !t.at.Before(cutoff) {
+			break
+		}
+		waiting++
+	}
+	return Snapshot{
+		EverSpooled:    s.everSpooled || s.report.Pending > 0 || s.quarantined > 0,
+		LastDeliveryOK: s.lastDeliveryOK,
+		Retrying:       s.retrying,
+		Waiting:        waiting,
+		Quarantined:    s.quarantined,
+		Pending:        s.leftover + len(s.times),
+		Bytes:          s.diskBytes,
+	}
+}
+
+// State is the rule of the audit_repository and audit_feed keys (BINDINGS.md §2.6):
+// degraded while anything sits in quarantine, while a failed delivery is retried and
+// while a record waits; else unknown until something was spooled and delivered; up
+// when the last delivery succeeded.
+func State(s Snapshot) dependencies.State {
+	switch {
+	case s.Quarantined > 0, s.Retrying, s.Waiting > 0:
+		return dependencies.Degraded
+	case !s.EverSpooled:
+		return dependencies.Unknown
+	case s.LastDeliveryOK:
+		return dependencies.Up
+	default:
+		// Spooled, nothing waits yet, no delivery has come back: not yet observed.
+		return dependencies.Unknown
+	}
+}
