@@ -25,6 +25,7 @@
 //	ferrofed_phase{phase}                       gauge, 1 for the current phase
 //	ferrofed_http_requests_in_flight            gauge
 //	ferrofed_http_requests_total{surface,code}  counter; surface is health, operator, data_plane, metrics or none
+//	ferrofed_data_plane_shed_total              counter, data-plane requests refused 503 past limits.max_in_flight_requests
 //	ferrofed_drain_total{outcome}               counter; outcome is completed or cut
 //	ferrofed_drain_cut_connections_total        counter
 //	ferrofed_drain_bindings_abandoned_total{surface}  counter
@@ -121,6 +122,8 @@ type Server struct {
 	// requestTimeoutNow is cfg's resolved request timeout, stored with it: read on
 	// every data-plane request.
 	requestTimeoutNow atomic.Int64
+	// bounds are cfg's data-plane limits, stored with it (bounds.go).
+	bounds bounds
 	surfaces          []Surface
 	observer          func(lifecycle.Signal, time.Time)
 	bootPoll          time.Duration
@@ -226,6 +229,7 @@ func errString(err error) string {
 // storeConfig makes cfg the configuration serving now.
 func (s *Server) storeConfig(cfg *config.Config) {
 	s.requestTimeoutNow.Store(int64(cfg.Lifecycle().RequestTimeout))
+	s.bounds.store(cfg)
 	s.cfg.Store(cfg)
 }
 
