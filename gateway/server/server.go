@@ -123,10 +123,10 @@ type Server struct {
 	// every data-plane request.
 	requestTimeoutNow atomic.Int64
 	// bounds are cfg's data-plane limits, stored with it (bounds.go).
-	bounds bounds
-	surfaces          []Surface
-	observer          func(lifecycle.Signal, time.Time)
-	bootPoll          time.Duration
+	bounds   bounds
+	surfaces []Surface
+	observer func(lifecycle.Signal, time.Time)
+	bootPoll time.Duration
 
 	state   *health.State
 	eval    *health.Evaluator
