@@ -42,7 +42,9 @@ const (
 	// DefaultMaxQueryBytes bounds a data-plane request's query string (414 past it),
 	// and a POST _search form body with the query joined to it (413 / 400).
 	DefaultMaxQueryBytes = 16384
-	MinQueryBytes        = 1024
+	// MinQueryBytes leaves room for a next link's query: a page token is at most
+	// 8192 bytes (gateway/federation MaxPageTokenBytes).
+	MinQueryBytes = 8192 + 1024
 	// MaxQueryBytesLimit keeps the query within what net/http reads of a request's
 	// head (1 MiB).
 	MaxQueryBytesLimit = 512 << 10
@@ -77,7 +79,7 @@ type Limits struct {
 	// registry.max_member_body_bytes. Default 64 MiB.
 	MaxSearchBytes int64 `toml:"max_search_bytes"`
 	// MaxQueryBytes (max_query_bytes) is the longest query string of a data-plane
-	// request (414 past it); from 1024 to 524288. Default 16384.
+	// request (414 past it); from 9216 (room for a next link) to 524288. Default 16384.
 	MaxQueryBytes int `toml:"max_query_bytes"`
 	// MaxRegistryMembers (max_registry_members) is how many [[registry.members]] a
 	// configuration may list. Default 1000.

@@ -14,7 +14,7 @@ func TestLimitsAreRefusedOutOfRangeNamingTheirKeys(t *testing.T) {
 	}{
 		{"the defaults", member, ""},
 		{"every limit at its lowest", "[limits]\nmax_in_flight_requests = 1\nmax_member_calls = 1\nmax_member_calls_per_member = 1\n" +
-			"max_member_entries = 1000\nmax_answer_entries = 1000\nmax_search_bytes = 16777216\nmax_query_bytes = 1024\nmax_registry_members = 1\n" + member, ""},
+			"max_member_entries = 1000\nmax_answer_entries = 1000\nmax_search_bytes = 16777216\nmax_query_bytes = 9216\nmax_registry_members = 1\n" + member, ""},
 		{"no in-flight request", "[limits]\nmax_in_flight_requests = 0\n", "limits.max_in_flight_requests (line 2): 0 is not from 1 to 100000"},
 		{"more calls per member than in total", "[limits]\nmax_member_calls = 4\nmax_member_calls_per_member = 5\n",
 			"limits.max_member_calls_per_member (line 3): 5 is not from 1 to 4"},
@@ -22,7 +22,7 @@ func TestLimitsAreRefusedOutOfRangeNamingTheirKeys(t *testing.T) {
 		{"a smaller max_count lowers the floor", "[federation]\nmax_count = 10\ndefault_count = 10\n[limits]\nmax_member_entries = 10\nmax_answer_entries = 10\n", ""},
 		{"fewer answer entries than a full page", "[limits]\nmax_answer_entries = -1\n", "limits.max_answer_entries (line 2): -1 is not from 1000"},
 		{"a search budget below one member's body cap", "[limits]\nmax_search_bytes = 1024\n", "limits.max_search_bytes (line 2): 1024 is not from 16777216"},
-		{"a query limit past what net/http reads", "[limits]\nmax_query_bytes = 1048576\n", "limits.max_query_bytes (line 2): 1048576 is not from 1024 to 524288"},
+		{"a query limit past what net/http reads", "[limits]\nmax_query_bytes = 1048576\n", "limits.max_query_bytes (line 2): 1048576 is not from 9216 to 524288"},
 		{"more members than the registry may list", "[limits]\nmax_registry_members = 1\n" + member + strings.Replace(member, `"a"`, `"b"`, 1),
 			"registry.members (line 3): lists 2 members, more than limits.max_registry_members (1)"},
 		{"a trusted proxy that is no CIDR", "[forwarding]\ntrusted_proxies = [\"10.0.0.0/8\", \"10.0.0.1\"]\n",
