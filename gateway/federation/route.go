@@ -160,6 +160,7 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	// The trace goes on the context before the request is built: adding it to a built
 	// request would copy the request.
 	tctx, sent := traceSent(ctx)
+	start := time.Now()
 	var body *clientBody
 	var outBody io.Reader
 	if r.ContentLength != 0 {
@@ -183,7 +184,7 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 
 	res, err := c.client.Do(out)
 	if err != nil {
-		if body != nil && body.clientsFault(ctx) {
+		if body != nil && body.clientsFault(ctx, time.Since(start)) {
 			// The client broke its upload or held it past the deadline: the member
 			// did nothing wrong, its state stays; the member's connection went with
 			// the failed request.
@@ -269,30 +270,40 @@ func (c *caller) routeNotSent(w http.ResponseWriter, ctx context.Context, r *htt
 // taken for the member's failure.
 type clientBody struct {
 	r io.Reader
-	// waiting is set while a Read waits for the client.
-	waiting atomic.Bool
+	// waited is how long Reads waited for the client, in total.
+	waited atomic.Int64
+	// done is set once the body was read to its end.
+	done atomic.Bool
 	// failed is set once a Read failed with more than io.EOF; err is that error.
 	failed atomic.Bool
 	err    error
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
-	b.waiting.Store(true)
+	start := time.Now()
 	n, err := b.r.Read(p)
-	b.waiting.Store(false)
-	if err != nil && !errors.Is(err, io.EOF) && !b.failed.Load() {
+	b.waited.Add(int64(time.Since(start)))
+	switch {
+	case errors.Is(err, io.EOF):
+		b.done.Store(true)
+	case err != nil && !b.failed.Load():
 		b.err = err
 		b.failed.Store(true)
 	}
 	return n, err
 }
 
-// clientsFault reports, once the call failed, whether the client was the cause: its
-// body failed to read (a malformed chunk size, a connection cut mid-body, the
-// request's read deadline), or the budget ran out while the gateway was still
-// waiting for it.
-func (b *clientBody) clientsFault(ctx context.Context) bool {
-	return b.failed.Load() || (b.waiting.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded))
+// clientsFault reports, once a call that ran for elapsed failed, whether the client
+// was the cause: its body failed to read (a malformed chunk size, a connection cut
+// mid-body, the connection's read deadline), or the budget ran out before the body
+// had all come, most of the call spent waiting for it. A member that stops reading a
+// large body holds the gateway in its writes, not in these reads: that is the
+// member's failure.
+func (b *clientBody) clientsFault(ctx context.Context, elapsed time.Duration) bool {
+	if b.failed.Load() {
+		return true
+	}
+	return !b.done.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded) && 2*time.Duration(b.waited.Load()) > elapsed
 }
 
 // clientFault answers a request whose body the client broke or held up: 408 when it
