@@ -624,20 +624,30 @@ func TestAMembersUnaskedSwitchingProtocolsIsABadGatewayAnswer(t *testing.T) {
 }
 
 // Finding 10: search query strings had no length limit (100 searches of 900 KB took
-// the gateway from 61 MB to 915 MB).
+// the gateway from 61 MB to 915 MB): net/http read a head of up to 1 MiB whole.
 func TestAQueryLongerThanTheLimitIs414BeforeAnyMemberIsAsked(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
 	gw := serveFull(t, h)
-	long := "name=" + strings.Repeat("a", 900<<10)
-	for _, path := range []string{"/fhir/Patient?", "/nodes/node-a/fhir/Patient?"} {
-		res, err := http.Get(gw + path + long)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusRequestURITooLong || !strings.Contains(string(body), "limits.max_query_bytes (16384 bytes)") {
-			t.Fatalf("%s…: %d %s", path, res.StatusCode, body)
+	// Past the limit: 414. Past the limit and the head's room for headers (the 900 KB
+	// of the finding): net/http refuses the head before it is read whole, 431.
+	for _, c := range []struct {
+		query  string
+		status int
+		says   string
+	}{
+		{"name=" + strings.Repeat("a", config.DefaultMaxQueryBytes), http.StatusRequestURITooLong, "limits.max_query_bytes (16384 bytes)"},
+		{"name=" + strings.Repeat("a", 900<<10), http.StatusRequestHeaderFieldsTooLarge, ""},
+	} {
+		for _, path := range []string{"/fhir/Patient?", "/nodes/node-a/fhir/Patient?"} {
+			res, err := http.Get(gw + path + c.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != c.status || !strings.Contains(string(body), c.says) {
+				t.Fatalf("%s (%d bytes): %d %s", path, len(c.query), res.StatusCode, body)
+			}
 		}
 	}
 	if n := h.members["node-a"].Requests(); n != 0 {

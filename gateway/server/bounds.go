@@ -74,6 +74,17 @@ func (s *Server) queryLimit() gin.HandlerFunc {
 	}
 }
 
+// HeaderRoom is what a request head may hold besides its query string: a request
+// whose head is longer than limits.max_query_bytes plus HeaderRoom is refused by
+// net/http itself (431) before it is read whole; one whose query alone passes the
+// limit, by queryLimit (414).
+const HeaderRoom = 32 << 10
+
+// MaxHeaderBytes is the request head limit of the listener for cfg.
+func MaxHeaderBytes(cfg *config.Config) int {
+	return cfg.Limits.Resolved().MaxQueryBytes + HeaderRoom
+}
+
 // peerOf is the IP address the request's connection came from.
 func peerOf(r *http.Request) string {
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {

@@ -270,6 +270,11 @@ func RestartKeys(old, new *config.Config) []string {
 	if old.Server.TLS.ClientCAFile != new.Server.TLS.ClientCAFile {
 		keys = append(keys, "server.tls.client_ca_file")
 	}
+	// The 414 of limits.max_query_bytes follows a reload; the request head limit made
+	// of it is the listener's, set at start.
+	if MaxHeaderBytes(old) != MaxHeaderBytes(new) {
+		keys = append(keys, "limits.max_query_bytes (the request head limit; the 414 applies at once)")
+	}
 	// metrics.push_url and push_job are read when the drain pushes: a reload applies them.
 	if old.Metrics.Disabled != new.Metrics.Disabled || old.Metrics.Path != new.Metrics.Path {
 		keys = append(keys, "metrics")
