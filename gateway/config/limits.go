@@ -22,6 +22,13 @@ const (
 	// and all requests together: a fan-out waits for a free call, within its budget.
 	DefaultMaxMemberCalls = 256
 	MaxMemberCallsLimit   = 100000
+	// DefaultMaxQueuedMemberCalls bounds the member calls the requests being served
+	// have yet to make, running or waiting: a request whose fan-out would take it
+	// past is answered 503 with Retry-After before any member is asked. It sheds a
+	// flood of searches over a large federation that the in-flight limit alone
+	// admits (256 searches of 2,000 members are 512,000 calls).
+	DefaultMaxQueuedMemberCalls = 16 * DefaultMaxMemberCalls
+	MaxQueuedMemberCallsLimit   = 10000000
 	// DefaultMaxMemberCallsPerMember bounds the calls in flight to one member.
 	DefaultMaxMemberCallsPerMember = 32
 	// DefaultMaxMemberEntries bounds the entries the gateway reads of one member's
@@ -64,6 +71,13 @@ type Limits struct {
 	// MaxMemberCalls (max_member_calls) is how many member calls are in flight at
 	// once, in total. Default 256.
 	MaxMemberCalls int `toml:"max_member_calls"`
+	// MaxQueuedMemberCalls (max_queued_member_calls) is how many member calls the
+	// requests being served may have yet to make, running or waiting for a call; a
+	// request whose fan-out (every member of a first page, the members of a next
+	// link, one for a routed request) would pass it is answered 503 with Retry-After:
+	// 1 before any member is asked. At least max_member_calls and
+	// max_registry_members. Default 4096.
+	MaxQueuedMemberCalls int `toml:"max_queued_member_calls"`
 	// MaxMemberCallsPerMember (max_member_calls_per_member) is how many calls are in
 	// flight to one member at once; at most max_member_calls. Default 32.
 	MaxMemberCallsPerMember int `toml:"max_member_calls_per_member"`
@@ -90,6 +104,7 @@ func defaultLimits() Limits {
 	return Limits{
 		MaxInFlightRequests:     DefaultMaxInFlightRequests,
 		MaxMemberCalls:          DefaultMaxMemberCalls,
+		MaxQueuedMemberCalls:    DefaultMaxQueuedMemberCalls,
 		MaxMemberCallsPerMember: DefaultMaxMemberCallsPerMember,
 		MaxMemberEntries:        DefaultMaxMemberEntries,
 		MaxAnswerEntries:        DefaultMaxAnswerEntries,
@@ -108,6 +123,9 @@ func (l Limits) Resolved() Limits {
 	}
 	if l.MaxMemberCalls <= 0 {
 		l.MaxMemberCalls = d.MaxMemberCalls
+	}
+	if l.MaxQueuedMemberCalls <= 0 {
+		l.MaxQueuedMemberCalls = max(d.MaxQueuedMemberCalls, l.MaxMemberCalls, l.MaxRegistryMembers, d.MaxRegistryMembers)
 	}
 	if l.MaxMemberCallsPerMember <= 0 {
 		l.MaxMemberCallsPerMember = min(d.MaxMemberCallsPerMember, l.MaxMemberCalls)
@@ -182,6 +200,7 @@ func (c *Config) validBounds() []Problem {
 	if inRange("max_member_calls", int64(l.MaxMemberCalls), 1, MaxMemberCallsLimit) {
 		inRange("max_member_calls_per_member", int64(l.MaxMemberCallsPerMember), 1, int64(l.MaxMemberCalls))
 	}
+	inRange("max_queued_member_calls", int64(l.MaxQueuedMemberCalls), int64(max(l.MaxMemberCalls, l.MaxRegistryMembers, 1)), MaxQueuedMemberCallsLimit)
 	inRange("max_member_entries", int64(l.MaxMemberEntries), int64(max(c.Federation.MaxCount, 1)), MaxMemberEntriesLimit)
 	inRange("max_answer_entries", int64(l.MaxAnswerEntries), int64(max(c.Federation.MaxCount, 1)), MaxAnswerEntriesLimit)
 	inRange("max_search_bytes", l.MaxSearchBytes, max(c.Registry.MaxMemberBodyBytes, 1), MaxSearchBytesLimit)

@@ -13,11 +13,13 @@ func TestLimitsAreRefusedOutOfRangeNamingTheirKeys(t *testing.T) {
 		problem string // "" for none
 	}{
 		{"the defaults", member, ""},
-		{"every limit at its lowest", "[limits]\nmax_in_flight_requests = 1\nmax_member_calls = 1\nmax_member_calls_per_member = 1\n" +
+		{"every limit at its lowest", "[limits]\nmax_in_flight_requests = 1\nmax_member_calls = 1\nmax_queued_member_calls = 1\nmax_member_calls_per_member = 1\n" +
 			"max_member_entries = 1000\nmax_answer_entries = 1000\nmax_search_bytes = 16777216\nmax_query_bytes = 9216\nmax_registry_members = 1\n" + member, ""},
 		{"no in-flight request", "[limits]\nmax_in_flight_requests = 0\n", "limits.max_in_flight_requests (line 2): 0 is not from 1 to 100000"},
 		{"more calls per member than in total", "[limits]\nmax_member_calls = 4\nmax_member_calls_per_member = 5\n",
 			"limits.max_member_calls_per_member (line 3): 5 is not from 1 to 4"},
+		{"a queue shorter than a first page of the registry", "[limits]\nmax_queued_member_calls = 999\nmax_member_calls = 10\n",
+			"limits.max_queued_member_calls (line 2): 999 is not from 1000 to 10000000"},
 		{"fewer member entries than a full page", "[limits]\nmax_member_entries = 999\n", "limits.max_member_entries (line 2): 999 is not from 1000 to 1000000"},
 		{"a smaller max_count lowers the floor", "[federation]\nmax_count = 10\ndefault_count = 10\n[limits]\nmax_member_entries = 10\nmax_answer_entries = 10\n", ""},
 		{"fewer answer entries than a full page", "[limits]\nmax_answer_entries = -1\n", "limits.max_answer_entries (line 2): -1 is not from 1000"},

@@ -367,6 +367,47 @@ func TestAFanOutNeverHasMoreMemberCallsInFlightThanItsLimits(t *testing.T) {
 	})
 }
 
+// A request whose fan-out would take the member calls still to make past
+// limits.max_queued_member_calls is shed before any member is asked.
+func TestAFanOutPastTheQueueIsShedBeforeAnyMemberIsAsked(t *testing.T) {
+	var nodes []node
+	for i := range 10 {
+		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Delay: 200 * time.Millisecond}})
+	}
+	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second,
+		tables: "[limits]\nmax_registry_members = 10\nmax_member_calls = 10\nmax_member_calls_per_member = 10\nmax_queued_member_calls = 10\n"}, nodes...)
+	gw := serveFull(t, h)
+	var served, shed atomic.Int64
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			res, err := http.Get(gw + "/fhir/Patient")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			switch {
+			case res.StatusCode == 200:
+				served.Add(1)
+			case res.StatusCode == 503 && res.Header.Get("Retry-After") == "1" && strings.Contains(string(body), "limits.max_queued_member_calls allows (10)"):
+				shed.Add(1)
+			default:
+				t.Errorf("answered %d %s", res.StatusCode, body)
+			}
+		})
+	}
+	wg.Wait()
+	var asked int64
+	for _, m := range h.members {
+		asked += m.Requests()
+	}
+	if served.Load() == 0 || shed.Load() == 0 || asked != 10*served.Load() {
+		t.Fatalf("%d served, %d shed, the members asked %d times: want some of each, 10 calls per served search", served.Load(), shed.Load(), asked)
+	}
+}
+
 // Liveness stays answered while a flood of searches is shed: the in-flight limit
 // refuses what it cannot serve before any member is asked, and the health routes are
 // not behind it. The liveness p99 is logged, not asserted.

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,20 +21,50 @@ import (
 //
 // A reload that keeps both limits keeps the limiter; one that changes them makes a
 // new one, and the calls still in flight give their slots back to the old one.
+//
+// It also admits requests by their fan-out: queued counts the calls the requests
+// being served have yet to make, at most maxQueued (limits.max_queued_member_calls).
 type limiter struct {
 	total     chan struct{}
 	perMember int
 	mu        sync.Mutex
 	members   map[string]chan struct{}
+	queued    atomic.Int64
+	maxQueued int64
 }
 
 func newLimiter(l config.Limits) *limiter {
-	return &limiter{total: make(chan struct{}, l.MaxMemberCalls), perMember: l.MaxMemberCallsPerMember, members: map[string]chan struct{}{}}
+	return &limiter{total: make(chan struct{}, l.MaxMemberCalls), perMember: l.MaxMemberCallsPerMember, members: map[string]chan struct{}{},
+		maxQueued: int64(l.MaxQueuedMemberCalls)}
 }
 
 // same reports whether the limiter enforces l's call limits.
 func (l *limiter) same(lim config.Limits) bool {
-	return cap(l.total) == lim.MaxMemberCalls && l.perMember == lim.MaxMemberCallsPerMember
+	return cap(l.total) == lim.MaxMemberCalls && l.perMember == lim.MaxMemberCallsPerMember && l.maxQueued == int64(lim.MaxQueuedMemberCalls)
+}
+
+// admit reserves n calls of the queue for one request, or refuses it when they would
+// take the queue past its limit; a request's first call is always admitted on an
+// empty queue. Give them back with the returned function.
+func (l *limiter) admit(n int) (func(), bool) {
+	if q := l.queued.Add(int64(n)); q > l.maxQueued && q != int64(n) {
+		l.queued.Add(-int64(n))
+		return nil, false
+	}
+	return func() { l.queued.Add(-int64(n)) }, true
+}
+
+// ShedRetryAfter is the Retry-After of a request refused because its fan-out would
+// take the member calls past limits.max_queued_member_calls.
+const ShedRetryAfter = "1"
+
+// shed answers a request refused by admit: 503 with Retry-After, before any member
+// was asked.
+func shed(w http.ResponseWriter, calls int, l *limiter) {
+	w.Header().Set("Retry-After", ShedRetryAfter)
+	writeFHIR(w, http.StatusServiceUnavailable, operationOutcome("throttled", fmt.Sprintf(
+		"the gateway has as many member calls to make as limits.max_queued_member_calls allows (%d); this request would add %d: retry after %s s",
+		l.maxQueued, calls, ShedRetryAfter)))
 }
 
 // acquire takes one of the total slots, waiting until ctx ends.

@@ -456,6 +456,12 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		self = mq
 	}
 	srch.maxExtras = st.limits.MaxAnswerEntries - srch.count
+	done, ok := srch.cs.lim.admit(len(srch.positions))
+	if !ok {
+		shed(c.Writer, len(srch.positions), srch.cs.lim)
+		return
+	}
+	defer done()
 	ctx := r.Context()
 	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
 	if errors.Is(ctx.Err(), context.Canceled) {
@@ -490,7 +496,14 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 	now := time.Now()
 	common, answered, ok := s.caps.cached(st.reg, time.Duration(st.fed.CapabilityTTLMS)*time.Millisecond, now)
 	if !ok {
-		_, statements := s.caller.metadata(ctx, s.newCalls(st, c.Request.Header.Values("Via")), st.reg, budget(ctx, st.requestTimeout))
+		cs := s.newCalls(st, c.Request.Header.Values("Via"))
+		done, ok := cs.lim.admit(len(st.reg.members))
+		if !ok {
+			shed(c.Writer, len(st.reg.members), cs.lim)
+			return
+		}
+		_, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
+		done()
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return
 		}
@@ -535,10 +548,17 @@ func (s *Surface) handleNodes(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the path must not contain . or .. segments"))
 		return
 	}
+	cs := s.newCalls(st, nil)
+	done, ok := cs.lim.admit(1)
+	if !ok {
+		shed(c.Writer, 1, cs.lim)
+		return
+	}
+	defer done()
 	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
 		gateway: gatewayBase(c.Request, st.cfg.Server.BasePath),
 		prefix:  strings.TrimSuffix(st.cfg.Server.BasePath, "/") + "/nodes/" + m.id + "/fhir",
-		calls:   s.newCalls(st, nil),
+		calls:   cs,
 		trusted: st.trusted,
 	})
 }
@@ -561,7 +581,14 @@ type probeAnswer struct {
 func (s *Surface) handleProbe(c *gin.Context) {
 	st := s.state.Load()
 	ctx := c.Request.Context()
-	records, statements := s.caller.metadata(ctx, s.newCalls(st, c.Request.Header.Values("Via")), st.reg, budget(ctx, st.requestTimeout))
+	cs := s.newCalls(st, c.Request.Header.Values("Via"))
+	done, ok := cs.lim.admit(len(st.reg.members))
+	if !ok {
+		shed(c.Writer, len(st.reg.members), cs.lim)
+		return
+	}
+	defer done()
+	records, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}

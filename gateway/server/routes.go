@@ -155,8 +155,11 @@ func (s *Server) requestTimeout() gin.HandlerFunc {
 		deadline, _ := ctx.Deadline()
 		rc := http.NewResponseController(c.Writer)
 		// Not every connection has deadlines (a test's recorder): then the context is
-		// the only bound, as before.
-		_ = rc.SetReadDeadline(deadline.Add(readGrace))
+		// the only bound, as before. A request without a body has nothing to read: a
+		// read deadline would only cancel its context when its handler runs late.
+		if c.Request.ContentLength != 0 {
+			_ = rc.SetReadDeadline(deadline.Add(readGrace))
+		}
 		if rc.SetWriteDeadline(deadline.Add(writeGrace)) == nil {
 			// net/http resets the read deadline for the next request on the
 			// connection, not the write deadline (no WriteTimeout is set).
