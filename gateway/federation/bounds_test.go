@@ -3,6 +3,7 @@ package federation
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -105,7 +106,7 @@ func rawSend(t *testing.T, base, head string, parts []string, gap time.Duration,
 	res.Body.Close()
 	a := rawAnswer{status: res.StatusCode, header: res.Header, body: string(body)}
 	_, err = br.ReadByte()
-	a.closed = err == io.EOF
+	a.closed = errors.Is(err, io.EOF)
 	return a
 }
 

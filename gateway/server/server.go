@@ -12,7 +12,11 @@
 //	/fhir/*, /nodes/{id}/fhir/* the data plane: behind the readiness gate (503, Retry-After: 5)
 //	{metrics.path}              Prometheus metrics (default /metrics), unless metrics.disabled
 //
-// Health, operator and metrics routes bypass the gate. Until a Surface registers the
+// Health, operator and metrics routes bypass the gate. In front of the gate, the data
+// plane answers 414 a query longer than limits.max_query_bytes and sheds (503,
+// Retry-After: 1) a request past limits.max_in_flight_requests; its request deadline
+// (server.request_timeout_ms) is also the connection's read deadline while a body is
+// read, and, 1 s later, its write deadline (bounds.go). Until a Surface registers the
 // data plane, /fhir/* and /nodes/{id}/fhir/* answer 501 "federation not configured"
 // once the gateway is ready.
 //
