@@ -220,6 +220,49 @@ func TestARoutedBodyThatNeverArrivesIsA408AndTheMembersConnectionIsClosed(t *tes
 	h.wantStates(map[string]string{"node-a-query": "unknown"})
 }
 
+// The same deadline covers writing the answer: a client that reads nothing of a
+// large routed answer is cut off, and the member keeps its state.
+func TestAClientThatReadsNothingIsCutOffAtTheRequestDeadline(t *testing.T) {
+	var memberCut atomic.Bool
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		chunk := make([]byte, 64<<10)
+		for range 1024 { // 64 MiB, far more than the sockets between hold
+			if _, err := w.Write(chunk); err != nil {
+				memberCut.Store(true)
+				return
+			}
+		}
+	}))
+	defer big.Close()
+	const timeout = 500 * time.Millisecond
+	h := newHarness(t, harnessOptions{requestTimeout: timeout}, node{id: "node-b", url: big.URL + "/fhir"})
+	gw := serveFull(t, h)
+	u, _ := url.Parse(gw)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET "+testBase+"/nodes/node-b/fhir/Binary/1 HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * timeout) // reading nothing, well past the deadline and its grace
+	// What the sockets held is there to read; then the connection ends, cut.
+	if err := conn.SetReadDeadline(time.Now().Add(20 * timeout)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the connection was still open after %d bytes", n)
+	}
+	if n >= 64<<20 {
+		t.Fatalf("the whole answer was written (%d bytes) to a client that read nothing in time", n)
+	}
+	h.wantStates(map[string]string{"node-b-query": "up"})
+}
+
 // emptyEntriesMember answers every search with a searchset of as many `{}` entries as
 // fit in size bytes.
 func emptyEntriesMember(t *testing.T, size int) *httptest.Server {
