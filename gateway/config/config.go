@@ -47,6 +47,10 @@ type Config struct {
 	Registry Registry `toml:"registry"`
 	// Federation is the [federation] table (federation.go).
 	Federation Federation `toml:"federation"`
+	// Limits is the [limits] table (limits.go).
+	Limits Limits `toml:"limits"`
+	// Forwarding is the [forwarding] table (limits.go).
+	Forwarding Forwarding `toml:"forwarding"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -345,6 +349,7 @@ func defaults() Config {
 		Metrics:    Metrics{Path: DefaultMetricsPath, PushJob: DefaultMetricsPushJob},
 		Registry:   Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
 		Federation: defaultFederation(),
+		Limits:     defaultLimits(),
 	}
 }
 
