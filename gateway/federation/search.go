@@ -203,15 +203,38 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		}
 	}
 	if len(t.Members) > 0 {
-		tok, err := key.encode(t)
+		tok, left, err := key.encodeFitting(t)
 		if err != nil {
 			res.status = http.StatusInternalServerError
-			res.outcome = operationOutcome("too-costly", "the next page cannot be linked: "+err.Error())
+			res.outcome = operationOutcome("exception", "the next page cannot be linked: "+err.Error())
 			return res
 		}
 		res.next = tok
+		if len(left) > 0 {
+			res.entries = append(res.entries, outcomeEntry(unlinkedOutcome(left)))
+		}
 	}
 	return res
+}
+
+// unlinkedOutcome is the warning of a page whose next link could not carry every
+// member's position: the members left out have more matches that following next will
+// not return, and the client is told which.
+func unlinkedOutcome(left []tokenMember) OperationOutcome {
+	const named = 20
+	ids := make([]string, 0, min(len(left), named))
+	for _, m := range left[:min(len(left), named)] {
+		ids = append(ids, m.ID)
+	}
+	list := strings.Join(ids, ", ")
+	if len(left) > named {
+		list += fmt.Sprintf(" and %d more", len(left)-named)
+	}
+	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+		Severity: "warning", Code: "too-costly",
+		Diagnostics: fmt.Sprintf("the next link cannot carry the position of every member that has more (a continuation token is at most %d bytes): "+
+			"following it will not return the further matches of %d members (%s); narrow the search to page through them", MaxPageTokenBytes, len(left), list),
+	}}}
 }
 
 // needed is the members to ask before the next entry can be chosen. A sorted merge
