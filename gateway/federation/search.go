@@ -58,6 +58,9 @@ type position struct {
 	failure  *exchange // the last failed exchange, for its outcome entry
 	total    *int
 	answered bool // a 2xx searchset came back (at least once on this page)
+	// unlinked: the member gave a next link the gateway will not follow (not under its
+	// base, or no valid cursor); its paging ended there, and the page says so.
+	unlinked bool
 	// extra are the loaded pages' include and outcome entries.
 	extra [][]byte
 	// entryPrefix is `{"fullUrl":"{gw}/nodes/{id}/fhir/`, made once per page.
@@ -169,6 +172,15 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 	}
 	for _, p := range failed {
 		res.entries = append(res.entries, s.failureEntry(p))
+	}
+	for _, p := range s.positions {
+		if p.unlinked {
+			res.entries = append(res.entries, outcomeEntry(OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+				Severity: "warning", Code: "incomplete",
+				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
+					fmt.Sprint(maxCursorBytes) + " bytes): its further matches are not paged",
+			}}}))
+		}
 	}
 	if s.first {
 		total, known := 0, true
@@ -394,6 +406,7 @@ func (s *search) absorb(p *position, ex exchange) {
 			p.next = c
 		} else {
 			s.c.log.V(1).Info("Member's next link is not under its base: its paging stops", "member", p.m.id)
+			p.unlinked = true
 		}
 	}
 	if p.remaining == 0 && (len(p.matches) > 0 || p.next != "") {

@@ -98,3 +98,35 @@ func TestAPageWhoseTokenCannotCarryEveryMemberSaysWhichWereLeftOut(t *testing.T)
 		}
 	}
 }
+
+// A member whose next link leads off its own base is not followed, and the page says
+// so with a warning naming it, instead of ending its paging in silence.
+func TestAnUnfollowedNextLinkIsNamedOnThePage(t *testing.T) {
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", FHIRJSON)
+		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","link":[{"relation":"next","url":"http://elsewhere.invalid/fhir/Patient?page=2"}],`+
+			`"entry":[{"fullUrl":"%s/fhir/Patient/a","resource":{"resourceType":"Patient","id":"a"},"search":{"mode":"match"}}]}`, srv.URL)
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, harnessOptions{}, node{id: "wanders", url: srv.URL + "/fhir"})
+	res, body := h.get("/fhir/Patient")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	var page searchAnswer
+	if err := json.Unmarshal(body, &page); err != nil {
+		t.Fatal(err)
+	}
+	if page.matches() != 1 || page.link("next") != "" {
+		t.Fatalf("want the member's one match and no next link: %s", body)
+	}
+	for _, e := range page.Entry {
+		for _, is := range e.Resource.Issue {
+			if is.Code == "incomplete" && is.Severity == "warning" && strings.Contains(is.Diagnostics, "wanders") {
+				return
+			}
+		}
+	}
+	t.Fatalf("no incomplete warning names the member: %s", body)
+}
