@@ -131,7 +131,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cut()
 	s.run.conns = map[net.Conn]http.ConnState{}
 	srv := &http.Server{
-		Handler:           s.engine,
+		Handler:           s.front,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout(),
 		// An idle keep-alive connection is closed after this; clients reconnect.
 		IdleTimeout: 2 * time.Minute,
