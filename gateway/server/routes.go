@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/health"
@@ -52,7 +49,8 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 
 	base := e.Group(cfg.Server.BasePath)
 
-	probes := base.Group("", s.count(surfaceHealth))
+	healthCounted := newCodeCounter(s.metrics.requests, surfaceHealth)
+	probes := base.Group("", countWith(healthCounted))
 	h := &health.Handlers{State: s.state, Eval: s.eval, Minimal: func() bool { return s.cfg.Load().Health.Minimal }}
 	for _, m := range []string{http.MethodGet, http.MethodHead} {
 		probes.Handle(m, health.LivenessPath, h.Liveness)
@@ -89,6 +87,8 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 		data.Any("/nodes/:id/fhir/*path", notConfiguredHandler)
 	}
 	s.engine = e
+	s.front = &probeFront{s: s, engine: e, h: h, counted: healthCounted,
+		liveness: prefix + health.LivenessPath, readiness: prefix + health.ReadinessPath}
 	return nil
 }
 
@@ -96,26 +96,15 @@ func notConfiguredHandler(c *gin.Context) {
 	c.Data(http.StatusNotImplemented, "application/fhir+json", notConfigured)
 }
 
-// count counts each request of a surface by status code, after it was served. Each
-// code's counter is looked up once and kept: a lookup by label values formats the
-// code and hashes both labels, on every request otherwise.
+// count counts each request of a surface by status code, after it was served.
 func (s *Server) count(surface string) gin.HandlerFunc {
-	vec := s.metrics.requests.MustCurryWith(prometheus.Labels{"surface": surface})
-	var byCode [600]atomic.Pointer[prometheus.Counter]
+	return countWith(newCodeCounter(s.metrics.requests, surface))
+}
+
+func countWith(cc *codeCounter) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Next()
-		code := c.Writer.Status()
-		if code < 0 || code >= len(byCode) {
-			vec.WithLabelValues(strconv.Itoa(code)).Inc()
-			return
-		}
-		counter := byCode[code].Load()
-		if counter == nil {
-			ctr := vec.WithLabelValues(strconv.Itoa(code))
-			counter = &ctr
-			byCode[code].Store(counter)
-		}
-		(*counter).Inc()
+		cc.inc(c.Writer.Status())
 	}
 }
 

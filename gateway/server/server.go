@@ -139,6 +139,8 @@ type Server struct {
 	eval    *health.Evaluator
 	metrics *Metrics
 	engine  *gin.Engine
+	// front answers the probes ahead of engine (probes.go): what the listener serves.
+	front http.Handler
 
 	// lastReasons is the last logged set of failing reasons, so that a failure is logged
 	// in full when it starts or changes, not on every evaluation.
@@ -250,7 +252,7 @@ func (s *Server) Phase() lifecycle.Phase { return s.state.Phase() }
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // Handler is the server's whole HTTP handler (what the listener serves).
-func (s *Server) Handler() http.Handler { return s.engine }
+func (s *Server) Handler() http.Handler { return s.front }
 
 // RestartKeys are the keys whose change a reload cannot apply: they shape the listener
 // or the routes, built once at start.
