@@ -44,11 +44,12 @@ type GatewaySpec struct {
 
 	// basePath is the path every route of the gateway lives under (server.base_path);
 	// the probes use it. Default "/". It starts with "/", does not end with "/" (except
-	// "/" itself) and holds no "//".
+	// "/" itself), holds no "//" and no "." or ".." segment.
 	// +optional
 	// +default="/"
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^/([A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*)?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.]?(/|$)')",message="must not hold a . or .. segment"
 	BasePath string `json:"basePath,omitempty"`
 
 	// port is the TCP port the gateway listens on (server.listen) and the Service

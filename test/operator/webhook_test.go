@@ -50,6 +50,11 @@ var apiCases = []apiCase{
 	}, false, false, "whole number of milliseconds"},
 	{"a basePath ending in a slash", func(g *ferrofedv1alpha1.Gateway) { g.Spec.BasePath = "/fed/" }, false, false,
 		"server.base_path"},
+	{"a basePath with a dot-dot segment", func(g *ferrofedv1alpha1.Gateway) { g.Spec.BasePath = "/fed/.." }, false, false,
+		"server.base_path"},
+	{"a basePath with a dot segment", func(g *ferrofedv1alpha1.Gateway) { g.Spec.BasePath = "/./fed" }, false, false,
+		"server.base_path"},
+	{"a basePath segment that only starts with dots", func(g *ferrofedv1alpha1.Gateway) { g.Spec.BasePath = "/..fed/.well" }, true, true, ""},
 	{"a drainDelay shorter than the readiness poll draws a warning", func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Lifecycle.DrainDelay = dur("1s")
 	}, true, true, "spec.lifecycle.drainDelay (1s) is shorter than the readiness poll (10s"},
