@@ -53,7 +53,7 @@ var ownedFields = map[string]string{
 	"server.shutdown_timeout_ms":              "spec.lifecycle.shutdownTimeout",
 	"server.bindings_drain_timeout_ms":        "spec.lifecycle.bindingsDrainTimeout",
 	"server.termination_grace_period_seconds": "spec.lifecycle.terminationGracePeriodSeconds",
-	"server.tls":                              "spec.tls.secretName", // and clientCASecret, healthcheckIdentitySecret
+	"server.tls":                              "spec.tls (secretName, and clientCASecret with healthcheckIdentitySecret for client certificates)",
 	"server.termination_message_path":         "the pod's terminationMessagePath, where the kubelet reads each drain's outcome for the Gateway's status",
 	"federation.page_token_key_file":          "every replica reads the key of the Secret <name>-page-token the operator makes for the Gateway",
 }

@@ -49,7 +49,7 @@ func TestRenderConfigRefusesKeysTheSpecOwns(t *testing.T) {
 		"[server]\nlisten = \"0.0.0.0:1\"\n":               "server.listen: is set by the Gateway from spec.port",
 		"[server]\nshutdown_timeout_ms = 1\n":              "server.shutdown_timeout_ms: is set by the Gateway from spec.lifecycle.shutdownTimeout",
 		"[server]\ntermination_grace_period_seconds = 9\n": "spec.lifecycle.terminationGracePeriodSeconds",
-		"[server.tls]\nkey_file = \"k\"\n":                 "server.tls: is set by the Gateway from spec.tls.secretName",
+		"[server.tls]\nkey_file = \"k\"\n":                 "server.tls: is set by the Gateway from spec.tls (secretName, and clientCASecret with healthcheckIdentitySecret for client certificates)",
 	}
 	for user, want := range cases {
 		spec := &GatewaySpec{}

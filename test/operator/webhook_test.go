@@ -37,7 +37,7 @@ var apiCases = []apiCase{
 	{"an inline lifecycle key the spec owns", inline("[server]\ndrain_delay_ms = 1000\n"), true, false,
 		"server.drain_delay_ms: is set by the Gateway from spec.lifecycle.drainDelay"},
 	{"an inline TLS table the spec owns", inline("[server.tls]\ncertificate_file = \"/x.pem\"\n"), true, false,
-		"server.tls: is set by the Gateway from spec.tls.secretName"},
+		"server.tls: is set by the Gateway from spec.tls (secretName, and clientCASecret with healthcheckIdentitySecret for client certificates)"},
 	{"an unknown inline key", inline("[health]\nno_such_key = 1\n"), true, false, "health.no_such_key: unknown key"},
 	{"an inline member without an endpoint", inline("[[registry.members]]\nid = \"a\"\n"), true, false,
 		"registry.members[0].query_endpoint: is required"},
