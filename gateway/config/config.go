@@ -47,6 +47,8 @@ type Config struct {
 	Registry Registry `toml:"registry"`
 	// Federation is the [federation] table (federation.go).
 	Federation Federation `toml:"federation"`
+	// Audit is the [audit] table (audit.go); nil when absent: nothing is audited.
+	Audit *Audit `toml:"audit"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -350,6 +352,7 @@ func defaults() Config {
 
 // applyDefaults fills the defaults of array entries, which decoding cannot start from.
 func (c *Config) applyDefaults() {
+	c.Audit.applyDefaults()
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

@@ -90,6 +90,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
 	}
 	ps = append(ps, c.Federation.validate(opts)...)
+	ps = append(ps, c.Audit.validate(opts)...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings
