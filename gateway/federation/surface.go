@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/health"
@@ -35,6 +36,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Auth tunes the operator token verifier (tests set its clock and JWKS client).
 	Auth auth.Options
+	// Audit records every access of the data plane before it is made (audit.go);
+	// nil without [audit].
+	Audit *audit.Trail
 }
 
 // Surface is the federation surface of the gateway's server: the data plane
@@ -435,6 +439,9 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		}
 		self = mq
 	}
+	if !s.audited(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions)) {
+		return
+	}
 	ctx := r.Context()
 	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
 	if errors.Is(ctx.Err(), context.Canceled) {
@@ -509,6 +516,9 @@ func (s *Surface) handleNodes(c *gin.Context) {
 	path, err := memberPath(path)
 	if err != nil {
 		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
+		return
+	}
+	if !s.audited(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id}) {
 		return
 	}
 	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
