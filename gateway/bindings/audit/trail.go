@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -238,7 +237,9 @@ func (t *Trail) Record(ctx context.Context, event []byte) error {
 		event = stamped
 	}
 	if t.cfg.Destination != config.AuditToRepository {
-		t.log.Info("Audit event", "auditEvent", json.RawMessage(event))
+		// The event as one string value: every log sink writes it as the JSON it is,
+		// where a raw JSON value would be written as bytes by some.
+		t.log.Info("Audit event", "auditEvent", string(event))
 		return nil
 	}
 	errs := make([]error, len(t.dests))
