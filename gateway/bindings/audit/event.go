@@ -162,15 +162,15 @@ type meta struct {
 }
 
 type auditEvent struct {
-	ResourceType string    `json:"resourceType"`
-	Meta         meta      `json:"meta"`
-	Type         coding    `json:"type"`
-	Subtype      []coding  `json:"subtype"`
-	Action       string    `json:"action"`
-	Recorded     string    `json:"recorded"`
-	Agent        []agent   `json:"agent"`
-	Source       source    `json:"source"`
-	Entity       []entity  `json:"entity"`
+	ResourceType string   `json:"resourceType"`
+	Meta         meta     `json:"meta"`
+	Type         coding   `json:"type"`
+	Subtype      []coding `json:"subtype"`
+	Action       string   `json:"action"`
+	Recorded     string   `json:"recorded"`
+	Agent        []agent  `json:"agent"`
+	Source       source   `json:"source"`
+	Entity       []entity `json:"entity"`
 }
 
 // EventIDSystem is deliver.EventIDSystem, the meta.tag system of the stable event id
