@@ -439,13 +439,14 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		}
 		self = mq
 	}
-	if !s.audited(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions)) {
-		return
-	}
+	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
 	ctx := r.Context()
 	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return // the client left: nobody to answer.
+	}
+	if !stored() {
+		return
 	}
 	if res.status != http.StatusOK {
 		writeFHIR(c.Writer, res.status, res.outcome)
@@ -518,7 +519,9 @@ func (s *Surface) handleNodes(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
 		return
 	}
-	if !s.audited(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id}) {
+	// A routed answer is streamed as it comes: its record is stored before the member
+	// is asked.
+	if !s.auditing(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id})() {
 		return
 	}
 	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{

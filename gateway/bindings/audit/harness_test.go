@@ -40,7 +40,7 @@ const (
 // gateway is a real gateway on loopback: the server with the federation surface and
 // the audit trail, as assemble builds them, one member and an audit repository.
 type gateway struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	token  string // operator token with the scope
 	noScop string // operator token without it
@@ -69,7 +69,7 @@ type harnessOptions struct {
 
 const repositoryTable = "destination = \"repository\"\nurl = \"%ARR%\"\nspool_dir = \"%SPOOL%\"\n"
 
-func startGateway(t *testing.T, o harnessOptions) *gateway {
+func startGateway(t testing.TB, o harnessOptions) *gateway {
 	t.Helper()
 	g := &gateway{t: t, arr: o.arr, member: members.Start(t, members.Options{ID: "a"}), done: make(chan error, 1)}
 	if g.arr == nil {
@@ -163,7 +163,7 @@ func (g *gateway) stop() {
 	}
 }
 
-func sign(t *testing.T, key *ecdsa.PrivateKey, sub, scope string) string {
+func sign(t testing.TB, key *ecdsa.PrivateKey, sub, scope string) string {
 	t.Helper()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
 	if err != nil {

@@ -237,13 +237,14 @@ func TestTheQuarantineRoutes(t *testing.T) {
 }
 
 // A spool append that fails makes the request fail closed under on_failure =
-// "refuse" (503 OperationOutcome, no member asked) and served under "serve".
+// "refuse" (503 OperationOutcome: nothing of the members' answers; a routed request
+// asks no member at all) and served under "serve".
 func TestAnEventThatCannotBeStored(t *testing.T) {
 	for _, c := range []struct {
 		name, table string
 		want        int
 	}{
-		{"refuse answers 503 and asks no member", repositoryTable, http.StatusServiceUnavailable},
+		{"refuse answers 503 and releases nothing", repositoryTable, http.StatusServiceUnavailable},
 		{"serve serves", repositoryTable + "on_failure = \"serve\"\n", http.StatusOK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -269,12 +270,19 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 				if json.Unmarshal(body, &oo) != nil || oo.ResourceType != "OperationOutcome" {
 					t.Fatalf("the 503 is no OperationOutcome: %s", body)
 				}
-				if asked != 0 {
-					t.Fatalf("a refused request asked the member %d times", asked)
+				if strings.Contains(string(body), g.member.Opts.Marker) {
+					t.Fatalf("the refusal carries the member's answer: %s", body)
+				}
+				before = g.member.Requests()
+				if status, _ := g.do(http.MethodGet, "/nodes/a/fhir/Patient/a-1", ""); status != http.StatusServiceUnavailable {
+					t.Fatalf("a routed request answered %d", status)
+				}
+				if n := g.member.Requests() - before; n != 0 {
+					t.Fatalf("a refused routed request asked the member %d times", n)
 				}
 			default:
-				if asked == 0 {
-					t.Fatal("a served request asked no member")
+				if asked == 0 || !strings.Contains(string(body), g.member.Opts.Marker) {
+					t.Fatalf("a served request asked the member %d times: %s", asked, body)
 				}
 			}
 			fs.Hook = nil

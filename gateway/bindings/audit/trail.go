@@ -181,7 +181,7 @@ func (t *Trail) Start() error {
 		t.log.Info("Opened the audit spool", "destination", d.key, "dir", d.dir, "pending", r.Pending,
 			"truncated", r.Truncated, "quarantined", r.Quarantined, "problems", r.Problems)
 		loop, err := deliver.New(sp, deliver.Options{
-			BaseURL: d.url, Client: d.client.HTTP, Timeout: t.cfg.AuditTimeout(), Authorize: d.client.Authorize,
+			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Timeout: t.cfg.AuditTimeout(), Authorize: d.client.Authorize,
 			BackoffBase: t.opts.BackoffBase, BackoffMax: t.opts.BackoffMax,
 			Logf: func(format string, args ...any) {
 				t.log.Info("Audit delivery: "+fmt.Sprintf(format, args...), "destination", d.key)
@@ -216,7 +216,8 @@ func (t *Trail) Access(ctx context.Context, a Access) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotStored, err)
 	}
-	return t.Record(ctx, ev)
+	// Event stamped the id: Record's check of it would only parse the event again.
+	return t.store(ctx, ev)
 }
 
 // Record stores one AuditEvent (FHIR R4 JSON) and returns once it is stored: written
@@ -236,6 +237,11 @@ func (t *Trail) Record(ctx context.Context, event []byte) error {
 		}
 		event = stamped
 	}
+	return t.store(ctx, event)
+}
+
+// store is Record for an event that carries its event id.
+func (t *Trail) store(ctx context.Context, event []byte) error {
 	if t.cfg.Destination != config.AuditToRepository {
 		// The event as one string value: every log sink writes it as the JSON it is,
 		// where a raw JSON value would be written as bytes by some.
