@@ -12,10 +12,13 @@
 // # Guarantees
 //
 //   - Record returns only once the event is stored: synced to every spool, or
-//     written to the log. A federated request whose event could not be stored
-//     reaches no member and answers 503 with an OperationOutcome under
-//     on_failure = "refuse" (the default); under "serve" it is served and the
-//     failure logged.
+//     written to the log. No answer of the data plane leaves the gateway before its
+//     event is stored. A federated search stores its event while the members are
+//     asked (it costs the longer of the two, not their sum); a routed request, whose
+//     answer is streamed, stores it before the member is asked. A request whose
+//     event could not be stored answers 503 with an OperationOutcome under
+//     on_failure = "refuse" (the default), with nothing of the members' answers in
+//     it; under "serve" it is served and the failure logged.
 //   - An event is delivered at least once; after a crash, those in flight are
 //     delivered again with the same event id tag (meta.tag, EventIDSystem).
 //   - Nothing undelivered is deleted: drain step 4 stops delivery, syncs and closes
