@@ -174,7 +174,7 @@ func (a *Audit) validate(opts Options) []Problem {
 	if a.MaxSpoolBytes != nil && (*a.MaxSpoolBytes < MinMaxSpoolBytes || *a.MaxSpoolBytes > MaxMaxSpoolBytes) {
 		add("max_spool_bytes", "%d is not from %d (4 MiB) to %d (64 GiB)", *a.MaxSpoolBytes, MinMaxSpoolBytes, int64(MaxMaxSpoolBytes))
 	}
-	ps = append(ps, a.Credentials.validate("audit.", opts)...)
+	ps = append(ps, a.credentialProblems("audit.", opts)...)
 	if f := a.Feed; f != nil {
 		if msg := bindingURLProblem(f.URL); msg != "" {
 			add("feed.url", "%s", msg)
@@ -184,7 +184,7 @@ func (a *Audit) validate(opts Options) []Problem {
 		if msg := spoolDirProblem(f.SpoolDir); msg != "" {
 			add("feed.spool_dir", "%s", msg)
 		}
-		ps = append(ps, f.Credentials.validate("audit.feed.", opts)...)
+		ps = append(ps, f.credentialProblems("audit.feed.", opts)...)
 	}
 	sortProblems(ps)
 	return ps
@@ -224,9 +224,9 @@ func spoolDirProblem(dir string) string {
 	return ""
 }
 
-// validate checks the credential files (unless opts.SkipFiles) with the readers the
+// credentialProblems checks the credential files (unless opts.SkipFiles) with the readers the
 // binding's client uses, so that `config check` and serve refuse the same files.
-func (c Credentials) validate(prefix string, opts Options) []Problem {
+func (c Credentials) credentialProblems(prefix string, opts Options) []Problem {
 	var ps []Problem
 	add := func(key, format string, args ...any) {
 		ps = append(ps, Problem{Key: prefix + key, Message: fmt.Sprintf(format, args...)})
