@@ -2,16 +2,23 @@ package audit_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/test/auditrepo"
+	"github.com/ferrofed/ferrofed/test/crashfs"
 )
 
 type lines struct {
@@ -109,4 +116,47 @@ func TestTheEventNamesTheTokensSubject(t *testing.T) {
 	if line := logs.find(`"msg"="Audit event"`, `\"resourceType\":\"AuditEvent\"`, "bmFtZT1MT0dMSU5F"); line == "" {
 		t.Fatalf("no log line carries the event: %v", logs.all)
 	}
+}
+
+// A spool whose sync never returns (a hung disk) cannot be closed within
+// server.bindings_drain_timeout_ms: drain step 4 abandons audit_repository by name,
+// with a warning, and the termination message lists it.
+func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
+	fs := crashfs.New()
+	hung := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hung) }) }
+	t.Cleanup(release)
+	termination := filepath.Join(t.TempDir(), "termination-log")
+	logs := &lines{}
+	g := startGateway(t, harnessOptions{
+		audit: repositoryTable, spoolDir: "/spool", fs: fs, log: funcr.New(logs.add, funcr.Options{}),
+		server: fmt.Sprintf("request_timeout_ms = 200\nshutdown_timeout_ms = 200\nbindings_drain_timeout_ms = 300\ntermination_message_path = %q\n", termination),
+	})
+	var blocking atomic.Bool
+	fs.Hook = func(op crashfs.Op, name string) error {
+		if op == crashfs.OpSync && blocking.Load() {
+			<-hung
+		}
+		return nil
+	}
+	blocking.Store(true)
+	go func() { _, _ = http.Get(g.url + "/fhir/Patient?name=HUNG") }() // its append hangs in the sync
+	g.eventually("the search is in flight", func() bool { return logs.find("Member endpoint changed state") != "" })
+	g.stop()
+	data, err := os.ReadFile(termination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lifecycle.ParseTerminationMessage(data)
+	if err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	if !slices.Contains(m.Abandoned, "audit_repository") {
+		t.Fatalf("abandoned %v, want audit_repository: %s", m.Abandoned, data)
+	}
+	if line := logs.find("abandoned a surface", `"surface"="audit_repository"`); line == "" {
+		t.Fatalf("no warning names audit_repository: %v", logs.all)
+	}
+	release()
 }

@@ -65,6 +65,8 @@ type harnessOptions struct {
 	fs spool.FS
 	// log receives the gateway's log.
 	log logr.Logger
+	// server is added to the [server] table (budgets, termination_message_path).
+	server string
 }
 
 const repositoryTable = "destination = \"repository\"\nurl = \"%ARR%\"\nspool_dir = \"%SPOOL%\"\n"
@@ -90,7 +92,10 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	}
 	g.token = sign(t, key, "alice", scope)
 	g.noScop = sign(t, key, "bob", "other")
-	doc := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:0\"\nbindings_drain_timeout_ms = 2000\ntermination_message_path = \"\"\n"+
+	if o.server == "" {
+		o.server = "bindings_drain_timeout_ms = 2000\ntermination_message_path = \"\"\n"
+	}
+	doc := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:0\"\n"+o.server+
 		"[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n"+
 		"[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n",
 		g.member.URL, issuer, audience, jwks, scope)
