@@ -141,7 +141,11 @@ func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
 		return nil
 	}
 	blocking.Store(true)
-	go func() { _, _ = http.Get(g.url + "/fhir/Patient?name=HUNG") }() // its append hangs in the sync
+	go func() { // its append hangs in the sync; the drain cuts it
+		if res, err := http.Get(g.url + "/fhir/Patient?name=HUNG"); err == nil {
+			res.Body.Close()
+		}
+	}()
 	g.eventually("the search is in flight", func() bool { return logs.find("Member endpoint changed state") != "" })
 	g.stop()
 	data, err := os.ReadFile(termination)
