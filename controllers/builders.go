@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -92,23 +93,54 @@ func httpGet(gw *ferrofedv1alpha1.Gateway, route string) *corev1ac.HTTPGetAction
 		WithScheme(scheme)
 }
 
+// HealthcheckCommand is what an exec probe runs: the ferrofed binary, found on the
+// image's PATH (the shipped image has it in /usr/local/bin).
+const HealthcheckCommand = "ferrofed"
+
+// ExecProbeMargin is the part of a probe's timeoutSeconds left to starting the
+// healthcheck process and reading its configuration: the healthcheck's own --timeout is
+// the rest, so that it answers, with its reason, before the kubelet gives up on it.
+const ExecProbeMargin = 250 * time.Millisecond
+
+// HealthcheckTimeout is the --timeout of an exec probe whose timeoutSeconds is
+// timeoutSeconds (from 1, the CRD's minimum).
+func HealthcheckTimeout(timeoutSeconds int32) time.Duration {
+	return time.Duration(timeoutSeconds)*time.Second - ExecProbeMargin
+}
+
+// probeHandler asks route ("health" or "health/readiness") with an HTTP(S) GET, or,
+// when the listener requires client certificates, which the kubelet's probes cannot
+// present, with `ferrofed healthcheck` run in the container and presenting the
+// healthcheck identity.
+func probeHandler(gw *ferrofedv1alpha1.Gateway, probe *corev1ac.ProbeApplyConfiguration, route string, timeoutSeconds int32) *corev1ac.ProbeApplyConfiguration {
+	if !gw.Spec.ClientCertificatesRequired() {
+		return probe.WithHTTPGet(httpGet(gw, route))
+	}
+	cmd := []string{HealthcheckCommand, "healthcheck", "--config", ferrofedv1alpha1.ConfigPath}
+	if route == "health" {
+		cmd = append(cmd, "--liveness")
+	}
+	cmd = append(cmd, "--timeout", HealthcheckTimeout(timeoutSeconds).String())
+	return probe.WithExec(corev1ac.ExecAction().WithCommand(cmd...))
+}
+
 func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1ac.ProbeApplyConfiguration) {
 	p := gw.Spec.Probes
-	startup = corev1ac.Probe().
-		WithHTTPGet(httpGet(gw, "health/readiness")).
+	startupTimeout := ptr.Deref(p.Startup.TimeoutSeconds, ferrofedv1alpha1.DefaultStartupTimeoutSeconds)
+	startup = probeHandler(gw, corev1ac.Probe(), "health/readiness", startupTimeout).
 		WithPeriodSeconds(ptr.Deref(p.Startup.PeriodSeconds, ferrofedv1alpha1.DefaultStartupPeriodSeconds)).
 		WithFailureThreshold(ptr.Deref(p.Startup.FailureThreshold, ferrofedv1alpha1.DefaultStartupFailureThreshold)).
-		WithTimeoutSeconds(ptr.Deref(p.Startup.TimeoutSeconds, ferrofedv1alpha1.DefaultStartupTimeoutSeconds))
-	readiness = corev1ac.Probe().
-		WithHTTPGet(httpGet(gw, "health/readiness")).
+		WithTimeoutSeconds(startupTimeout)
+	readinessTimeout := ptr.Deref(p.Readiness.TimeoutSeconds, ferrofedv1alpha1.DefaultReadinessTimeoutSeconds)
+	readiness = probeHandler(gw, corev1ac.Probe(), "health/readiness", readinessTimeout).
 		WithPeriodSeconds(ptr.Deref(p.Readiness.PeriodSeconds, ferrofedv1alpha1.DefaultReadinessPeriodSeconds)).
 		WithFailureThreshold(ptr.Deref(p.Readiness.FailureThreshold, ferrofedv1alpha1.DefaultReadinessFailureThreshold)).
-		WithTimeoutSeconds(ptr.Deref(p.Readiness.TimeoutSeconds, ferrofedv1alpha1.DefaultReadinessTimeoutSeconds))
-	liveness = corev1ac.Probe().
-		WithHTTPGet(httpGet(gw, "health")).
+		WithTimeoutSeconds(readinessTimeout)
+	livenessTimeout := ptr.Deref(p.Liveness.TimeoutSeconds, ferrofedv1alpha1.DefaultLivenessTimeoutSeconds)
+	liveness = probeHandler(gw, corev1ac.Probe(), "health", livenessTimeout).
 		WithPeriodSeconds(ptr.Deref(p.Liveness.PeriodSeconds, ferrofedv1alpha1.DefaultLivenessPeriodSeconds)).
 		WithFailureThreshold(ptr.Deref(p.Liveness.FailureThreshold, ferrofedv1alpha1.DefaultLivenessFailureThreshold)).
-		WithTimeoutSeconds(ptr.Deref(p.Liveness.TimeoutSeconds, ferrofedv1alpha1.DefaultLivenessTimeoutSeconds))
+		WithTimeoutSeconds(livenessTimeout)
 	if d := ptr.Deref(p.Startup.InitialDelaySeconds, 0); d > 0 {
 		startup.WithInitialDelaySeconds(d)
 	}
@@ -166,6 +198,22 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash st
 			WithItems(
 				corev1ac.KeyToPath().WithKey(corev1.TLSCertKey).WithPath(corev1.TLSCertKey),
 				corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath(corev1.TLSPrivateKeyKey))))
+		// The client CA, under a fixed file name whatever its key; and the identity the
+		// exec probes present. Only the keys named, read-only, like the key pair.
+		if ca := tls.ClientCASecret; ca != nil {
+			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("client-ca").WithMountPath(ferrofedv1alpha1.ClientCADir).WithReadOnly(true))
+			volumes = append(volumes, corev1ac.Volume().WithName("client-ca").WithSecret(corev1ac.SecretVolumeSource().
+				WithSecretName(ca.Name).
+				WithItems(corev1ac.KeyToPath().WithKey(ca.KeyOrDefault()).WithPath(ferrofedv1alpha1.ClientCAFileName))))
+		}
+		if id := tls.HealthcheckIdentitySecret; id != nil {
+			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("healthcheck-identity").WithMountPath(ferrofedv1alpha1.HealthcheckIdentityDir).WithReadOnly(true))
+			volumes = append(volumes, corev1ac.Volume().WithName("healthcheck-identity").WithSecret(corev1ac.SecretVolumeSource().
+				WithSecretName(*id).
+				WithItems(
+					corev1ac.KeyToPath().WithKey(corev1.TLSCertKey).WithPath(corev1.TLSCertKey),
+					corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath(corev1.TLSPrivateKeyKey))))
+		}
 	}
 	pod := corev1ac.PodSpec().
 		WithTerminationGracePeriodSeconds(plan.GracePeriodSeconds).

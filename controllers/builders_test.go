@@ -2,12 +2,16 @@ package controllers
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +49,13 @@ var goldenCases = map[string]func(*ferrofedv1alpha1.Gateway){
 		g.Spec.BasePath = "/federation"
 		g.Spec.Port = 8443
 		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "edge-tls"}
+	},
+	"mutual-tls-exec-probes": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Port = 8443
+		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "edge-tls",
+			ClientCASecret:            &ferrofedv1alpha1.SecretKeyRef{Name: "clinic-ca", Key: "bundle.pem"},
+			HealthcheckIdentitySecret: ptr.To("edge-healthcheck")}
+		g.Spec.Probes.Liveness.TimeoutSeconds = ptr.To[int32](3)
 	},
 	"explicit-budgets": func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Lifecycle = ferrofedv1alpha1.Lifecycle{
@@ -140,5 +151,106 @@ func TestGoldenBuilders(t *testing.T) {
 				t.Errorf("%s differs from the builders' output; rerun with -update and review the diff:\n%s", golden, out.String())
 			}
 		})
+	}
+}
+
+// probeCommand is what a rendered probe does, in one line: "GET <scheme> <path>" or
+// "exec <argv>".
+func probeCommand(p *corev1.Probe) string {
+	switch {
+	case p.HTTPGet != nil:
+		return "GET " + string(p.HTTPGet.Scheme) + " " + p.HTTPGet.Path
+	case p.Exec != nil:
+		return "exec " + strings.Join(p.Exec.Command, " ")
+	}
+	return "none"
+}
+
+func TestProbesFollowClientCertificates(t *testing.T) {
+	mtls := func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "s", ClientCASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca"}, HealthcheckIdentitySecret: ptr.To("id")}
+	}
+	const hc = "exec ferrofed healthcheck --config /etc/ferrofed/ferrofed.toml"
+	tests := []struct {
+		name                         string
+		mutate                       func(*ferrofedv1alpha1.Gateway)
+		startup, readiness, liveness string
+	}{
+		{"without TLS the kubelet GETs over http", nil,
+			"GET HTTP /health/readiness", "GET HTTP /health/readiness", "GET HTTP /health"},
+		{"with TLS alone the kubelet GETs over https", func(g *ferrofedv1alpha1.Gateway) {
+			g.Spec.BasePath = "/gw"
+			g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "s"}
+		}, "GET HTTPS /gw/health/readiness", "GET HTTPS /gw/health/readiness", "GET HTTPS /gw/health"},
+		{"with client certificates required the probes run the healthcheck, each 250ms under its timeoutSeconds", mtls,
+			hc + " --timeout 750ms", hc + " --timeout 750ms", hc + " --liveness --timeout 750ms"},
+		{"each probe's own timeoutSeconds sets its --timeout", func(g *ferrofedv1alpha1.Gateway) {
+			mtls(g)
+			g.Spec.Probes.Startup.TimeoutSeconds = ptr.To[int32](2)
+			g.Spec.Probes.Readiness.TimeoutSeconds = ptr.To[int32](5)
+			g.Spec.Probes.Liveness.TimeoutSeconds = ptr.To[int32](60)
+		}, hc + " --timeout 1.75s", hc + " --timeout 4.75s", hc + " --liveness --timeout 59.75s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gw := gateway(tt.mutate)
+			var dep appsv1.Deployment
+			raw, err := json.Marshal(Deployment(gw, gw.Spec.Plan(), "hash"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &dep); err != nil {
+				t.Fatal(err)
+			}
+			c := dep.Spec.Template.Spec.Containers[0]
+			for _, p := range []struct {
+				name  string
+				probe *corev1.Probe
+				want  string
+			}{{"startup", c.StartupProbe, tt.startup}, {"readiness", c.ReadinessProbe, tt.readiness}, {"liveness", c.LivenessProbe, tt.liveness}} {
+				if got := probeCommand(p.probe); got != p.want {
+					t.Errorf("%s probe: %q, want %q", p.name, got, p.want)
+				}
+				// The healthcheck's budget fits the kubelet's, with room to start.
+				if p.probe.Exec != nil {
+					timeout := p.probe.Exec.Command[len(p.probe.Exec.Command)-1]
+					d, err := time.ParseDuration(timeout)
+					if err != nil || d <= 0 || d >= time.Duration(p.probe.TimeoutSeconds)*time.Second {
+						t.Errorf("%s probe: --timeout %s does not fit within timeoutSeconds %d", p.name, timeout, p.probe.TimeoutSeconds)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestMutualTLSMountsOnlyTheNamedKeys(t *testing.T) {
+	gw := gateway(func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "s", ClientCASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca"}, HealthcheckIdentitySecret: ptr.To("id")}
+	})
+	var dep appsv1.Deployment
+	raw, _ := json.Marshal(Deployment(gw, gw.Spec.Plan(), "hash"))
+	if err := json.Unmarshal(raw, &dep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		var items []string
+		for _, it := range v.Secret.Items {
+			items = append(items, it.Key+"->"+it.Path)
+		}
+		got[v.Secret.SecretName] = strings.Join(items, ",")
+	}
+	want := map[string]string{"s": "tls.crt->tls.crt,tls.key->tls.key", "ca": "ca.crt->ca.crt", "id": "tls.crt->tls.crt,tls.key->tls.key", "edge-page-token": "key->key"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Secret volumes %v, want %v", got, want)
+	}
+	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if !m.ReadOnly && m.Name != "tmp" {
+			t.Errorf("mount %s at %s is writable", m.Name, m.MountPath)
+		}
 	}
 }

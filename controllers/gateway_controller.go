@@ -416,8 +416,13 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	}
 	wasInvalid := !conditionTrue(gw.Status, ferrofedv1alpha1.ConditionConfigValid) && len(gw.Status.Conditions) > 0
 	// The whole status goes in the patch, zeros included (a diff would leave out a
-	// replicas: 0 that was never written).
-	patch, err := json.Marshal(map[string]any{"status": st})
+	// replicas: 0 that was never written). The resourceVersion makes it conditional:
+	// st was computed from the cached Gateway, and a cache that has not seen this
+	// operator's last patch yet would have it write back older status.drains, losing the
+	// drains that patch recorded (seen on a real node: rollouts whose Deployment status
+	// and pod ends land together). On a conflict the drains go back to the inbox and the
+	// retry computes from a fresher Gateway.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": gw.ResourceVersion}, "status": st})
 	if err != nil {
 		return fmt.Errorf("patch Gateway status: %w", err)
 	}

@@ -418,6 +418,8 @@ build_pause_image() {
 
 # images builds the project's images from its binaries (CGO off, static) and imports
 # them: ferrofed itself, and the FHIR member test server (test/members) once it exists.
+# ferrofed lies on the image's PATH, as in the shipped image (examples/Dockerfile): the
+# exec probes of a mutual-TLS Gateway run `ferrofed healthcheck`.
 # Each is tried even when the other fails; the exit status says whether both worked.
 images() {
   local out="$BIN/images" start=$SECONDS failed=0
@@ -425,8 +427,8 @@ images() {
   [[ -x "$BIN/image" ]] || build_tools
   log "building ferrofed (CGO_ENABLED=0) and its image $FERROFED_IMAGE"
   if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w -X main.version=e2e" -o "$out/ferrofed" github.com/ferrofed/ferrofed) &&
-    "$BIN/image" -tag "$FERROFED_IMAGE" -o "$out/ferrofed.tar" -file /ferrofed="$out/ferrofed" \
-      -entrypoint /ferrofed -user 65532:65532 -dir /tmp >/dev/null &&
+    "$BIN/image" -tag "$FERROFED_IMAGE" -o "$out/ferrofed.tar" -file /usr/local/bin/ferrofed="$out/ferrofed" \
+      -entrypoint /usr/local/bin/ferrofed -env PATH=/usr/local/bin -user 65532:65532 -dir /tmp >/dev/null &&
     import_image "$out/ferrofed.tar"; then
     log "imported $FERROFED_IMAGE"
   else

@@ -299,7 +299,13 @@ type ConfigMapKeyRef struct {
 	Key string `json:"key,omitempty"`
 }
 
-// TLS turns the gateway's listener to https.
+// TLS turns the gateway's listener to https, and with clientCASecret requires client
+// certificates. The operator never reads these Secrets: the kubelet mounts them into
+// the pods, read-only, and a missing one (or key) fails the mount, which the pod's
+// events name.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.clientCASecret) || has(self.healthcheckIdentitySecret)",message="spec.tls.clientCASecret requires spec.tls.healthcheckIdentitySecret: with client certificates required the pod's probes run ferrofed healthcheck, which must present a client certificate the CA of spec.tls.clientCASecret accepts",fieldPath=".healthcheckIdentitySecret"
+// +kubebuilder:validation:XValidation:rule="!has(self.healthcheckIdentitySecret) || has(self.clientCASecret)",message="spec.tls.healthcheckIdentitySecret is only presented when spec.tls.clientCASecret requires client certificates: set spec.tls.clientCASecret too, or remove spec.tls.healthcheckIdentitySecret",fieldPath=".healthcheckIdentitySecret"
 type TLS struct {
 	// secretName names a kubernetes.io/tls Secret in the Gateway's namespace; its
 	// tls.crt and tls.key are mounted and rendered into server.tls.certificate_file and
@@ -308,6 +314,43 @@ type TLS struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	SecretName string `json:"secretName,omitempty"`
+
+	// clientCASecret names a Secret in the Gateway's namespace and the key in it that
+	// holds the PEM CA certificates client certificates are verified against: set, the
+	// listener requires a client certificate on every connection
+	// (server.tls.client_ca_file), and the pod's probes become exec probes running
+	// `ferrofed healthcheck` (the kubelet's HTTPS probes present no certificate), so
+	// the image must have ferrofed on its PATH. It needs healthcheckIdentitySecret.
+	// Default: unset, no client certificate asked.
+	// +optional
+	ClientCASecret *SecretKeyRef `json:"clientCASecret,omitempty"`
+
+	// healthcheckIdentitySecret names a kubernetes.io/tls Secret in the Gateway's
+	// namespace: the client certificate (tls.crt) and key (tls.key) `ferrofed
+	// healthcheck` presents in the pod's probes (server.tls.healthcheck_identity_file
+	// and healthcheck_identity_key_file). Its certificate must be accepted by the CA of
+	// clientCASecret, which it needs. Default: unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	HealthcheckIdentitySecret *string `json:"healthcheckIdentitySecret,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the Gateway's namespace.
+type SecretKeyRef struct {
+	// name of the Secret. Required.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// key in the Secret. Default "ca.crt" (the key cert-manager and kubernetes.io/tls
+	// Secrets use for the CA); at most 253 characters of letters, digits, "-", "_", ".".
+	// +optional
+	// +default="ca.crt"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
 }
 
 // GatewayStatus is the observed state of a Gateway.

@@ -19,6 +19,7 @@ const (
 	DefaultBasePath                        = "/"
 	DefaultPort                      int32 = 8080
 	DefaultConfigMapKey                    = "ferrofed.toml"
+	DefaultClientCAKey                     = "ca.crt"
 	DefaultReadinessPeriodSeconds    int32 = 5
 	DefaultReadinessFailureThreshold int32 = 2
 	DefaultReadinessTimeoutSeconds   int32 = 1
@@ -58,6 +59,20 @@ func (s *GatewaySpec) BasePathOrDefault() string {
 		return DefaultBasePath
 	}
 	return s.BasePath
+}
+
+// ClientCertificatesRequired reports whether the listener requires client
+// certificates (spec.tls.clientCASecret): the probes are then exec probes.
+func (s *GatewaySpec) ClientCertificatesRequired() bool {
+	return s.TLS != nil && s.TLS.ClientCASecret != nil
+}
+
+// KeyOrDefault is the key with its default applied.
+func (r *SecretKeyRef) KeyOrDefault() string {
+	if r.Key == "" {
+		return DefaultClientCAKey
+	}
+	return r.Key
 }
 
 // ReadinessPoll is periodSeconds × failureThreshold of the readiness probe: how long

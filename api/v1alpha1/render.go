@@ -19,6 +19,16 @@ const (
 	TLSDir         = ConfigDir + "/tls"
 	TLSCertFile    = TLSDir + "/tls.crt"
 	TLSKeyFile     = TLSDir + "/tls.key"
+	// ClientCADir holds the key of spec.tls.clientCASecret, mounted as ClientCAFileName
+	// whatever its key is called in the Secret.
+	ClientCADir      = ConfigDir + "/client-ca"
+	ClientCAFileName = "ca.crt"
+	ClientCAFile     = ClientCADir + "/" + ClientCAFileName
+	// HealthcheckIdentityDir holds tls.crt and tls.key of
+	// spec.tls.healthcheckIdentitySecret, what `ferrofed healthcheck` presents.
+	HealthcheckIdentityDir      = ConfigDir + "/healthcheck"
+	HealthcheckIdentityCertFile = HealthcheckIdentityDir + "/tls.crt"
+	HealthcheckIdentityKeyFile  = HealthcheckIdentityDir + "/tls.key"
 	// PageTokenDir holds the key every replica of a Gateway authenticates its paging
 	// tokens with: the operator's Secret "<name>-page-token", key PageTokenKey.
 	PageTokenDir     = ConfigDir + "/page-token"
@@ -43,7 +53,7 @@ var ownedFields = map[string]string{
 	"server.shutdown_timeout_ms":              "spec.lifecycle.shutdownTimeout",
 	"server.bindings_drain_timeout_ms":        "spec.lifecycle.bindingsDrainTimeout",
 	"server.termination_grace_period_seconds": "spec.lifecycle.terminationGracePeriodSeconds",
-	"server.tls":                              "spec.tls.secretName",
+	"server.tls":                              "spec.tls.secretName", // and clientCASecret, healthcheckIdentitySecret
 	"server.termination_message_path":         "the pod's terminationMessagePath, where the kubelet reads each drain's outcome for the Gateway's status",
 	"federation.page_token_key_file":          "every replica reads the key of the Secret <name>-page-token the operator makes for the Gateway",
 }
@@ -65,6 +75,13 @@ func (s *GatewaySpec) Owned(plan lifecycle.Plan) config.Owned {
 	}
 	if s.TLS != nil {
 		server.TLS = config.TLS{CertificateFile: TLSCertFile, KeyFile: TLSKeyFile}
+		if s.TLS.ClientCASecret != nil {
+			server.TLS.ClientCAFile = ClientCAFile
+		}
+		if s.TLS.HealthcheckIdentitySecret != nil {
+			server.TLS.HealthcheckIdentityFile = HealthcheckIdentityCertFile
+			server.TLS.HealthcheckIdentityKeyFile = HealthcheckIdentityKeyFile
+		}
 	}
 	// Every replica reads one key, so that a next link made by one is accepted by all.
 	return config.Owned{Server: server, Federation: config.Federation{PageTokenKeyFile: PageTokenKeyFile}, Fields: ownedFields}

@@ -22,6 +22,7 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	s := &g.Spec
 	plan := s.Plan()
 	errs := validateMilliseconds(s)
+	errs = append(errs, validateTLS(s.TLS)...)
 	errs = append(errs, s.ValidateLifecycle()...)
 	cfgPath := field.NewPath("spec", "config")
 	if c := s.Config; c != nil && c.Inline != nil && c.ConfigMapRef != nil {
@@ -122,4 +123,26 @@ func drainWarnings(drains []DrainRecord) []string {
 		break // one warning names the problem; the status lists every drain
 	}
 	return out
+}
+
+// The CEL rules on TLS, word for word: the webhook refuses with the same messages.
+const (
+	clientCAWithoutIdentityMessage = "spec.tls.clientCASecret requires spec.tls.healthcheckIdentitySecret: with client certificates required the pod's probes run ferrofed healthcheck, which must present a client certificate the CA of spec.tls.clientCASecret accepts"
+	identityWithoutClientCAMessage = "spec.tls.healthcheckIdentitySecret is only presented when spec.tls.clientCASecret requires client certificates: set spec.tls.clientCASecret too, or remove spec.tls.healthcheckIdentitySecret"
+)
+
+// validateTLS is the Go twin of TLS's CEL rules: a client CA and a healthcheck
+// identity come together, since the exec probes present the identity.
+func validateTLS(t *TLS) field.ErrorList {
+	if t == nil {
+		return nil
+	}
+	path := field.NewPath("spec", "tls", "healthcheckIdentitySecret")
+	switch {
+	case t.ClientCASecret != nil && t.HealthcheckIdentitySecret == nil:
+		return field.ErrorList{field.Invalid(path, "", clientCAWithoutIdentityMessage)}
+	case t.ClientCASecret == nil && t.HealthcheckIdentitySecret != nil:
+		return field.ErrorList{field.Invalid(path, *t.HealthcheckIdentitySecret, identityWithoutClientCAMessage)}
+	}
+	return nil
 }

@@ -135,3 +135,48 @@ func TestARecentDrainNearItsGracePeriodWarns(t *testing.T) {
 		t.Fatalf("warnings = %q, want one naming pod b at 84%%", warnings)
 	}
 }
+
+func TestMutualTLSRendersTheMountedFilesAndNeedsBothSecrets(t *testing.T) {
+	cases := []struct {
+		name     string
+		tls      *TLS
+		rendered []string // keys of server.tls with their values
+		refusal  string
+	}{
+		{"TLS alone renders the key pair", &TLS{SecretName: "s"},
+			[]string{"certificate_file = '" + TLSCertFile + "'", "key_file = '" + TLSKeyFile + "'"}, ""},
+		{"a client CA and an identity render the CA and the identity's two files", &TLS{SecretName: "s", ClientCASecret: &SecretKeyRef{Name: "ca", Key: "bundle.pem"}, HealthcheckIdentitySecret: ptr.To("id")},
+			[]string{"client_ca_file = '" + ClientCAFile + "'", "healthcheck_identity_file = '" + HealthcheckIdentityCertFile + "'", "healthcheck_identity_key_file = '" + HealthcheckIdentityKeyFile + "'"}, ""},
+		{"a client CA alone is refused", &TLS{SecretName: "s", ClientCASecret: &SecretKeyRef{Name: "ca"}}, nil, clientCAWithoutIdentityMessage},
+		{"an identity alone is refused", &TLS{SecretName: "s", HealthcheckIdentitySecret: ptr.To("id")}, nil, identityWithoutClientCAMessage},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &Gateway{Spec: GatewaySpec{Image: "x", TLS: tc.tls}}
+			errs, _ := g.Validate()
+			if tc.refusal != "" {
+				if len(errs) != 1 || errs[0].Field != "spec.tls.healthcheckIdentitySecret" || errs[0].Detail != tc.refusal {
+					t.Fatalf("errors = %v, want one on spec.tls.healthcheckIdentitySecret: %s", errs, tc.refusal)
+				}
+				for _, f := range []string{"spec.tls.clientCASecret", "spec.tls.healthcheckIdentitySecret"} {
+					if !strings.Contains(errs[0].Detail, f) {
+						t.Errorf("the refusal does not name %s", f)
+					}
+				}
+				return
+			}
+			if len(errs) != 0 {
+				t.Fatalf("errors = %v", errs)
+			}
+			rendered, err := RenderAndCheck(&g.Spec, g.Spec.Plan(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.rendered {
+				if !strings.Contains(string(rendered), want) {
+					t.Errorf("rendered file lacks %q:\n%s", want, rendered)
+				}
+			}
+		})
+	}
+}

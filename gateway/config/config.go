@@ -47,6 +47,10 @@ type Config struct {
 	Registry Registry `toml:"registry"`
 	// Federation is the [federation] table (federation.go).
 	Federation Federation `toml:"federation"`
+	// Limits is the [limits] table (limits.go).
+	Limits Limits `toml:"limits"`
+	// Forwarding is the [forwarding] table (limits.go).
+	Forwarding Forwarding `toml:"forwarding"`
 	// Audit is the [audit] table (audit.go); nil when absent: nothing is audited.
 	Audit *Audit `toml:"audit"`
 
@@ -104,9 +108,25 @@ type TLS struct {
 	KeyFile         string `toml:"key_file"`
 	// ClientCAFile makes client certificates required, verified against this CA.
 	ClientCAFile string `toml:"client_ca_file"`
-	// HealthcheckIdentityFile is a PEM file with the certificate and key that
-	// `ferrofed healthcheck` presents when client certificates are required.
+	// HealthcheckIdentityFile is a PEM file with the certificate (and, without
+	// HealthcheckIdentityKeyFile, its key too) that `ferrofed healthcheck` presents when
+	// client certificates are required. The gateway itself never reads it.
 	HealthcheckIdentityFile string `toml:"healthcheck_identity_file"`
+	// HealthcheckIdentityKeyFile is, when set, the PEM file of the key of
+	// HealthcheckIdentityFile's certificate: a kubernetes.io/tls Secret mounted as
+	// tls.crt and tls.key (what the operator renders). Empty: the key is in
+	// HealthcheckIdentityFile. It needs HealthcheckIdentityFile.
+	HealthcheckIdentityKeyFile string `toml:"healthcheck_identity_key_file"`
+}
+
+// HealthcheckIdentity is the pair of files `ferrofed healthcheck` loads its client
+// certificate from: the certificate file, and the key file (the same file when
+// healthcheck_identity_key_file is unset).
+func (t TLS) HealthcheckIdentity() (certFile, keyFile string) {
+	if t.HealthcheckIdentityKeyFile != "" {
+		return t.HealthcheckIdentityFile, t.HealthcheckIdentityKeyFile
+	}
+	return t.HealthcheckIdentityFile, t.HealthcheckIdentityFile
 }
 
 // Enabled reports whether the listener serves https.
@@ -347,6 +367,7 @@ func defaults() Config {
 		Metrics:    Metrics{Path: DefaultMetricsPath, PushJob: DefaultMetricsPushJob},
 		Registry:   Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
 		Federation: defaultFederation(),
+		Limits:     defaultLimits(),
 	}
 }
 

@@ -147,6 +147,13 @@ func TestParseRules(t *testing.T) {
 		{"a client CA without a certificate in it", files.tls(files.key, ""), []want{{"server.tls.client_ca_file", 4, []string{"no PEM certificate"}}}},
 		{"an identity without its key", files.tls(files.ca, files.cert), []want{{"server.tls.healthcheck_identity_file", 5, []string{"certificate and its key"}}}},
 		{"a complete TLS table", files.tls(files.ca, files.identity), nil},
+		{"an identity whose key is in its own file", files.tls(files.ca, files.cert) + fmt.Sprintf("healthcheck_identity_key_file = %q\n", files.key), nil},
+		{"an identity key file that is no key", files.tls(files.ca, files.cert) + fmt.Sprintf("healthcheck_identity_key_file = %q\n", files.ca),
+			[]want{{"server.tls.healthcheck_identity_file", 5, []string{"server.tls.healthcheck_identity_key_file"}}}},
+		{"an identity key file without its certificate", files.tls(files.ca, "") + fmt.Sprintf("healthcheck_identity_key_file = %q\n", files.key),
+			[]want{{"server.tls.healthcheck_identity_key_file", 5, []string{"server.tls.healthcheck_identity_file"}}}},
+		{"an identity key file without TLS", "[server.tls]\nhealthcheck_identity_key_file = \"k.pem\"\n",
+			[]want{{"server.tls.healthcheck_identity_key_file", 2, []string{"server.tls.certificate_file"}}}},
 
 		// [health] and [metrics].
 		{"a negative check timeout", "[health]\ncheck_timeout_ms = -1\n", []want{{"health.check_timeout_ms", 2, nil}}},

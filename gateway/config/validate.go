@@ -90,6 +90,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
 	}
 	ps = append(ps, c.Federation.validate(opts)...)
+	ps = append(ps, c.validBounds()...)
 	ps = append(ps, c.Audit.validate(opts)...)
 	sortProblems(ps)
 	sortProblems(warnings)
@@ -183,10 +184,16 @@ func (t TLS) validate(opts Options) (ps, warnings []Problem) {
 		if t.HealthcheckIdentityFile != "" {
 			add("healthcheck_identity_file", "needs server.tls.certificate_file and server.tls.key_file")
 		}
+		if t.HealthcheckIdentityKeyFile != "" {
+			add("healthcheck_identity_key_file", "needs server.tls.certificate_file and server.tls.key_file")
+		}
 		return ps, nil
 	}
 	if t.HealthcheckIdentityFile != "" && t.ClientCAFile == "" {
 		add("healthcheck_identity_file", "is only presented when server.tls.client_ca_file requires client certificates")
+	}
+	if t.HealthcheckIdentityKeyFile != "" && t.HealthcheckIdentityFile == "" {
+		add("healthcheck_identity_key_file", "is the key of server.tls.healthcheck_identity_file, which is not set")
 	}
 	if opts.SkipFiles {
 		return ps, nil
@@ -209,8 +216,13 @@ func (t TLS) validate(opts Options) (ps, warnings []Problem) {
 		}
 	}
 	if t.HealthcheckIdentityFile != "" {
-		if _, err := tls.LoadX509KeyPair(t.HealthcheckIdentityFile, t.HealthcheckIdentityFile); err != nil {
-			add("healthcheck_identity_file", "must hold a PEM certificate and its key: %v", err)
+		certFile, keyFile := t.HealthcheckIdentity()
+		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+			if t.HealthcheckIdentityKeyFile != "" {
+				add("healthcheck_identity_file", "does not load with server.tls.healthcheck_identity_key_file: %v", err)
+			} else {
+				add("healthcheck_identity_file", "must hold a PEM certificate and its key (or set server.tls.healthcheck_identity_key_file): %v", err)
+			}
 		}
 	}
 	return ps, warnings

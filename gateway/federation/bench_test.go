@@ -29,9 +29,15 @@ import (
 
 // serveFull serves h's surface from the gateway's server on loopback and returns the
 // server's base URL once the data plane is open.
-func serveFull(b *testing.B, h *harness) string {
+func serveFull(b testing.TB, h *harness) string {
 	b.Helper()
-	srv, err := server.New(h.cfg, logr.Discard(), server.WithSurfaces(h.surface))
+	return serveWith(b, h, logr.Discard())
+}
+
+// serveWith is serveFull with the server's logger.
+func serveWith(b testing.TB, h *harness, log logr.Logger) string {
+	b.Helper()
+	srv, err := server.New(h.cfg, log, server.WithSurfaces(h.surface))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/test/members/fhirschema"
 )
 
@@ -65,7 +66,7 @@ func TestDecodePage(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := decodePage([]byte(c.body))
+			got, err := decodePage([]byte(c.body), config.DefaultMaxMemberEntries)
 			if (err != nil) != c.wantErr || (err == nil && (len(got.Entry) != c.entries || got.next != c.next)) {
 				t.Fatalf("decodePage = %+v, err %v; want %d entries, next %q, error %v", got, err, c.entries, c.next, c.wantErr)
 			}

@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -26,15 +27,29 @@ type exchange struct {
 	call     Call
 	body     []byte
 	duration time.Duration
+	// reason, when set, says why a 2xx answer is unusable (a limit it would pass):
+	// the member's outcome entry says it instead of "not a searchset".
+	reason string
 }
 
 // get sends GET url to m within ctx (already carrying the member budget) and reads at
-// most maxBody bytes of the answer (a larger answer is Unusable). client is the client's own request context, used
-// only to tell a client that left from a member that did not answer.
+// most cs.maxBody bytes of the answer (a larger answer is Unusable), taken from the
+// request's cs.bytes. client is the client's own request context, used only to tell a
+// client that left from a member that did not answer.
+//
+// The call waits for one of m's slots (limits.max_member_calls_per_member) within
+// ctx; the caller holds a total slot already (calls.fanOut). It carries cs.via.
 //
 // prefer is the client's Prefer header, sent on (nil for none).
-func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody int64, prefer []string) exchange {
+func (c *caller) get(ctx, client context.Context, m *member, url string, cs *calls, prefer []string) exchange {
 	start := time.Now()
+	release, ok := cs.lim.acquireMember(ctx, m.id)
+	if !ok {
+		ex := notSent(ctx, client)
+		ex.duration = time.Since(start)
+		return ex
+	}
+	defer release()
 	ex := exchange{}
 	tctx, sent := traceSent(ctx)
 	req, err := http.NewRequestWithContext(tctx, http.MethodGet, url, nil)
@@ -45,18 +60,28 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody
 		return ex
 	}
 	req.Header.Set("Accept", FHIRJSON)
+	req.Header["Via"] = cs.via
 	if len(prefer) > 0 {
 		req.Header["Prefer"] = prefer
 	}
 	res, err := c.client.Do(req)
 	if err == nil {
 		ex.call.Status = res.StatusCode
-		ex.body, err = readBody(res, maxBody)
-		res.Body.Close()
-		if err == nil && int64(len(ex.body)) > maxBody {
-			ex.body = nil
-			ex.call.Unusable = true
+		if res.StatusCode < http.StatusOK {
+			// An interim answer the gateway never asked for (101 Switching Protocols):
+			// the member answered, with nothing a client can use; its body is a raw
+			// connection, not read.
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, an interim answer to a request that asked for none", m.id, res.StatusCode)
+		} else {
+			ex.body, err = readCapped(res, cs.maxBody, cs.bytes)
+			var costly errTooCostly
+			if errors.As(err, &costly) {
+				ex.body, err = nil, nil
+				ex.call.Unusable = true
+				ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", m.id, res.StatusCode, costly.msg)
+			}
 		}
+		res.Body.Close()
 	}
 	if err != nil {
 		ex.body = nil
@@ -67,6 +92,48 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, maxBody
 	}
 	ex.duration = time.Since(start)
 	return ex
+}
+
+var errMemberBody = errTooCostly{"its answer is larger than registry.max_member_body_bytes"}
+
+// readCapped reads res's body when it is at most max bytes and fits what is left of
+// budget, taken before it is read: an announced length is taken whole before its
+// buffer is made, an unknown one as it arrives. Past either bound it returns an
+// errTooCostly naming the limit.
+func readCapped(res *http.Response, max int64, budget *bytesBudget) ([]byte, error) {
+	if n := res.ContentLength; n >= 0 {
+		if n > max {
+			return nil, errMemberBody
+		}
+		if !budget.take(n) {
+			return nil, errSearchBytes
+		}
+		body, err := readBody(res, max)
+		if err == nil && int64(len(body)) > max {
+			return nil, errMemberBody
+		}
+		return body, err
+	}
+	br := &budgetReader{r: res.Body, b: budget}
+	body, err := io.ReadAll(io.LimitReader(br, max+1))
+	if err == nil && int64(len(body)) > max {
+		return nil, errMemberBody
+	}
+	return body, err
+}
+
+// budgetReader takes every byte it reads from b; past it, it fails.
+type budgetReader struct {
+	r io.Reader
+	b *bytesBudget
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	n, err := br.r.Read(p)
+	if n > 0 && !br.b.take(int64(n)) {
+		return 0, errSearchBytes
+	}
+	return n, err
 }
 
 // readBody reads at most max+1 bytes of res's body: one more than a usable answer may

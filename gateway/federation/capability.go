@@ -119,27 +119,18 @@ func commonCapabilities(statements []*memberCapability) []capResource {
 }
 
 // metadata asks every member's /metadata in parallel within budget (and its own
-// timeout_ms), records each one's state, and returns the probe records and the
-// statements of the members that answered one.
-func (c *caller) metadata(ctx context.Context, reg *registry, budget time.Duration) ([]ProbeRecord, []*memberCapability) {
+// timeout_ms), as many at once as cs's limits allow, records each one's state, and
+// returns the probe records and the statements of the members that answered one.
+func (c *caller) metadata(ctx context.Context, cs *calls, reg *registry, budget time.Duration) ([]ProbeRecord, []*memberCapability) {
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	members := reg.members
 	exchanges := make([]exchange, len(members))
-	done := make(chan int, len(members))
-	for i, m := range members {
-		go func() {
-			defer func() { done <- i }()
-			mctx, cancel := m.within(rctx)
-			defer cancel()
-			exchanges[i] = c.get(mctx, ctx, m, m.url("/metadata", ""), reg.maxBody, nil)
-		}()
-	}
 	records := make([]ProbeRecord, len(members))
 	statements := make([]*memberCapability, len(members))
-	for range members {
-		i := <-done
+	absorb := func(i int) {
 		m, ex := members[i], exchanges[i]
+		exchanges[i] = exchange{}
 		if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
 			var st memberCapability
 			if err := json.Unmarshal(ex.body, &st); err != nil || st.ResourceType != "CapabilityStatement" {
@@ -150,6 +141,15 @@ func (c *caller) metadata(ctx context.Context, reg *registry, budget time.Durati
 		}
 		records[i] = ProbeRecord{ID: m.id, Outcome: c.observe(m, ex.call), Status: ex.call.Status, DurationMS: millis(ex.duration)}
 	}
+	cs.fanOut(rctx, len(members), func(i int) {
+		m := members[i]
+		mctx, cancel := m.within(rctx)
+		defer cancel()
+		exchanges[i] = c.get(mctx, ctx, m, m.url("/metadata", ""), cs, nil)
+	}, absorb, func(i int) {
+		exchanges[i] = notSent(rctx, ctx)
+		absorb(i)
+	})
 	return records, statements
 }
 

@@ -68,6 +68,8 @@ type harnessOptions struct {
 	strictFHIR bool
 	// federation is more of the [federation] table, as TOML lines.
 	federation string
+	// tables are more tables ([limits], [forwarding]), as TOML.
+	tables string
 }
 
 func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
@@ -82,13 +84,14 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	var toml strings.Builder
 	// The listen address is for the benchmarks, which also serve the surface from the
 	// gateway's own server (serveFull); the harness's gin engine ignores it.
-	fmt.Fprintf(&toml, "[server]\nlisten = \"127.0.0.1:0\"\nbase_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds())
+	fmt.Fprintf(&toml, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\nbase_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds())
 	if o.memberReady {
 		toml.WriteString("[health]\nmember_ready_check = true\n")
 	}
 	if o.strictFHIR || o.federation != "" {
 		fmt.Fprintf(&toml, "[federation]\nstrict_fhir = %v\n%s\n", o.strictFHIR, o.federation)
 	}
+	toml.WriteString(o.tables + "\n")
 	if o.maxBody > 0 {
 		fmt.Fprintf(&toml, "[registry]\nmax_member_body_bytes = %d\n", o.maxBody)
 	}

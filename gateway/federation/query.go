@@ -9,9 +9,6 @@ import (
 
 // Query limits: every input bounded.
 const (
-	// maxQueryBytes bounds a federated search's query (or form body): twice the longest
-	// page token, so that an oversized token is refused as one.
-	maxQueryBytes = 16384
 	// maxQueryParams bounds how many parameters it may hold.
 	maxQueryParams = 100
 )
@@ -46,7 +43,10 @@ func badParam(param, format string, args ...any) *queryError {
 // parseSearch reads a search query (the URL's, or a form body joined to it). It keeps
 // the order of the client's parameters; the gateway's own (_count, _sort, _page,
 // _format) are taken out and resolved.
-func parseSearch(resourceType, raw string, defCount, maxCount int) (searchQuery, *queryError) {
+//
+// maxQueryBytes is limits.max_query_bytes: the URL's query alone was held to it
+// before (414), this holds the query and a form body joined.
+func parseSearch(resourceType, raw string, defCount, maxCount, maxQueryBytes int) (searchQuery, *queryError) {
 	q := searchQuery{count: defCount}
 	if len(raw) > maxQueryBytes {
 		return q, badParam("(query)", "the query is longer than %d bytes", maxQueryBytes)

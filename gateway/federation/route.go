@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/textproto"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,15 +38,21 @@ var clientCredentials = []string{"Authorization", "Cookie"}
 
 // routedDrop are the request headers a routed request leaves behind: the client's
 // credentials, and the forwarding headers a client could write itself (the gateway
-// sets its own).
-var routedDrop = []string{"Authorization", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Prefix"}
+// sets its own, setForwarded: a trusted proxy's chain is kept there, not here).
+var routedDrop = []string{"Authorization", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Prefix",
+	"X-Real-Ip", "True-Client-Ip", "X-Client-Ip"}
 
-// routedBase is where the client reached a member through the gateway.
+// routedBase is where the client reached a member through the gateway, and what the
+// routed call shares with the request.
 type routedBase struct {
 	// gateway is the gateway's base URL (scheme, host, server.base_path).
 	gateway string
 	// prefix is the member's FHIR API's path on the gateway: {base_path}/nodes/{id}/fhir.
 	prefix string
+	// calls are the request's call limits and Via.
+	calls *calls
+	// trusted are forwarding.trusted_proxies.
+	trusted []netip.Prefix
 }
 
 // copyHeaders copies src into dst without the hop-by-hop headers (the fixed list, and
@@ -112,20 +122,38 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
+	// The call waits for its slots (limits.max_member_calls, _per_member) within its
+	// budget; one that never gets them was never sent and says nothing of the member.
+	if !rb.calls.lim.acquire(ctx) {
+		c.routeNotSent(w, ctx, r, m)
+		return
+	}
+	defer rb.calls.lim.release()
+	release, ok := rb.calls.lim.acquireMember(ctx, m.id)
+	if !ok {
+		c.routeNotSent(w, ctx, r, m)
+		return
+	}
+	defer release()
 	// The trace goes on the context before the request is built: adding it to a built
 	// request would copy the request.
 	tctx, sent := traceSent(ctx)
-	out, err := http.NewRequestWithContext(tctx, r.Method, m.url(path, r.URL.RawQuery), r.Body)
+	start := time.Now()
+	var body *clientBody
+	var outBody io.Reader
+	if r.ContentLength != 0 {
+		body = &clientBody{r: r.Body}
+		outBody = body
+	}
+	out, err := http.NewRequestWithContext(tctx, r.Method, m.url(path, r.URL.RawQuery), outBody)
 	if err != nil {
 		writeFHIR(w, http.StatusBadGateway, operationOutcome("exception", "the request cannot be sent to member "+m.id))
 		return
 	}
 	copyHeaders(out.Header, r.Header, routedDrop...)
 	setForwarded(out.Header, r, rb)
+	out.Header["Via"] = append(out.Header["Via"], rb.calls.via[len(rb.calls.via)-1])
 	out.ContentLength = r.ContentLength
-	if r.ContentLength == 0 {
-		out.Body = nil
-	}
 	// Without a User-Agent of its own Go would send "Go-http-client"; an empty one
 	// keeps the client's absent header absent.
 	if _, ok := out.Header["User-Agent"]; !ok {
@@ -134,6 +162,13 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 
 	res, err := c.client.Do(out)
 	if err != nil {
+		if body != nil && body.clientsFault(ctx, time.Since(start)) {
+			// The client broke its upload or held it past the deadline: the member
+			// did nothing wrong, its state stays; the member's connection went with
+			// the failed request.
+			clientFault(w, ctx, body)
+			return
+		}
 		call := Call{
 			Broken:     true,
 			Expired:    errors.Is(ctx.Err(), context.DeadlineExceeded),
@@ -157,6 +192,15 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	// then breaks off is recorded again, as down.
 	call := Call{Status: res.StatusCode}
 	c.observe(m, call)
+	if res.StatusCode < http.StatusOK {
+		// Go's client passes on 101 Switching Protocols alone of the 1xx (100 and
+		// 103 are read past). No client asked to switch: Upgrade is hop-by-hop and
+		// never sent on, so a member's switch would hand the client a raw connection
+		// it cannot read.
+		writeFHIR(w, http.StatusBadGateway, operationOutcome("processing", fmt.Sprintf(
+			"member %s answered HTTP %d, an interim answer to a request that asked for none", m.id, res.StatusCode)))
+		return
+	}
 	// The gateway never passes a cookie to a member, so a member's cookie could only
 	// confuse the client about whose it is.
 	h := w.Header()
@@ -168,22 +212,105 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 			h.Set(k, gwBase+v[len(memberBase):])
 		}
 	}
+	var t streamTimes
 	var readErr error
 	if rewritable(res) {
-		readErr = rewriteBody(w, res, []byte(memberBase), []byte(gwBase))
+		readErr = rewriteBody(w, res, []byte(memberBase), []byte(gwBase), &t)
 	} else {
 		w.WriteHeader(res.StatusCode)
 		// A client that goes away mid-body (the write fails) only stops the copy.
-		readErr = stream(w, res.Body, nil)
+		readErr = stream(w, res.Body, nil, &t)
 	}
 	if readErr != nil {
 		call.Broken = true
 		call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		call.ClientGone = errors.Is(r.Context().Err(), context.Canceled)
-		c.observe(m, call)
+		// A budget spent mostly waiting for the client to take the bytes is the
+		// client's: the member kept its state.
+		if !call.Expired || t.writing < t.reading {
+			c.observe(m, call)
+		}
 		abort(w)
 	}
 }
+
+// routeNotSent answers a routed request whose call never got its slots.
+func (c *caller) routeNotSent(w http.ResponseWriter, ctx context.Context, r *http.Request, m *member) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		return // the client left
+	}
+	writeFHIR(w, http.StatusGatewayTimeout, operationOutcome("timeout",
+		"member "+m.id+" was not asked: the gateway's calls to it (limits.max_member_calls, limits.max_member_calls_per_member) stayed busy for the whole request budget"))
+}
+
+// clientBody is the client's request body as the transport reads it to send it on.
+// It remembers how reading it went, so that a client's broken or late upload is never
+// taken for the member's failure.
+type clientBody struct {
+	r io.Reader
+	// waited is how long Reads waited for the client, in total.
+	waited atomic.Int64
+	// done is set once the body was read to its end.
+	done atomic.Bool
+	// failed is set once a Read failed with more than io.EOF; err is that error.
+	failed atomic.Bool
+	err    error
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	start := time.Now()
+	n, err := b.r.Read(p)
+	b.waited.Add(int64(time.Since(start)))
+	switch {
+	case errors.Is(err, io.EOF):
+		b.done.Store(true)
+	case err != nil && !b.failed.Load():
+		b.err = err
+		b.failed.Store(true)
+	}
+	return n, err
+}
+
+// clientsFault reports, once a call that ran for elapsed failed, whether the client
+// was the cause: its body failed to read (a malformed chunk size, a connection cut
+// mid-body, the connection's read deadline), or the budget ran out before the body
+// had all come, most of the call spent waiting for it. A member that stops reading a
+// large body holds the gateway in its writes, not in these reads: that is the
+// member's failure.
+func (b *clientBody) clientsFault(ctx context.Context, elapsed time.Duration) bool {
+	if b.failed.Load() {
+		return true
+	}
+	return !b.done.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded) && 2*time.Duration(b.waited.Load()) > elapsed
+}
+
+// clientFault answers a request whose body the client broke or held up: 408 when it
+// did not arrive in time, 400 when it could not be read. The connection is closed
+// after: the rest of the body is never read.
+func clientFault(w http.ResponseWriter, ctx context.Context, b *clientBody) {
+	w.Header().Set("Connection", "close")
+	var err error
+	if b.failed.Load() {
+		err = b.err
+	}
+	if (err == nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) || bodyTimedOut(ctx, err) {
+		writeFHIR(w, http.StatusRequestTimeout, operationOutcome("timeout", "the request body did not arrive within server.request_timeout_ms"))
+		return
+	}
+	writeFHIR(w, http.StatusBadRequest, operationOutcome("invalid", "the request body could not be read: it is malformed or was cut off"))
+}
+
+// bodyTimedOut reports whether reading a client's body failed on the request's
+// deadline (the connection's read deadline, or the context's).
+func bodyTimedOut(ctx context.Context, err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) ||
+		(err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded))
+}
+
+// streamTimes is how long a routed answer's copy spent reading the member and
+// writing to the client.
+type streamTimes struct{ reading, writing time.Duration }
 
 // streamBuffers are stream's copy buffers. A buffer made per routed request was 32
 // KiB of garbage each time: most of what the gateway allocated on that path, and the
@@ -199,13 +326,16 @@ var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); retu
 // body rather than in one of its own.
 //
 // With rw set, the bytes go through it first (the member's base rewritten).
-func stream(w http.ResponseWriter, body io.Reader, rw *rewriter) (readErr error) {
+func stream(w http.ResponseWriter, body io.Reader, rw *rewriter, t *streamTimes) (readErr error) {
 	var rc *http.ResponseController // made at the first flush: a small answer has none
 	bp := streamBuffers.Get().(*[]byte)
 	defer streamBuffers.Put(bp)
 	buf := *bp
 	for {
+		start := time.Now()
 		n, err := body.Read(buf)
+		read := time.Now()
+		t.reading += read.Sub(start)
 		if n > 0 {
 			out := buf[:n]
 			if rw != nil {
@@ -222,6 +352,7 @@ func stream(w http.ResponseWriter, body io.Reader, rw *rewriter) (readErr error)
 					return nil
 				}
 			}
+			t.writing += time.Since(read)
 		}
 		if errors.Is(err, io.EOF) {
 			if rw != nil {
@@ -238,7 +369,12 @@ func stream(w http.ResponseWriter, body io.Reader, rw *rewriter) (readErr error)
 }
 
 // setForwarded tells the member where the client reached it: the gateway's scheme
-// and host, and the member's FHIR API's path on the gateway.
+// and host, the member's FHIR API's path on the gateway, and who the client is: the
+// connection's peer, appended to the X-Forwarded-For and Forwarded chains the peer
+// sent when it is a trusted proxy (forwarding.trusted_proxies); from any other peer
+// those chains were dropped (routedDrop) and start at the peer. X-Real-IP is the
+// client as far as the gateway can tell: the peer, or past trusted proxies the last
+// address they name that is not one of them.
 func setForwarded(h http.Header, r *http.Request, rb routedBase) {
 	proto := "http"
 	if r.TLS != nil {
@@ -248,14 +384,59 @@ func setForwarded(h http.Header, r *http.Request, rb routedBase) {
 	h["X-Forwarded-Host"] = []string{r.Host}
 	h["X-Forwarded-Prefix"] = []string{rb.prefix}
 	fwd := "proto=" + proto + ";host=" + quoteForwarded(r.Host)
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		h["X-Forwarded-For"] = []string{ip}
-		if strings.Contains(ip, ":") {
-			ip = "[" + ip + "]"
-		}
-		fwd = "for=" + quoteForwarded(ip) + ";" + fwd
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		h["Forwarded"] = []string{fwd}
+		return
 	}
-	h["Forwarded"] = []string{fwd}
+	var xff, forwarded []string
+	client := ip
+	if peer, err := netip.ParseAddr(ip); err == nil && trusts(rb.trusted, peer) {
+		xff = r.Header.Values("X-Forwarded-For")
+		forwarded = r.Header.Values("Forwarded")
+		client = clientBehind(xff, rb.trusted, ip)
+	}
+	h["X-Forwarded-For"] = []string{strings.Join(append(xff[:len(xff):len(xff)], ip), ", ")}
+	h["X-Real-Ip"] = []string{client}
+	if strings.Contains(ip, ":") {
+		ip = "[" + ip + "]"
+	}
+	fwd = "for=" + quoteForwarded(ip) + ";" + fwd
+	h["Forwarded"] = []string{strings.Join(append(forwarded[:len(forwarded):len(forwarded)], fwd), ", ")}
+}
+
+func trusts(trusted []netip.Prefix, a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientBehind is the client a trusted peer forwarded for: walking X-Forwarded-For
+// from the right (the hop nearest the gateway), the first address that is not a
+// trusted proxy. A chain of trusted proxies alone is the peer's own request.
+func clientBehind(xff []string, trusted []netip.Prefix, peer string) string {
+	client := peer
+	var hops []string
+	for _, v := range xff {
+		for f := range strings.SplitSeq(v, ",") {
+			hops = append(hops, strings.TrimSpace(f))
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			return client // a hop that is no address: trust stops before it
+		}
+		client = a.String()
+		if !trusts(trusted, a) {
+			return client
+		}
+	}
+	return client
 }
 
 // quoteForwarded quotes a Forwarded value unless it is a plain token (RFC 7239 §4).
@@ -288,7 +469,7 @@ const maxBufferedRewrite = 64 << 10
 
 // rewriteBody passes a JSON answer on with every occurrence of old (the member's
 // base) replaced by new (the gateway's route to it).
-func rewriteBody(w http.ResponseWriter, res *http.Response, old, new []byte) error {
+func rewriteBody(w http.ResponseWriter, res *http.Response, old, new []byte, t *streamTimes) error {
 	if n := res.ContentLength; n >= 0 && n <= maxBufferedRewrite {
 		body, err := readBody(res, n)
 		if err != nil {
@@ -308,7 +489,7 @@ func rewriteBody(w http.ResponseWriter, res *http.Response, old, new []byte) err
 	}
 	w.Header().Del("Content-Length")
 	w.WriteHeader(res.StatusCode)
-	return stream(w, res.Body, &rewriter{old: old, new: new})
+	return stream(w, res.Body, &rewriter{old: old, new: new}, t)
 }
 
 // rewriter replaces old with new in a stream. Between parts it holds back only the

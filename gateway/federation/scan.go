@@ -13,7 +13,11 @@ import (
 // Decoding every page whole (every resource copied, every value visited by
 // reflection) was most of the gateway's own cost of a federated page. A key written
 // with an escape sends the page to decodePage, which reads such keys.
-func scanPage(body []byte) (*memberPage, error) {
+//
+// A page of more than maxEntries entries is refused (errTooCostly) as soon as the
+// one past it is seen: an answer of millions of `{}` is a few MiB of body, but every
+// entry kept would cost far more than its three bytes.
+func scanPage(body []byte, maxEntries int) (*memberPage, error) {
 	if !json.Valid(body) {
 		return nil, errors.New("the member's answer is not JSON")
 	}
@@ -32,12 +36,12 @@ func scanPage(body []byte) (*memberPage, error) {
 		case "link":
 			links = v
 		case "entry":
-			pg.Entry, err = scanEntries(v)
+			pg.Entry, err = scanEntries(v, maxEntries)
 		}
 		return err
 	})
 	if errors.Is(err, errEscapedKey) {
-		return decodePage(body)
+		return decodePage(body, maxEntries)
 	}
 	if err != nil {
 		return nil, err
@@ -59,14 +63,34 @@ func scanPage(body []byte) (*memberPage, error) {
 	return &pg, nil
 }
 
-func scanEntries(v []byte) ([]memberEntry, error) {
+var errMemberEntries = errTooCostly{"its page holds more entries than limits.max_member_entries"}
+
+// countElements is how many elements the array at v[0] (valid JSON) holds, counting
+// no further than limit+1.
+func countElements(v []byte, limit int) int {
+	n := 0
+	_ = eachElement(v, func([]byte) error {
+		if n++; n > limit {
+			return errMemberEntries
+		}
+		return nil
+	})
+	return n
+}
+
+func scanEntries(v []byte, maxEntries int) ([]memberEntry, error) {
 	if bytes.Equal(v, []byte("null")) {
 		return nil, nil
 	}
 	if v[0] != '[' {
 		return nil, errors.New("the Bundle.entry is not an array")
 	}
-	var out []memberEntry
+	// Counted before anything is kept: the slice is then made once, of its size.
+	n := countElements(v, maxEntries)
+	if n > maxEntries {
+		return nil, errMemberEntries
+	}
+	out := make([]memberEntry, 0, n)
 	err := eachElement(v, func(el []byte) error {
 		if el[0] != '{' {
 			if bytes.Equal(el, []byte("null")) {

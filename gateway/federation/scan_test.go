@@ -3,6 +3,8 @@ package federation
 import (
 	"bytes"
 	"testing"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // pagesAgree reports whether scanPage and decodePage read body alike.
@@ -13,8 +15,8 @@ func pagesAgree(t *testing.T, body []byte) {
 		// encoding/json matches keys without case; scanPage, rightly, does not.
 		return
 	}
-	want, werr := decodePage(body)
-	got, gerr := scanPage(body)
+	want, werr := decodePage(body, config.DefaultMaxMemberEntries)
+	got, gerr := scanPage(body, config.DefaultMaxMemberEntries)
 	if (werr != nil) != (gerr != nil) {
 		t.Fatalf("%s: decodePage error %v, scanPage error %v", body, werr, gerr)
 	}
@@ -88,10 +90,10 @@ func FuzzScanPage(f *testing.F) {
 }
 
 func TestScanPageReadsKeysWithTheirCase(t *testing.T) {
-	if _, err := scanPage([]byte(`{"resourcetype":"Bundle","type":"searchset"}`)); err == nil {
+	if _, err := scanPage([]byte(`{"resourcetype":"Bundle","type":"searchset"}`), config.DefaultMaxMemberEntries); err == nil {
 		t.Fatal("a resourcetype key was read as resourceType")
 	}
-	pg, err := scanPage([]byte(`{"resourceType":"Bundle","type":"searchset","Entry":[{"resource":{}}]}`))
+	pg, err := scanPage([]byte(`{"resourceType":"Bundle","type":"searchset","Entry":[{"resource":{}}]}`), config.DefaultMaxMemberEntries)
 	if err != nil || len(pg.Entry) != 0 {
 		t.Fatalf("an Entry key was read as entry: %+v %v", pg, err)
 	}

@@ -19,6 +19,7 @@ const maxRounds = 16
 // search is one page of a federated search being built.
 type search struct {
 	c            *caller
+	cs           *calls
 	reg          *registry
 	resourceType string
 	count        int
@@ -32,6 +33,9 @@ type search struct {
 	// gw is the gateway's base URL as the client reached it.
 	gw        string
 	positions []*position
+	// extras are the include and member outcome entries the page holds so far, at
+	// most maxExtras (limits.max_answer_entries less the page's matches).
+	extras, maxExtras int
 }
 
 // position is one member's place in the search, and what this page saw of it.
@@ -54,6 +58,9 @@ type position struct {
 	failure  *exchange // the last failed exchange, for its outcome entry
 	total    *int
 	answered bool // a 2xx searchset came back (at least once on this page)
+	// unlinked: the member gave a next link the gateway will not follow (not under its
+	// base, or no valid cursor); its paging ended there, and the page says so.
+	unlinked bool
 	// extra are the loaded pages' include and outcome entries.
 	extra [][]byte
 	// entryPrefix is `{"fullUrl":"{gw}/nodes/{id}/fhir/`, made once per page.
@@ -166,6 +173,15 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 	for _, p := range failed {
 		res.entries = append(res.entries, s.failureEntry(p))
 	}
+	for _, p := range s.positions {
+		if p.unlinked {
+			res.entries = append(res.entries, outcomeEntry(OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+				Severity: "warning", Code: "incomplete",
+				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
+					fmt.Sprint(maxCursorBytes) + " bytes): its further matches are not paged",
+			}}}))
+		}
+	}
 	if s.first {
 		total, known := 0, true
 		for _, p := range s.positions {
@@ -199,15 +215,38 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		}
 	}
 	if len(t.Members) > 0 {
-		tok, err := key.encode(t)
+		tok, left, err := key.encodeFitting(t)
 		if err != nil {
 			res.status = http.StatusInternalServerError
-			res.outcome = operationOutcome("too-costly", "the next page cannot be linked: "+err.Error())
+			res.outcome = operationOutcome("exception", "the next page cannot be linked: "+err.Error())
 			return res
 		}
 		res.next = tok
+		if len(left) > 0 {
+			res.entries = append(res.entries, outcomeEntry(unlinkedOutcome(left)))
+		}
 	}
 	return res
+}
+
+// unlinkedOutcome is the warning of a page whose next link could not carry every
+// member's position: the members left out have more matches that following next will
+// not return, and the client is told which.
+func unlinkedOutcome(left []tokenMember) OperationOutcome {
+	const named = 20
+	ids := make([]string, 0, min(len(left), named))
+	for _, m := range left[:min(len(left), named)] {
+		ids = append(ids, m.ID)
+	}
+	list := strings.Join(ids, ", ")
+	if len(left) > named {
+		list += fmt.Sprintf(" and %d more", len(left)-named)
+	}
+	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+		Severity: "warning", Code: "too-costly",
+		Diagnostics: fmt.Sprintf("the next link cannot carry the position of every member that has more (a continuation token is at most %d bytes): "+
+			"following it will not return the further matches of %d members (%s); narrow the search to page through them", MaxPageTokenBytes, len(left), list),
+	}}}
 }
 
 // needed is the members to ask before the next entry can be chosen. A sorted merge
@@ -269,23 +308,26 @@ func (s *search) pick() int {
 	return best
 }
 
-// fetch asks each of need for its cursor's page in parallel, and reads each answer
-// on this goroutine as it comes in (see caller.search's note on stacks).
+// fetch asks each of need for its cursor's page in parallel, as many at once as the
+// call limits allow, and reads each answer on this goroutine as it comes in (see
+// caller.search's note on stacks). An answer is dropped once read: a fan-out holds
+// the bodies still coming, not every one it has seen.
 func (s *search) fetch(rctx, client context.Context, need []*position) {
 	exchanges := make([]exchange, len(need))
-	done := make(chan int, len(need))
-	for i, p := range need {
-		go func() {
-			defer func() { done <- i }()
-			mctx, cancel := p.m.within(rctx)
-			defer cancel()
-			exchanges[i] = s.c.get(mctx, client, p.m, p.m.cursorURL(p.cursor), s.reg.maxBody, s.prefer)
-		}()
+	absorb := func(i int) {
+		ex := exchanges[i]
+		exchanges[i] = exchange{}
+		s.absorb(need[i], ex)
 	}
-	for range need {
-		i := <-done
-		s.absorb(need[i], exchanges[i])
-	}
+	s.cs.fanOut(rctx, len(need), func(i int) {
+		p := need[i]
+		mctx, cancel := p.m.within(rctx)
+		defer cancel()
+		exchanges[i] = s.c.get(mctx, client, p.m, p.m.cursorURL(p.cursor), s.cs, s.prefer)
+	}, absorb, func(i int) {
+		exchanges[i] = notSent(rctx, client)
+		absorb(i)
+	})
 }
 
 // absorb reads one member's answer into its position.
@@ -300,11 +342,21 @@ func (s *search) absorb(p *position, ex exchange) {
 	p.record.Status = ex.call.Status
 	var page *memberPage
 	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
-		pg, err := scanPage(ex.body)
-		if err != nil {
+		pg, err := scanPage(ex.body, s.cs.maxEntries)
+		var costly errTooCostly
+		switch {
+		case errors.As(err, &costly):
+			ex.call.Unusable = true
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", p.m.id, ex.call.Status, costly.msg)
+		case err != nil:
 			s.c.log.V(1).Info("Member answered a body that is not a searchset", "member", p.m.id, "error", err.Error())
 			ex.call.Unusable = true
-		} else {
+		case s.extras+pageExtras(pg) > s.maxExtras:
+			// Its includes and outcomes would take the page past max_answer_entries:
+			// the member's part is left out whole, as any other unusable answer.
+			ex.call.Unusable = true
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but its entries would take the page past limits.max_answer_entries", p.m.id, ex.call.Status)
+		default:
 			page = pg
 		}
 	}
@@ -343,6 +395,7 @@ func (s *search) absorb(p *position, ex exchange) {
 		case entryOther:
 			if p.offset == 0 {
 				p.extra = append(p.extra, e.json)
+				s.extras++
 			}
 		}
 	}
@@ -353,6 +406,7 @@ func (s *search) absorb(p *position, ex exchange) {
 			p.next = c
 		} else {
 			s.c.log.V(1).Info("Member's next link is not under its base: its paging stops", "member", p.m.id)
+			p.unlinked = true
 		}
 	}
 	if p.remaining == 0 && (len(p.matches) > 0 || p.next != "") {
@@ -393,16 +447,22 @@ type memberPage struct {
 }
 
 // decodePage reads a member's searchset Bundle. A body that is not one is refused
-// whole: half a member's result merged in silence would be worse than none.
-func decodePage(body []byte) (*memberPage, error) {
+// whole: half a member's result merged in silence would be worse than none. A page
+// of more than maxEntries entries is refused before they are decoded.
+func decodePage(body []byte, maxEntries int) (*memberPage, error) {
 	var b struct {
-		ResourceType string        `json:"resourceType"`
-		Type         string        `json:"type"`
-		Total        *int          `json:"total"`
-		Link         []Link        `json:"link"`
-		Entry        []memberEntry `json:"entry"`
+		ResourceType string         `json:"resourceType"`
+		Type         string         `json:"type"`
+		Total        *int           `json:"total"`
+		Link         []Link         `json:"link"`
+		Entry        boundedEntries `json:"entry"`
 	}
+	b.Entry.max = maxEntries
 	if err := json.Unmarshal(body, &b); err != nil {
+		var costly errTooCostly
+		if errors.As(err, &costly) {
+			return nil, costly
+		}
 		return nil, err
 	}
 	if b.ResourceType != "Bundle" || b.Type != "searchset" {
@@ -411,13 +471,26 @@ func decodePage(body []byte) (*memberPage, error) {
 	if b.Total != nil && *b.Total < 0 {
 		return nil, errNotASearchset
 	}
-	pg := &memberPage{Total: b.Total, Entry: b.Entry}
+	pg := &memberPage{Total: b.Total, Entry: b.Entry.entries}
 	for _, l := range b.Link {
 		if l.Relation == "next" {
 			pg.next = l.URL
 		}
 	}
 	return pg, nil
+}
+
+// boundedEntries decodes Bundle.entry after counting it: at most max entries.
+type boundedEntries struct {
+	max     int
+	entries []memberEntry
+}
+
+func (b *boundedEntries) UnmarshalJSON(v []byte) error {
+	if len(v) > 0 && v[0] == '[' && countElements(v, b.max) > b.max {
+		return errMemberEntries
+	}
+	return json.Unmarshal(v, &b.entries)
 }
 
 // memberEntry is what the gateway reads of one entry of a member's page.
@@ -625,10 +698,41 @@ func describe(r Record) string {
 	return fmt.Sprintf("member %s answered HTTP %d", r.ID, r.Status)
 }
 
+// describeFailure says what happened to a failed member: its exchange's reason when
+// it names a limit, else what its record says.
+func describeFailure(p *position) string {
+	if p.failure != nil && p.failure.reason != "" {
+		return p.failure.reason
+	}
+	return describe(p.record)
+}
+
+// issueCodeOfFailure is issueCodeOf, too-costly for an answer past a limit.
+func issueCodeOfFailure(p *position) string {
+	if p.failure != nil && p.failure.reason != "" && p.record.Status >= 200 {
+		return "too-costly"
+	}
+	return issueCodeOf(p.record.Outcome)
+}
+
+// pageExtras is how many of a page's entries are not matches (includes, outcomes):
+// the part of a member's page that is not bounded by _count.
+func pageExtras(pg *memberPage) int {
+	n := 0
+	for _, e := range pg.Entry {
+		if e.Search != nil && e.Search.Mode != "" && e.Search.Mode != "match" {
+			n++
+		} else if h, ok := readHead(e.Resource); ok && h.ResourceType == "OperationOutcome" {
+			n++
+		}
+	}
+	return n
+}
+
 // failureEntry is the OperationOutcome entry of a member that is not ok.
 func (s *search) failureEntry(p *position) []byte {
 	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
-		Severity: "warning", Code: issueCodeOf(p.record.Outcome), Diagnostics: describe(p.record) + "; its results are missing from this page",
+		Severity: "warning", Code: issueCodeOfFailure(p), Diagnostics: describeFailure(p) + "; its results are missing from this page",
 	}}}
 	if p.failure != nil {
 		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
@@ -658,13 +762,13 @@ func (s *search) noMemberSucceeded(failed []*position) (int, OperationOutcome) {
 		r := p.record
 		allTimeout = allTimeout && r.Outcome == Timeout
 		allRefused = allRefused && r.Outcome == NodeError && r.Status >= 400 && r.Status < 500
-		diag := describe(r)
-		if p.failure != nil {
+		diag := describeFailure(p)
+		if p.failure != nil && p.failure.reason == "" {
 			if is := s.memberIssues(p.m, p.failure.body); len(is) > 0 && is[0].Diagnostics != "" {
 				diag += ": " + is[0].Diagnostics
 			}
 		}
-		oo.Issue = append(oo.Issue, Issue{Severity: "error", Code: issueCodeOf(r.Outcome), Diagnostics: diag})
+		oo.Issue = append(oo.Issue, Issue{Severity: "error", Code: issueCodeOfFailure(p), Diagnostics: diag})
 	}
 	switch {
 	case allTimeout:

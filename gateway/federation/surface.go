@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,12 @@ type Surface struct {
 	// does not break the next links already handed out).
 	ownKey tokenKey
 	caps   capabilities
+	// ownVia is the Via id the process made for itself, used while forwarding.via_id
+	// is unset (kept across reloads).
+	ownVia string
+	// lim bounds the member calls (limits.go); replaced by a reload that changes the
+	// call limits.
+	lim atomic.Pointer[limiter]
 }
 
 // settings is everything a reload replaces at once: a request reads one snapshot and
@@ -73,6 +80,10 @@ type settings struct {
 	key tokenKey
 	// ownKey is true when key is the process's own.
 	ownKey bool
+	// limits is the [limits] table, defaults applied.
+	limits config.Limits
+	// trusted are forwarding.trusted_proxies, parsed.
+	trusted []netip.Prefix
 }
 
 // New builds the surface from a validated configuration. It fails when the registry
@@ -100,7 +111,9 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		tracker: dependencies.NewTracker(st.reg.endpointIDs()...),
 		opts:    opts,
 		ownKey:  own,
+		ownVia:  newViaID(),
 	}
+	s.useLimits(st.limits)
 	if st.ownKey {
 		s.log.Info("Made a page token key of its own: next links of this process are not accepted by any other; set federation.page_token_key_file to one key for every replica")
 	}
@@ -123,7 +136,14 @@ func buildSettings(cfg *config.Config, opts Options, own tokenKey) (*settings, e
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
 	}
-	st := &settings{cfg: cfg, reg: reg, verifier: v, requestTimeout: cfg.Lifecycle().RequestTimeout, fed: cfg.Federation, key: own, ownKey: true}
+	st := &settings{cfg: cfg, reg: reg, verifier: v, requestTimeout: cfg.Lifecycle().RequestTimeout, fed: cfg.Federation, key: own, ownKey: true,
+		limits: cfg.Limits.Resolved()}
+	if st.trusted, err = cfg.Forwarding.TrustedPrefixes(); err != nil {
+		return nil, fmt.Errorf("federation: %w", err)
+	}
+	if n := len(reg.members); n > st.limits.MaxRegistryMembers {
+		return nil, fmt.Errorf("federation: registry.members: lists %d members, more than limits.max_registry_members (%d)", n, st.limits.MaxRegistryMembers)
+	}
 	// A Config assembled in code (tests, the operator) has no defaults applied.
 	if st.fed.MaxCount <= 0 || st.fed.MaxCount > config.MaxCountLimit {
 		st.fed.MaxCount = config.DefaultMaxCount
@@ -173,6 +193,7 @@ func (s *Surface) PrepareReload(cfg *config.Config) (func(), error) {
 			s.log.Info("Uses a page token key of its own from now on: federation.page_token_key_file was removed")
 		}
 		s.tracker.SetEndpoints(st.reg.endpointIDs())
+		s.useLimits(st.limits)
 		s.state.Store(st)
 		s.log.Info("Applied the reloaded registry and issuers", "members", len(st.reg.members), "issuers", len(cfg.Auth.Issuers))
 	}, nil
@@ -300,6 +321,9 @@ var errNoRegistry = operationOutcome("not-supported", "federation not configured
 func (s *Surface) handleFHIR(c *gin.Context) {
 	st := s.state.Load()
 	r := c.Request
+	if s.looped(c.Writer, r, st) {
+		return
+	}
 	if len(st.reg.members) == 0 {
 		writeFHIR(c.Writer, http.StatusNotImplemented, errNoRegistry)
 		return
@@ -342,7 +366,7 @@ func (s *Surface) handleFHIR(c *gin.Context) {
 			methodNotAllowed(c.Writer, http.MethodPost, "/fhir/"+segs[0]+"/_search")
 			return
 		}
-		raw, ok := readForm(c.Writer, r)
+		raw, ok := readForm(c.Writer, r, st.limits.MaxQueryBytes)
 		if !ok {
 			return
 		}
@@ -360,24 +384,40 @@ func (s *Surface) handleFHIR(c *gin.Context) {
 	}
 }
 
-// maxFormBytes bounds a POST _search body.
-const maxFormBytes = maxQueryBytes
+// looped answers 508 Loop Detected a request that has been through this gateway
+// already: its Via names the gateway's own id, which every member request carries.
+// A member that is the gateway (or leads back to it) then costs one nested request,
+// not thousands.
+func (s *Surface) looped(w http.ResponseWriter, r *http.Request, st *settings) bool {
+	if !viaCarries(r.Header.Values("Via"), s.viaID(st)) {
+		return false
+	}
+	writeFHIR(w, http.StatusLoopDetected, operationOutcome("processing",
+		"the request has been through this gateway already (its Via names "+s.viaID(st)+"): a member leads back to the gateway"))
+	return true
+}
 
-// readForm reads a form-encoded POST _search body, joined after the URL's query (FHIR
-// allows parameters in both). Anything else is answered here.
-func readForm(w http.ResponseWriter, r *http.Request) (string, bool) {
+// readForm reads a form-encoded POST _search body of at most maxFormBytes, joined
+// after the URL's query (FHIR allows parameters in both). Anything else is answered
+// here; a body that does not arrive within the request's deadline is a 408.
+func readForm(w http.ResponseWriter, r *http.Request, maxFormBytes int) (string, bool) {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/x-www-form-urlencoded" {
 		writeFHIR(w, http.StatusUnsupportedMediaType, operationOutcome("not-supported", "POST _search takes a form-encoded body (application/x-www-form-urlencoded)"))
 		return "", false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFormBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(maxFormBytes)+1))
 	if err != nil {
+		w.Header().Set("Connection", "close") // the rest of the body is never read
+		if bodyTimedOut(r.Context(), err) {
+			writeFHIR(w, http.StatusRequestTimeout, operationOutcome("timeout", "the form body did not arrive within server.request_timeout_ms"))
+			return "", false
+		}
 		writeFHIR(w, http.StatusBadRequest, operationOutcome("invalid", "the form body could not be read"))
 		return "", false
 	}
 	if len(body) > maxFormBytes {
-		writeFHIR(w, http.StatusRequestEntityTooLarge, operationOutcome("too-long", fmt.Sprintf("the form body is longer than %d bytes", maxFormBytes)))
+		writeFHIR(w, http.StatusRequestEntityTooLarge, operationOutcome("too-long", fmt.Sprintf("the form body is longer than limits.max_query_bytes (%d bytes)", maxFormBytes)))
 		return "", false
 	}
 	raw := strings.TrimSpace(string(body))
@@ -394,14 +434,14 @@ func readForm(w http.ResponseWriter, r *http.Request) (string, bool) {
 // query (or form) raw.
 func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw string) {
 	r := c.Request
-	q, qerr := parseSearch(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount)
+	q, qerr := parseSearch(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount, st.limits.MaxQueryBytes)
 	if qerr != nil {
 		writeFHIR(c.Writer, qerr.status, qerr.outcome)
 		return
 	}
 	gw := gatewayBase(r, st.cfg.Server.BasePath)
 	prefer := r.Header.Values("Prefer")
-	srch := &search{c: s.caller, reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
+	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
 	var tokenTotal *int
 	var self string
 	if q.page != "" {
@@ -439,6 +479,13 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		}
 		self = mq
 	}
+	srch.maxExtras = st.limits.MaxAnswerEntries - srch.count
+	done, ok := srch.cs.lim.admit(len(srch.positions))
+	if !ok {
+		shed(c.Writer, len(srch.positions), srch.cs.lim)
+		return
+	}
+	defer done()
 	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
 	ctx := r.Context()
 	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
@@ -477,7 +524,14 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 	now := time.Now()
 	common, answered, ok := s.caps.cached(st.reg, time.Duration(st.fed.CapabilityTTLMS)*time.Millisecond, now)
 	if !ok {
-		_, statements := s.caller.metadata(ctx, st.reg, budget(ctx, st.requestTimeout))
+		cs := s.newCalls(st, c.Request.Header.Values("Via"))
+		done, ok := cs.lim.admit(len(st.reg.members))
+		if !ok {
+			shed(c.Writer, len(st.reg.members), cs.lim)
+			return
+		}
+		_, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
+		done()
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return
 		}
@@ -491,6 +545,9 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 // member, anything else is a FHIR 404.
 func (s *Surface) handleNodes(c *gin.Context) {
 	st := s.state.Load()
+	if s.looped(c.Writer, c.Request, st) {
+		return
+	}
 	id, after, _ := strings.Cut(strings.TrimPrefix(c.Param("rest"), "/"), "/")
 	path, ok := strings.CutPrefix(after, "fhir")
 	if id == "" || !ok || (path != "" && path[0] != '/') {
@@ -519,6 +576,13 @@ func (s *Surface) handleNodes(c *gin.Context) {
 		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
 		return
 	}
+	cs := s.newCalls(st, nil)
+	done, ok := cs.lim.admit(1)
+	if !ok {
+		shed(c.Writer, 1, cs.lim)
+		return
+	}
+	defer done()
 	// A routed answer is streamed as it comes: its record is stored before the member
 	// is asked.
 	if !s.auditing(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id})() {
@@ -527,6 +591,8 @@ func (s *Surface) handleNodes(c *gin.Context) {
 	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
 		gateway: gatewayBase(c.Request, st.cfg.Server.BasePath),
 		prefix:  strings.TrimSuffix(st.cfg.Server.BasePath, "/") + "/nodes/" + m.id + "/fhir",
+		calls:   cs,
+		trusted: st.trusted,
 	})
 }
 
@@ -548,7 +614,14 @@ type probeAnswer struct {
 func (s *Surface) handleProbe(c *gin.Context) {
 	st := s.state.Load()
 	ctx := c.Request.Context()
-	records, statements := s.caller.metadata(ctx, st.reg, budget(ctx, st.requestTimeout))
+	cs := s.newCalls(st, c.Request.Header.Values("Via"))
+	done, ok := cs.lim.admit(len(st.reg.members))
+	if !ok {
+		shed(c.Writer, len(st.reg.members), cs.lim)
+		return
+	}
+	defer done()
+	records, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}

@@ -497,7 +497,7 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 	st := h.surface.state.Load()
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	srch := &search{c: h.surface.caller, reg: st.reg, resourceType: "Patient", count: 10, first: true, gw: "http://gw"}
+	srch := &search{c: h.surface.caller, cs: h.surface.newCalls(st, nil), reg: st.reg, resourceType: "Patient", count: 10, first: true, gw: "http://gw", maxExtras: 1000}
 	for _, m := range st.reg.members {
 		srch.positions = append(srch.positions, &position{m: m, cursor: "/Patient", remaining: -1})
 	}

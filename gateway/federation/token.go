@@ -99,6 +99,34 @@ func (k tokenKey) encode(t pageToken) (string, error) {
 	return tok, nil
 }
 
+// encodeFitting signs t with as many of its members, in registry order, as a token of
+// at most MaxPageTokenBytes can carry, and returns the members left out (none when
+// all fit). It fails only when not even one member fits, or on an encoding error.
+func (k tokenKey) encodeFitting(t pageToken) (string, []tokenMember, error) {
+	tok, err := k.encode(t)
+	if !errors.Is(err, errTokenTooLong) {
+		return tok, nil, err
+	}
+	all := t.Members
+	// The longest prefix that fits: fits(n) is monotone in n, so bisect it.
+	lo, hi := 0, len(all)-1 // all[:lo] is known to fit (or lo is 0), all[:hi+1] not to
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		t.Members = all[:mid]
+		if _, err := k.encode(t); err == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0 {
+		return "", nil, errTokenTooLong
+	}
+	t.Members = all[:lo]
+	tok, err = k.encode(t)
+	return tok, all[lo:], err
+}
+
 // errBadToken is every refused token's error: which check failed is the gateway's
 // business, not a forger's.
 type errBadToken struct{ reason string }

@@ -97,6 +97,12 @@ type Evaluator struct {
 	settings Settings
 	last     *Report
 	inflight *evaluation
+
+	// fresh is last and ttl settings.CacheTTL, for Evaluate to answer a probe from the
+	// cache without taking mu: every probe of every client asks, and within the TTL
+	// they all get the same report.
+	fresh atomic.Pointer[Report]
+	ttl   atomic.Int64
 }
 
 type evaluation struct {
@@ -128,6 +134,7 @@ func NewEvaluator(checks []Check, s Settings, opts ...EvaluatorOption) (*Evaluat
 		seen[n] = true
 	}
 	e := &Evaluator{settings: s, now: time.Now}
+	e.ttl.Store(int64(s.CacheTTL))
 	for _, c := range checks {
 		e.checks = append(e.checks, &guarded{check: c})
 	}
@@ -163,6 +170,8 @@ func (e *Evaluator) SetSettings(s Settings) {
 	defer e.mu.Unlock()
 	e.settings = s
 	e.last = nil
+	e.fresh.Store(nil)
+	e.ttl.Store(int64(s.CacheTTL))
 }
 
 // Last is the latest report without evaluating anything, or nil before the first.
@@ -177,6 +186,9 @@ func (e *Evaluator) Last() *Report {
 // evaluation itself runs within the check budget whoever asked first, so that one
 // impatient prober cannot fail the report every other prober shares.
 func (e *Evaluator) Evaluate(ctx context.Context) *Report {
+	if r := e.fresh.Load(); r != nil && e.now().Sub(r.At) < time.Duration(e.ttl.Load()) {
+		return r
+	}
 	e.mu.Lock()
 	if e.last != nil && e.now().Sub(e.last.At) < e.settings.CacheTTL {
 		r := e.last
@@ -217,6 +229,7 @@ func (e *Evaluator) run(ev *evaluation, timeout time.Duration) {
 	}
 	e.mu.Lock()
 	e.last = report
+	e.fresh.Store(report)
 	e.inflight = nil
 	ev.report = report
 	e.mu.Unlock()

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 
@@ -23,20 +25,55 @@ const RetryAfterSeconds = 5
 
 // Handlers answer the probe routes. They are thin: the readiness decision is Evaluate,
 // the body is ReadinessBody.
+//
+// Liveness and readiness are also plain net/http handlers (ServeLiveness,
+// ServeReadiness), which the server runs ahead of its router: a probe is the request a
+// gateway answers most and must answer under any load, so it costs what a bare handler
+// costs. Neither allocates beyond net/http's own request: the liveness answer is
+// constant, and the readiness answer is rendered once per report (one per cache TTL),
+// not once per probe.
 type Handlers struct {
 	State *State
 	Eval  *Evaluator
 	// Minimal reports whether health.minimal is on (read per request: a reload may change it).
 	Minimal func() bool
+
+	// answers are the last readiness answer rendered, verbose [0] and minimal [1].
+	answers [2]atomic.Pointer[readinessAnswer]
 }
+
+// readinessAnswer is ReadinessBody of one report in one phase, with its headers.
+type readinessAnswer struct {
+	report *Report
+	phase  lifecycle.Phase
+	code   int
+	body   []byte
+	length []string // the Content-Length header's value
+}
+
+// Header values, shared by every answer: net/http copies the header map before it
+// writes it (Header.Clone), so no answer can change another's.
+var (
+	jsonType = []string{"application/json"}
+	noStore  = []string{"no-store"}
+)
 
 // Liveness answers 200 {"status":"alive"} whatever the checks, the configuration or the
 // drain: a failing dependency must never make the kubelet restart a healthy process.
 func (h *Handlers) Liveness(c *gin.Context) {
-	writeJSON(c, http.StatusOK, livenessBody)
+	h.ServeLiveness(c.Writer, c.Request)
 }
 
-var livenessBody = []byte(`{"status":"alive"}` + "\n")
+// ServeLiveness is Liveness for net/http; it returns the status code it answered.
+func (h *Handlers) ServeLiveness(w http.ResponseWriter, r *http.Request) int {
+	writeAnswer(w, r, http.StatusOK, livenessBody, livenessLength)
+	return http.StatusOK
+}
+
+var (
+	livenessBody   = []byte(`{"status":"alive"}` + "\n")
+	livenessLength = []string{strconv.Itoa(len(livenessBody))}
+)
 
 // Readiness answers {base}/health/readiness. While draining it answers 503 at once,
 // without running a check, so that a balancer stops routing here before the listener
@@ -44,18 +81,50 @@ var livenessBody = []byte(`{"status":"alive"}` + "\n")
 // body; health.minimal forces it, and ?verbose=1 does not undo that (a deployment that
 // hides its checks' names hides them from every caller).
 func (h *Handlers) Readiness(c *gin.Context) {
-	minimal := c.Query("verbose") == "0" || (h.Minimal != nil && h.Minimal())
+	h.ServeReadiness(c.Writer, c.Request)
+}
+
+// ServeReadiness is Readiness for net/http; it returns the status code it answered.
+func (h *Handlers) ServeReadiness(w http.ResponseWriter, r *http.Request) int {
+	minimal := (h.Minimal != nil && h.Minimal()) || verboseZero(r.URL.RawQuery)
 	var report *Report
 	if h.State.Draining() {
 		report = h.Eval.Last()
 	} else {
-		report = h.Eval.Evaluate(c.Request.Context())
+		report = h.Eval.Evaluate(r.Context())
 		if report.Ready() {
 			h.State.MarkServing()
 		}
 	}
-	code, body := ReadinessBody(h.State.Phase(), report, minimal)
-	writeJSON(c, code, body)
+	a := h.answer(h.State.Phase(), report, minimal)
+	writeAnswer(w, r, a.code, a.body, a.length)
+	return a.code
+}
+
+// answer is ReadinessBody(phase, report, minimal), rendered again only when the report
+// or the phase changed since the last answer of that form.
+func (h *Handlers) answer(phase lifecycle.Phase, report *Report, minimal bool) *readinessAnswer {
+	slot := &h.answers[0]
+	if minimal {
+		slot = &h.answers[1]
+	}
+	if a := slot.Load(); a != nil && a.report == report && a.phase == phase && report != nil {
+		return a
+	}
+	code, body := ReadinessBody(phase, report, minimal)
+	a := &readinessAnswer{report: report, phase: phase, code: code, body: body, length: []string{strconv.Itoa(len(body))}}
+	slot.Store(a)
+	return a
+}
+
+// verboseZero reports whether the query's first verbose is "0", as gin's c.Query reads
+// it. It parses only when there is a query, so that a bare probe allocates nothing.
+func verboseZero(rawQuery string) bool {
+	if rawQuery == "" {
+		return false
+	}
+	q, _ := url.ParseQuery(rawQuery) // gin's c.Query ignores a malformed query the same way
+	return q.Get("verbose") == "0"
 }
 
 // ReadinessCheck answers {base}/health/readiness/{check}: that check alone, from the
@@ -148,6 +217,19 @@ func CheckBody(phase lifecycle.Phase, r Result) (int, []byte) {
 func writeString(b *bytes.Buffer, s string) {
 	q, _ := json.Marshal(s) // a string always marshals
 	b.Write(q)
+}
+
+// writeAnswer writes the same status and headers for GET and HEAD; on HEAD net/http
+// sends the Content-Length without the body.
+func writeAnswer(w http.ResponseWriter, r *http.Request, code int, body []byte, length []string) {
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h["Cache-Control"] = noStore
+	h["Content-Length"] = length
+	w.WriteHeader(code)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body) // a client gone is nothing to answer
+	}
 }
 
 // writeJSON writes the same status and headers for GET and HEAD: on HEAD net/http

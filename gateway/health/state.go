@@ -49,7 +49,9 @@ func (s *State) Draining() bool { return s.phase.Load() == phaseDraining }
 // MarkServing moves booting to serving; it reports whether this call did it. It never
 // leaves draining: a drain is not undone by a passing probe.
 func (s *State) MarkServing() bool {
-	if s.phase.CompareAndSwap(phaseBooting, phaseServing) {
+	// A load first: every ready probe calls this, and a compare-and-swap writes the
+	// shared word (and its cache line) even when it fails.
+	if s.phase.Load() == phaseBooting && s.phase.CompareAndSwap(phaseBooting, phaseServing) {
 		s.open.Store(true)
 		s.changed()
 		return true

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,4 +122,68 @@ func TestRun(t *testing.T) {
 			t.Fatalf("%+v after %s", res, time.Since(begin))
 		}
 	})
+}
+
+func TestOptionsBoundTheTimeout(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		ok      bool
+	}{
+		{"unset is the default", 0, true},
+		{"one millisecond", time.Millisecond, true},
+		{"under a millisecond", time.Microsecond, false},
+		{"negative", -time.Second, false},
+		{"one minute", time.Minute, true},
+		{"over a minute", time.Minute + time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Options{Timeout: tt.timeout}.Validate()
+			if (err == nil) != tt.ok || (err != nil && !strings.Contains(err.Error(), "--timeout")) {
+				t.Fatalf("Validate(%s) = %v, want ok=%v and the flag named", tt.timeout, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestLivenessAsksHealth(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path == "/health" {
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable) // not ready: liveness must not care
+	})
+	if res := Check(context.Background(), cfg, Options{Liveness: true}); !res.Ready || !strings.HasPrefix(res.Line, "live: ") || !strings.Contains(res.Line, "/health: 200") {
+		t.Fatalf("liveness: %+v", res)
+	}
+	if res := Check(context.Background(), cfg, Options{}); res.Ready || !strings.HasPrefix(res.Line, "unready: ") {
+		t.Fatalf("readiness: %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || asked[0] != "/health" || asked[1] != "/health/readiness" {
+		t.Fatalf("asked %q, want /health then /health/readiness", asked)
+	}
+	if res := Check(context.Background(), cfg, Options{Liveness: true, Timeout: -1}); res.Ready || !strings.HasPrefix(res.Line, "not live: --timeout") {
+		t.Fatalf("a negative timeout: %+v", res)
+	}
+}
+
+func TestTheTimeoutOptionCutsTheCheck(t *testing.T) {
+	release := make(chan struct{})
+	cfg := serverAt(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+	defer close(release)
+	begin := time.Now()
+	res := Check(context.Background(), cfg, Options{Liveness: true, Timeout: 150 * time.Millisecond})
+	// Well under the 3 s default: the option, not the default, ended it.
+	if took := time.Since(begin); res.Ready || !strings.Contains(res.Line, "no answer in time") || took >= Timeout {
+		t.Fatalf("%+v after %s", res, took)
+	}
 }

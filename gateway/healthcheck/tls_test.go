@@ -191,4 +191,9 @@ func TestHealthcheckPresentsItsIdentity(t *testing.T) {
 	if res := Run(context.Background(), parse(t, base)); res.Ready {
 		t.Fatalf("without an identity: %+v", res)
 	}
+	// A kubernetes.io/tls Secret's pair: the certificate and its key in two files.
+	pair2 := base + fmt.Sprintf("healthcheck_identity_file = %q\nhealthcheck_identity_key_file = %q\n", idCert, idKey)
+	if res := Check(context.Background(), parse(t, pair2), Options{Liveness: true}); !res.Ready {
+		t.Fatalf("with its identity in two files: %+v", res)
+	}
 }

@@ -131,8 +131,12 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cut()
 	s.run.conns = map[net.Conn]http.ConnState{}
 	srv := &http.Server{
-		Handler:           s.engine,
+		Handler:           s.front,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout(),
+		// A request head is read whole before any handler sees it: bounded by the
+		// query limit plus room for headers, not net/http's default of 1 MiB, so that
+		// a flood of oversized queries costs what the limit allows (bounds.go).
+		MaxHeaderBytes: MaxHeaderBytes(cfg),
 		// An idle keep-alive connection is closed after this; clients reconnect.
 		IdleTimeout: 2 * time.Minute,
 		TLSConfig:   tlsConfig,

@@ -40,6 +40,7 @@ type Metrics struct {
 	abandoned   *prometheus.CounterVec
 	evaluations *prometheus.CounterVec
 	checkFailed *prometheus.CounterVec
+	shed        prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -72,9 +73,12 @@ func newMetrics() *Metrics {
 		checkFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ferrofed_readiness_check_failures_total", Help: "Readiness check evaluations that failed, by check and reason.",
 		}, []string{"check", "reason"}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ferrofed_data_plane_shed_total", Help: "Data-plane requests answered 503 because limits.max_in_flight_requests were being served.",
+		}),
 	}
 	m.Registry.MustRegister(m.ready, m.phase, m.inFlight, m.requests, m.drains, m.cutConns, m.abandoned,
-		m.evaluations, m.checkFailed,
+		m.evaluations, m.checkFailed, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.setPhase(lifecycle.PhaseBooting)
 	for _, o := range []string{OutcomeCompleted, OutcomeCut} {

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/health"
@@ -52,7 +49,8 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 
 	base := e.Group(cfg.Server.BasePath)
 
-	probes := base.Group("", s.count(surfaceHealth))
+	healthCounted := newCodeCounter(s.metrics.requests, surfaceHealth)
+	probes := base.Group("", countWith(healthCounted))
 	h := &health.Handlers{State: s.state, Eval: s.eval, Minimal: func() bool { return s.cfg.Load().Health.Minimal }}
 	for _, m := range []string{http.MethodGet, http.MethodHead} {
 		probes.Handle(m, health.LivenessPath, h.Liveness)
@@ -66,7 +64,9 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 	}
 
 	operator := base.Group("/operator", s.count(surfaceOperator))
-	data := base.Group("", s.count(surfaceDataPlane), health.Gate(s.state), s.requestTimeout())
+	// The query limit and the shedding come before the gate and before any member is
+	// asked; health routes are in no such group: a flood never slows liveness down.
+	data := base.Group("", s.count(surfaceDataPlane), s.queryLimit(), s.shed(), health.Gate(s.state), s.requestTimeout())
 	for _, sf := range s.surfaces {
 		sf.RegisterOperator(operator)
 		sf.RegisterDataPlane(data)
@@ -87,6 +87,8 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 		data.Any("/nodes/:id/fhir/*path", notConfiguredHandler)
 	}
 	s.engine = e
+	s.front = &probeFront{s: s, engine: e, h: h, counted: healthCounted,
+		liveness: prefix + health.LivenessPath, readiness: prefix + health.ReadinessPath}
 	return nil
 }
 
@@ -94,26 +96,15 @@ func notConfiguredHandler(c *gin.Context) {
 	c.Data(http.StatusNotImplemented, "application/fhir+json", notConfigured)
 }
 
-// count counts each request of a surface by status code, after it was served. Each
-// code's counter is looked up once and kept: a lookup by label values formats the
-// code and hashes both labels, on every request otherwise.
+// count counts each request of a surface by status code, after it was served.
 func (s *Server) count(surface string) gin.HandlerFunc {
-	vec := s.metrics.requests.MustCurryWith(prometheus.Labels{"surface": surface})
-	var byCode [600]atomic.Pointer[prometheus.Counter]
+	return countWith(newCodeCounter(s.metrics.requests, surface))
+}
+
+func countWith(cc *codeCounter) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Next()
-		code := c.Writer.Status()
-		if code < 0 || code >= len(byCode) {
-			vec.WithLabelValues(strconv.Itoa(code)).Inc()
-			return
-		}
-		counter := byCode[code].Load()
-		if counter == nil {
-			ctr := vec.WithLabelValues(strconv.Itoa(code))
-			counter = &ctr
-			byCode[code].Store(counter)
-		}
-		(*counter).Inc()
+		cc.inc(c.Writer.Status())
 	}
 }
 
@@ -138,12 +129,31 @@ func (s *Server) closeWhileDraining() gin.HandlerFunc {
 }
 
 // requestTimeout gives a data-plane request server.request_timeout_ms as its context
-// deadline (read per request: a reload may change it).
+// deadline (read per request: a reload may change it), and the same deadline, with a
+// grace, to the connection: reading the client's body stops readGrace past it (a
+// body that has not arrived is the handler's 408, net/http's discard of an unread
+// rest stops too), and writing the answer writeGrace past it, so that a client that
+// reads nothing cannot hold the request past the deadline either. The graces keep
+// the context's deadline first: a read that fails on the connection's deadline
+// cancels the request's context, which must not pass for a client that left.
 func (s *Server) requestTimeout() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		d := time.Duration(s.requestTimeoutNow.Load())
 		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
 		defer cancel()
+		deadline, _ := ctx.Deadline()
+		rc := http.NewResponseController(c.Writer)
+		// Not every connection has deadlines (a test's recorder): then the context is
+		// the only bound, as before. A request without a body has nothing to read: a
+		// read deadline would only cancel its context when its handler runs late.
+		if c.Request.ContentLength != 0 {
+			_ = rc.SetReadDeadline(deadline.Add(readGrace))
+		}
+		if rc.SetWriteDeadline(deadline.Add(writeGrace)) == nil {
+			// net/http resets the read deadline for the next request on the
+			// connection, not the write deadline (no WriteTimeout is set).
+			defer rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // the connection may be gone.
+		}
 		c.Request = c.Request.WithContext(ctx)
 		c.Next()
 	}
@@ -161,8 +171,10 @@ func (s *Server) accessLog() gin.HandlerFunc {
 		}
 		start := time.Now()
 		c.Next()
+		// peer is the address the connection came from, whatever a client wrote in
+		// X-Forwarded-For: the one address no client can forge.
 		log.Info("Served request", "method", c.Request.Method, "route", c.FullPath(),
-			"status", c.Writer.Status(), "took", time.Since(start).String(), "remote", c.ClientIP())
+			"status", c.Writer.Status(), "took", time.Since(start).String(), "peer", peerOf(c.Request))
 	}
 }
 

@@ -12,7 +12,11 @@
 //	/fhir/*, /nodes/{id}/fhir/* the data plane: behind the readiness gate (503, Retry-After: 5)
 //	{metrics.path}              Prometheus metrics (default /metrics), unless metrics.disabled
 //
-// Health, operator and metrics routes bypass the gate. Until a Surface registers the
+// Health, operator and metrics routes bypass the gate. In front of the gate, the data
+// plane answers 414 a query longer than limits.max_query_bytes and sheds (503,
+// Retry-After: 1) a request past limits.max_in_flight_requests; its request deadline
+// (server.request_timeout_ms) is also the connection's read deadline while a body is
+// read, and, 1 s later, its write deadline (bounds.go). Until a Surface registers the
 // data plane, /fhir/* and /nodes/{id}/fhir/* answer 501 "federation not configured"
 // once the gateway is ready.
 //
@@ -25,6 +29,7 @@
 //	ferrofed_phase{phase}                       gauge, 1 for the current phase
 //	ferrofed_http_requests_in_flight            gauge
 //	ferrofed_http_requests_total{surface,code}  counter; surface is health, operator, data_plane, metrics or none
+//	ferrofed_data_plane_shed_total              counter, data-plane requests refused 503 past limits.max_in_flight_requests
 //	ferrofed_drain_total{outcome}               counter; outcome is completed or cut
 //	ferrofed_drain_cut_connections_total        counter
 //	ferrofed_drain_bindings_abandoned_total{surface}  counter
@@ -124,14 +129,18 @@ type Server struct {
 	// requestTimeoutNow is cfg's resolved request timeout, stored with it: read on
 	// every data-plane request.
 	requestTimeoutNow atomic.Int64
-	surfaces          []Surface
-	observer          func(lifecycle.Signal, time.Time)
-	bootPoll          time.Duration
+	// bounds are cfg's data-plane limits, stored with it (bounds.go).
+	bounds   bounds
+	surfaces []Surface
+	observer func(lifecycle.Signal, time.Time)
+	bootPoll time.Duration
 
 	state   *health.State
 	eval    *health.Evaluator
 	metrics *Metrics
 	engine  *gin.Engine
+	// front answers the probes ahead of engine (probes.go): what the listener serves.
+	front http.Handler
 
 	// lastReasons is the last logged set of failing reasons, so that a failure is logged
 	// in full when it starts or changes, not on every evaluation.
@@ -229,6 +238,7 @@ func errString(err error) string {
 // storeConfig makes cfg the configuration serving now.
 func (s *Server) storeConfig(cfg *config.Config) {
 	s.requestTimeoutNow.Store(int64(cfg.Lifecycle().RequestTimeout))
+	s.bounds.store(cfg)
 	s.cfg.Store(cfg)
 }
 
@@ -242,7 +252,7 @@ func (s *Server) Phase() lifecycle.Phase { return s.state.Phase() }
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // Handler is the server's whole HTTP handler (what the listener serves).
-func (s *Server) Handler() http.Handler { return s.engine }
+func (s *Server) Handler() http.Handler { return s.front }
 
 // RestartKeys are the keys whose change a reload cannot apply: they shape the listener
 // or the routes, built once at start.
@@ -268,6 +278,11 @@ func RestartKeys(old, new *config.Config) []string {
 	}
 	if old.Server.TLS.ClientCAFile != new.Server.TLS.ClientCAFile {
 		keys = append(keys, "server.tls.client_ca_file")
+	}
+	// The 414 of limits.max_query_bytes follows a reload; the request head limit made
+	// of it is the listener's, set at start.
+	if MaxHeaderBytes(old) != MaxHeaderBytes(new) {
+		keys = append(keys, "limits.max_query_bytes (the request head limit; the 414 applies at once)")
 	}
 	// metrics.push_url and push_job are read when the drain pushes: a reload applies them.
 	if old.Metrics.Disabled != new.Metrics.Disabled || old.Metrics.Path != new.Metrics.Path {

@@ -52,14 +52,22 @@ func newTLSAuthority() (*tlsAuthority, error) {
 
 // issue makes a serving certificate with serial for the gateway's Service name.
 func (a *tlsAuthority) issue(serial int64) (certPEM, keyPEM []byte, err error) {
+	return a.issueFor(serial, tlsGatewayName, x509.ExtKeyUsageServerAuth)
+}
+
+// issueFor makes a certificate with serial for name (the Service's names for a server
+// certificate) with usage.
+func (a *tlsAuthority) issueFor(serial int64, name string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: tlsGatewayName},
-		DNSNames:  []string{tlsGatewayName, tlsGatewayName + "." + cfg.namespace + ".svc"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.DNSNames = []string{name, name + "." + cfg.namespace + ".svc"}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
 	if err != nil {
 		return nil, nil, err

@@ -315,3 +315,44 @@ func TestDriftOfAnOwnedFieldIsRepaired(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMutualTLSGatewayRendersExecProbes: the operator renders a mutual-TLS Gateway
+// without reading its Secrets (none of them exists here): the kubelet mounts them, and
+// the probes are `ferrofed healthcheck` in the pod.
+func TestMutualTLSGatewayRendersExecProbes(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "reconcile", Name: "mtls"}
+	gw := newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "mtls-serving", ClientCASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "mtls-ca"},
+			HealthcheckIdentitySecret: ptr.To("mtls-healthcheck")}
+	})
+	if err := k8s.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, gw) }()
+	gw, dep := reconciled(ctx, t, key)
+	if c := condition(gw, ferrofedv1alpha1.ConditionConfigValid); c.Status != metav1.ConditionTrue {
+		t.Fatalf("ConfigValid = %s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	c := gatewayContainer(dep)
+	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.Exec == nil || p.HTTPGet != nil || len(p.Exec.Command) < 2 || p.Exec.Command[1] != "healthcheck" {
+			t.Errorf("%s probe = %+v, want an exec probe running ferrofed healthcheck", name, p)
+		}
+	}
+	if cmd := strings.Join(c.LivenessProbe.Exec.Command, " "); !strings.Contains(cmd, "--liveness") {
+		t.Errorf("liveness probe runs %q, want --liveness", cmd)
+	}
+	secrets := map[string]bool{}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Secret.SecretName] = true
+		}
+	}
+	for _, s := range []string{"mtls-serving", "mtls-ca", "mtls-healthcheck"} {
+		if !secrets[s] {
+			t.Errorf("Secret %s is not mounted; volumes %v", s, secrets)
+		}
+	}
+}

@@ -117,3 +117,64 @@ func TestApiserverCallsTheWebhook(t *testing.T) {
 type warningFunc func(string)
 
 func (f warningFunc) HandleWarningHeader(_ int, _ string, msg string) { f(msg) }
+
+// TestMutualTLSNeedsAHealthcheckIdentity: with client certificates required the probes
+// are `ferrofed healthcheck`, which must present an identity; the CRD's rules and the
+// webhook refuse one setting without the other, each naming both fields.
+func TestMutualTLSNeedsAHealthcheckIdentity(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	tlsOf := func(ca *ferrofedv1alpha1.SecretKeyRef, identity string) func(*ferrofedv1alpha1.Gateway) {
+		return func(g *ferrofedv1alpha1.Gateway) {
+			g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "edge-tls", ClientCASecret: ca}
+			if identity != "" {
+				g.Spec.TLS.HealthcheckIdentitySecret = ptr.To(identity)
+			}
+		}
+	}
+	both := []string{"spec.tls.clientCASecret", "spec.tls.healthcheckIdentitySecret"}
+	tests := []struct {
+		name   string
+		mutate func(*ferrofedv1alpha1.Gateway)
+		accept bool
+		names  []string
+	}{
+		{"a client CA with a healthcheck identity", tlsOf(&ferrofedv1alpha1.SecretKeyRef{Name: "ca"}, "edge-healthcheck"), true, nil},
+		{"a client CA under its own key with a healthcheck identity", tlsOf(&ferrofedv1alpha1.SecretKeyRef{Name: "ca", Key: "bundle.pem"}, "edge-healthcheck"), true, nil},
+		{"a client CA without a healthcheck identity", tlsOf(&ferrofedv1alpha1.SecretKeyRef{Name: "ca"}, ""), false, both},
+		{"a healthcheck identity without a client CA", tlsOf(nil, "edge-healthcheck"), false, both},
+		{"TLS without either", tlsOf(nil, ""), true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := newGateway("cel-only", "mtls-case", tc.mutate)
+			for layer, v := range map[string]verdict{
+				"CRD CEL rules": celVerdict(ctx, t, gw.DeepCopy()),
+				"webhook":       webhookVerdict(t, gw.DeepCopy()).verdict,
+			} {
+				if v.accepted != tc.accept {
+					t.Errorf("%s %s, want %s: %s", layer, word(v.accepted), word(tc.accept), v.reason)
+					continue
+				}
+				for _, name := range tc.names {
+					if !strings.Contains(v.reason, name) {
+						t.Errorf("%s refused without naming %s: %s", layer, name, v.reason)
+					}
+				}
+			}
+		})
+	}
+	// The key's default is the CRD's: "ca.crt".
+	gw := newGateway("cel-only", "mtls-default-key", tlsOf(&ferrofedv1alpha1.SecretKeyRef{Name: "ca"}, "id"))
+	if err := k8s.Create(ctx, gw, client.DryRunAll); err != nil {
+		t.Fatalf("dry-run create: %v", err)
+	}
+	if got := gw.Spec.TLS.ClientCASecret.Key; got != ferrofedv1alpha1.DefaultClientCAKey {
+		t.Errorf("spec.tls.clientCASecret.key defaulted to %q, want %q", got, ferrofedv1alpha1.DefaultClientCAKey)
+	}
+	// A key that is no Secret key name is refused by the CRD, naming the field.
+	bad := newGateway("cel-only", "mtls-bad-key", tlsOf(&ferrofedv1alpha1.SecretKeyRef{Name: "ca", Key: "../ca"}, "id"))
+	if v := celVerdict(ctx, t, bad); v.accepted || !strings.Contains(v.reason, "spec.tls.clientCASecret.key") {
+		t.Errorf("a clientCASecret.key of \"../ca\": %s %s, want refused naming spec.tls.clientCASecret.key", word(v.accepted), v.reason)
+	}
+}

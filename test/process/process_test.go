@@ -165,10 +165,11 @@ func (g *gateway) waitLog(t *testing.T, substrings ...string) {
 	t.Fatalf("serve's log never held %q:\n%s", substrings, g.stderr.String())
 }
 
-// healthcheck runs `ferrofed healthcheck --config path` and returns its exit code and output.
-func healthcheck(t *testing.T, path string) (int, string) {
+// healthcheck runs `ferrofed healthcheck --config path [flags]` and returns its exit
+// code and output.
+func healthcheck(t *testing.T, path string, flags ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(binary, "healthcheck", "--config", path)
+	cmd := exec.Command(binary, append([]string{"healthcheck", "--config", path}, flags...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	begin := time.Now()
@@ -351,10 +352,70 @@ healthcheck_identity_file = %q
 	}
 }
 
+// TestLivenessHealthcheckWithARequiredClientCertificate runs the exec probes the
+// operator renders for a Gateway with spec.tls.clientCASecret: the identity is a
+// kubernetes.io/tls Secret's pair of files (healthcheck_identity_key_file), liveness
+// asks {base}/health, and each probe has its own --timeout. The gateway is unready (its
+// one member is down and health.member_ready_check needs it), so liveness and readiness
+// must part: live, and not ready.
+func TestLivenessHealthcheckWithARequiredClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	pki := newPKI(t, dir)
+	path := filepath.Join(dir, "ferrofed.toml")
+	port := freePort(t)
+	writeFile(t, path, fmt.Sprintf(`[server]
+listen = ":%d"
+base_path = "/gw"
+termination_message_path = ""
+
+[server.tls]
+certificate_file = %q
+key_file = %q
+client_ca_file = %q
+healthcheck_identity_file = %q
+healthcheck_identity_key_file = %q
+
+[health]
+member_ready_check = true
+
+[[registry.members]]
+id = "down"
+query_endpoint = "http://127.0.0.1:%d/fhir"
+`, port, pki.serverCert, pki.serverKey, pki.caCert, pki.identityCert, pki.identityKey, freePort(t)))
+	g := serve(t, path)
+	defer g.stop(t)
+
+	code, out := healthcheck(t, path, "--liveness", "--timeout", "800ms")
+	if want := fmt.Sprintf("live: https://127.0.0.1:%d/gw/health: 200", port); code != 0 || !strings.HasPrefix(out, want) {
+		t.Fatalf("healthcheck --liveness exited %d: %s, want 0 and a line starting %q", code, out, want)
+	}
+	oneLine(t, out)
+	code, out = healthcheck(t, path, "--timeout", "800ms")
+	if want := fmt.Sprintf("unready: https://127.0.0.1:%d/gw/health/readiness: 503", port); code != 1 || !strings.HasPrefix(out, want) {
+		t.Fatalf("healthcheck (readiness) of a gateway whose member is down exited %d: %s, want 1 and a line starting %q", code, out, want)
+	}
+	oneLine(t, out)
+
+	// Without the identity the listener refuses the liveness probe as well.
+	noID := filepath.Join(dir, "noid.toml")
+	writeFile(t, noID, fmt.Sprintf("[server]\nlisten = \":%d\"\nbase_path = \"/gw\"\n[server.tls]\ncertificate_file = %q\nkey_file = %q\nclient_ca_file = %q\n",
+		port, pki.serverCert, pki.serverKey, pki.caCert))
+	if code, out := healthcheck(t, noID, "--liveness"); code != 1 || !strings.HasPrefix(out, "not live: ") {
+		t.Fatalf("healthcheck --liveness without an identity exited %d: %s, want 1 and \"not live: ...\"", code, out)
+	}
+	// A timeout out of its bounds is refused, naming the flag, before anything is asked.
+	if code, out := healthcheck(t, path, "--liveness", "--timeout", "2m"); code != 1 || !strings.Contains(out, "--timeout") {
+		t.Fatalf("healthcheck --timeout 2m exited %d: %s, want 1 and the flag named", code, out)
+	}
+}
+
 // pki is a CA, a server certificate for 127.0.0.1 and a client identity, as files.
 type pki struct {
 	caCert, serverCert, serverKey, identity string
-	caPEM                                   []byte
+	// identityCert and identityKey are the identity as two files, as a
+	// kubernetes.io/tls Secret mounts it.
+	identityCert, identityKey string
+	caPEM                     []byte
 }
 
 func newPKI(t *testing.T, dir string) pki {
@@ -391,6 +452,7 @@ func newPKI(t *testing.T, dir string) pki {
 	p := pki{
 		caCert: filepath.Join(dir, "ca.pem"), serverCert: filepath.Join(dir, "server.pem"),
 		serverKey: filepath.Join(dir, "server-key.pem"), identity: filepath.Join(dir, "healthcheck.pem"),
+		identityCert: filepath.Join(dir, "healthcheck-tls.crt"), identityKey: filepath.Join(dir, "healthcheck-tls.key"),
 		caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 	}
 	sc, sk := issue(2, "ferrofed", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
@@ -399,6 +461,8 @@ func newPKI(t *testing.T, dir string) pki {
 	writeFile(t, p.serverCert, string(sc))
 	writeFile(t, p.serverKey, string(sk))
 	writeFile(t, p.identity, string(cc)+string(ck))
+	writeFile(t, p.identityCert, string(cc))
+	writeFile(t, p.identityKey, string(ck))
 	return p
 }
 
