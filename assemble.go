@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
@@ -16,6 +17,9 @@ import (
 type assembled struct {
 	cfg *config.Config
 	srv *server.Server
+	// audit is the audit trail; nil without [audit]. Its spools are opened by start,
+	// never by assemble: `config check` must not touch a running gateway's spool.
+	audit *audit.Trail
 }
 
 // assemble loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -30,15 +34,35 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	}
 	// The federation surface: the data plane, the operator routes and the dependency
 	// report; its metrics reach the server's registry through server.Collected.
-	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation")})
+	// The audit trail ([audit]): its credential files are read here; the federation
+	// records every access through it before the access is made.
+	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit")})
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the audit trail could not be built: %w", err)}
+	}
+	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation"), Audit: trail})
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
-	srv, err := server.New(cfg, log, server.WithSurfaces(fed))
+	// The bindings report into the federation's dependency report, and their
+	// operator routes take the same operator token.
+	trail.Attach(fed.Tracker(), fed.Authorize())
+	surfaces := []server.Surface{fed}
+	for _, b := range trail.Surfaces() {
+		surfaces = append(surfaces, b)
+	}
+	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &assembled{cfg: cfg, srv: srv}, nil
+	return &assembled{cfg: cfg, srv: srv, audit: trail}, nil
+}
+
+// start starts the bindings' processes (the audit spools and their deliveries); serve
+// calls it once the listener is bound and before the first request is served. Drain
+// step 4 stops them.
+func (g *assembled) start() error {
+	return g.audit.Start()
 }
 
 // buildError is a configuration config.Load accepted but a part of the gateway refused.

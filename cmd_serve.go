@@ -51,6 +51,10 @@ func serve(cmd *cobra.Command, path string, g *assembled, log logr.Logger) error
 		log.Error(err, "Refused to start: cannot listen")
 		return exitError{1}
 	}
+	if err := g.start(); err != nil {
+		log.Error(err, "Refused to start: a binding could not start")
+		return exitError{1}
+	}
 	fmt.Fprintf(cmd.OutOrStdout(), "ferrofed: listening on %s\n", srv.URL())
 
 	// Signals are taken before Run so that none arriving during start is lost. The first

@@ -51,6 +51,8 @@ type Config struct {
 	Limits Limits `toml:"limits"`
 	// Forwarding is the [forwarding] table (limits.go).
 	Forwarding Forwarding `toml:"forwarding"`
+	// Audit is the [audit] table (audit.go); nil when absent: nothing is audited.
+	Audit *Audit `toml:"audit"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -371,6 +373,7 @@ func defaults() Config {
 
 // applyDefaults fills the defaults of array entries, which decoding cannot start from.
 func (c *Config) applyDefaults() {
+	c.Audit.applyDefaults()
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

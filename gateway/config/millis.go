@@ -63,6 +63,8 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "the budget of each readiness check (expiry fails closed)"},
 	{Key: "health.cache_ttl_ms", Default: fmt.Sprint(DefaultCacheTTLMS), Min: 0, Max: MaxCacheTTLMS,
 		Bounds: "how long a readiness result is reused (0: every probe evaluates)"},
+	{Key: "audit.timeout_ms", Default: fmt.Sprint(DefaultAuditTimeoutMS), Min: 1, Max: MaxAuditTimeoutMS,
+		Bounds: "one exchange of audit delivery with the repository or the feed"},
 	{Key: "auth.issuers[].jwks_refresh_ms", Default: fmt.Sprint(DefaultJWKSRefreshMS), Min: 0, Max: MaxJWKSRefreshMS,
 		Bounds: "how often an issuer's jwks_url is fetched again (0: the default)"},
 	{Key: "registry.members[].timeout_ms", Default: "0 (the request's budget)", Min: 0, Max: MaxBudgetMS, MaxNote: "and at most server.request_timeout_ms",

@@ -144,3 +144,24 @@ func TestCollectorExportsOneSeriesPerState(t *testing.T) {
 		}
 	}
 }
+
+func TestLiveServiceIsReadAtEachReportAndLeavesWithRemove(t *testing.T) {
+	tr := NewTracker()
+	state := Unknown
+	tr.SetService("audit_repository", Up, "stale")
+	tr.SetServiceFunc("audit_repository", func() State { return state })
+	if got := tr.Report().Services["audit_repository"]; got != Unknown {
+		t.Fatalf("live key = %s, want unknown (the recorded state must not win)", got)
+	}
+	if f := tr.Report().Faults["audit_repository"]; f != "" {
+		t.Fatalf("a recorded fault outlived SetServiceFunc: %q", f)
+	}
+	state = Degraded
+	if got := tr.Report().Services["audit_repository"]; got != Degraded {
+		t.Fatalf("live key = %s after its source changed, want degraded", got)
+	}
+	tr.RemoveService("audit_repository")
+	if _, ok := tr.Report().Services["audit_repository"]; ok {
+		t.Fatal("a removed live key is still reported")
+	}
+}

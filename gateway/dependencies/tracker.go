@@ -15,6 +15,8 @@ type Tracker struct {
 	endpoints map[string]State
 	services  map[string]State
 	faults    map[string]string
+	// live are the keys whose state is read when the report is (live.go).
+	live map[string]func() State
 }
 
 // NewTracker returns a tracker that knows the given member endpoint ids, all unknown.
@@ -83,6 +85,7 @@ func (t *Tracker) RemoveService(name string) {
 	defer t.mu.Unlock()
 	delete(t.services, name)
 	delete(t.faults, name)
+	delete(t.live, name)
 }
 
 // AnyEndpointUp reports whether at least one member endpoint was last seen up: the
@@ -100,9 +103,21 @@ func (t *Tracker) AnyEndpointUp() bool {
 
 // Report is a snapshot of the tracker.
 func (t *Tracker) Report() Report {
+	live := t.liveStates()
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return Report{Endpoints: maps.Clone(t.endpoints), Services: maps.Clone(t.services), Faults: maps.Clone(t.faults)}
+	r := Report{Endpoints: maps.Clone(t.endpoints), Services: maps.Clone(t.services), Faults: maps.Clone(t.faults)}
+	if len(live) > 0 {
+		if r.Services == nil {
+			r.Services = map[string]State{}
+		}
+		for name, s := range live {
+			if _, ok := t.live[name]; ok { // not removed meanwhile
+				r.Services[name] = s
+			}
+		}
+	}
+	return r
 }
 
 // Report is the body of {base}/operator/dependencies: ids and states only.

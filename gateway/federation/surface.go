@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/health"
@@ -36,6 +37,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Auth tunes the operator token verifier (tests set its clock and JWKS client).
 	Auth auth.Options
+	// Audit records every access of the data plane before it is made (audit.go);
+	// nil without [audit].
+	Audit *audit.Trail
 }
 
 // Surface is the federation surface of the gateway's server: the data plane
@@ -482,10 +486,14 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		return
 	}
 	defer done()
+	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
 	ctx := r.Context()
 	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return // the client left: nobody to answer.
+	}
+	if !stored() {
+		return
 	}
 	if res.status != http.StatusOK {
 		writeFHIR(c.Writer, res.status, res.outcome)
@@ -575,6 +583,11 @@ func (s *Surface) handleNodes(c *gin.Context) {
 		return
 	}
 	defer done()
+	// A routed answer is streamed as it comes: its record is stored before the member
+	// is asked.
+	if !s.auditing(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id})() {
+		return
+	}
 	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
 		gateway: gatewayBase(c.Request, st.cfg.Server.BasePath),
 		prefix:  strings.TrimSuffix(st.cfg.Server.BasePath, "/") + "/nodes/" + m.id + "/fhir",

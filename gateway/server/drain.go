@@ -252,7 +252,7 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 
 	// Step 4.
 	abandoned := s.stopSurfaces(budgets.BindingsDrainTimeout)
-	stopped := s.fire(lifecycle.SignalBindingsStopped, drained, "abandoned", abandoned)
+	stopped := s.fire(lifecycle.SignalBindingsStopped, drained, append([]any{"abandoned", abandoned}, s.stopReports()...)...)
 
 	// After the last step, before the exit: tell the runtime how the drain went (the
 	// container's termination message), then push the metrics the listener can no

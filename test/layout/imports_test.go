@@ -25,11 +25,14 @@ var allowed = map[string][]string{
 	"gateway/auth":         {"gateway/config"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
-	"gateway/federation":   {"gateway/auth", "gateway/config", "gateway/dependencies", "gateway/health"},
+	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/config", "gateway/dependencies", "gateway/health"},
 	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
 	"controllers":          {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 
 	// The bindings (gateway/bindings/<binding>/...).
+	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health"},
+	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool",
+		"gateway/config", "gateway/dependencies", "gateway/health"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
 	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},
 }

@@ -1,0 +1,166 @@
+package audit_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/test/auditrepo"
+	"github.com/ferrofed/ferrofed/test/crashfs"
+)
+
+type lines struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *lines) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, prefix+" "+args)
+}
+
+func (l *lines) find(subs ...string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+next:
+	for _, line := range l.all {
+		for _, s := range subs {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		return line
+	}
+	return ""
+}
+
+// Drain step 4 stops delivery and closes the spool without deleting what is
+// undelivered, and counts it in step 4's log line and in the gauge.
+func TestDrainCountsWhatIsLeftUndelivered(t *testing.T) {
+	logs := &lines{}
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	arr.SetHold(true) // nothing is ever delivered
+	dir := t.TempDir()
+	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr, log: funcr.New(logs.add, funcr.Options{})})
+	for _, m := range []string{"KEEP1", "KEEP2"} {
+		if s := g.search(m); s != http.StatusOK {
+			t.Fatalf("search answered %d", s)
+		}
+	}
+	g.stop()
+	if line := logs.find(`"signal"="BindingsStopped"`, `"audit_repository_undelivered"=2`); line == "" {
+		t.Fatalf("step 4's log line does not count the 2 undelivered records: %v", logs.all)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(g.trail.Collector())
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP ferrofed_audit_undelivered_at_exit Audit records still undelivered in a destination's spool when drain step 4 closed it (they are delivered after the next start on the same spool).
+# TYPE ferrofed_audit_undelivered_at_exit gauge
+ferrofed_audit_undelivered_at_exit{destination="audit_repository"} 2
+`), "ferrofed_audit_undelivered_at_exit"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing was deleted: the next start delivers both.
+	arr.SetHold(false)
+	g2 := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
+	g2.eventually("both left records delivered", func() bool { return delivered(arr, "KEEP1") >= 1 && delivered(arr, "KEEP2") >= 1 })
+}
+
+// The requester of an event is the operator token's subject, under its issuer, when
+// the data-plane request carries one; with destination = "log" the event is one log
+// line.
+func TestTheEventNamesTheTokensSubject(t *testing.T) {
+	g := startGateway(t, harnessOptions{audit: repositoryTable})
+	if s, _ := g.do(http.MethodGet, "/fhir/Patient?name=WHOMARK", g.token); s != http.StatusOK {
+		t.Fatalf("search answered %d", s)
+	}
+	g.eventually("delivered", func() bool { return delivered(g.arr, "WHOMARK") == 1 })
+	var ev struct {
+		Agent []struct {
+			Who struct {
+				Identifier struct{ System, Value string } `json:"identifier"`
+			} `json:"who"`
+			Requestor bool `json:"requestor"`
+		} `json:"agent"`
+	}
+	for _, e := range g.arr.Received() {
+		if strings.Contains(strings.Join(e.Queries, " "), "WHOMARK") {
+			if err := json.Unmarshal(e.Body, &ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(ev.Agent) < 3 || !ev.Agent[0].Requestor || ev.Agent[0].Who.Identifier.Value != "alice" || ev.Agent[0].Who.Identifier.System != issuer {
+		t.Fatalf("agents %+v, want alice of %s first", ev.Agent, issuer)
+	}
+
+	logs := &lines{}
+	lg := startGateway(t, harnessOptions{audit: "destination = \"log\"\n", log: funcr.New(logs.add, funcr.Options{})})
+	if s := lg.search("LOGLINE"); s != http.StatusOK {
+		t.Fatalf("search answered %d", s)
+	}
+	// base64("name=LOGLINE")
+	if line := logs.find(`"msg"="Audit event"`, `\"resourceType\":\"AuditEvent\"`, "bmFtZT1MT0dMSU5F"); line == "" {
+		t.Fatalf("no log line carries the event: %v", logs.all)
+	}
+}
+
+// A spool whose sync never returns (a hung disk) cannot be closed within
+// server.bindings_drain_timeout_ms: drain step 4 abandons audit_repository by name,
+// with a warning, and the termination message lists it.
+func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
+	fs := crashfs.New()
+	hung := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hung) }) }
+	t.Cleanup(release)
+	termination := filepath.Join(t.TempDir(), "termination-log")
+	logs := &lines{}
+	g := startGateway(t, harnessOptions{
+		audit: repositoryTable, spoolDir: "/spool", fs: fs, log: funcr.New(logs.add, funcr.Options{}),
+		server: fmt.Sprintf("request_timeout_ms = 200\nshutdown_timeout_ms = 200\nbindings_drain_timeout_ms = 300\ntermination_message_path = %q\n", termination),
+	})
+	var blocking atomic.Bool
+	fs.Hook = func(op crashfs.Op, name string) error {
+		if op == crashfs.OpSync && blocking.Load() {
+			<-hung
+		}
+		return nil
+	}
+	blocking.Store(true)
+	go func() { // its append hangs in the sync; the drain cuts it
+		if res, err := http.Get(g.url + "/fhir/Patient?name=HUNG"); err == nil {
+			res.Body.Close()
+		}
+	}()
+	g.eventually("the search is in flight", func() bool { return logs.find("Member endpoint changed state") != "" })
+	g.stop()
+	data, err := os.ReadFile(termination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lifecycle.ParseTerminationMessage(data)
+	if err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	if !slices.Contains(m.Abandoned, "audit_repository") {
+		t.Fatalf("abandoned %v, want audit_repository: %s", m.Abandoned, data)
+	}
+	if line := logs.find("abandoned a surface", `"surface"="audit_repository"`); line == "" {
+		t.Fatalf("no warning names audit_repository: %v", logs.all)
+	}
+	release()
+}

@@ -1,0 +1,357 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+)
+
+// The report keys of the destinations (the seed's names), also their binding names.
+const (
+	KeyRepository = "audit_repository"
+	KeyFeed       = "audit_feed"
+)
+
+// ErrNotStored wraps every reason Record could not store an event.
+var ErrNotStored = errors.New("audit record not stored")
+
+// Options tune a Trail; the zero value is production's.
+type Options struct {
+	// Logger receives the trail's logs, and the events with destination = "log".
+	Logger logr.Logger
+	// Metrics count the delivery exchanges; default a set of the trail's own, exported
+	// by Collector.
+	Metrics *binding.Metrics
+	// Observer names this gateway in its events; default the host name.
+	Observer string
+	// Now is the clock of the events; default time.Now.
+	Now func() time.Time
+	// FS is the spools' file system; default spool.OS.
+	FS spool.FS
+	// WaitAfter, BackoffBase and BackoffMax tune the spools and the delivery loops;
+	// zero keeps their defaults (5 s; 1 s doubling to 60 s). Tests shorten them.
+	WaitAfter, BackoffBase, BackoffMax time.Duration
+}
+
+// Trail is the audit trail of one gateway: Record stores an event, Start opens the
+// spools and starts their deliveries, and the process surfaces stop them in drain
+// step 4. A nil *Trail is a gateway without [audit]: Access and Record do nothing.
+type Trail struct {
+	log     logr.Logger
+	cfg     config.Audit
+	opts    Options
+	dests   []*destination
+	metrics *binding.Metrics
+	// undelivered is ferrofed_audit_undelivered_at_exit{destination}.
+	undelivered *prometheus.GaugeVec
+	// failed counts the events that could not be stored.
+	failed    prometheus.Counter
+	authorize gin.HandlerFunc
+}
+
+// destination is one spool and its delivery loop.
+type destination struct {
+	key    string // audit_repository, audit_feed
+	short  string // repository, feed: the spool's directory and the quarantine routes'
+	dir    string
+	url    string
+	client *binding.Client
+
+	sp     atomic.Pointer[spool.Spool]
+	cancel context.CancelFunc
+	done   chan struct{}
+	// leftAtExit is the count of undelivered records at Stop, -1 before.
+	leftAtExit atomic.Int64
+	stopOnce   sync.Once
+	stopErr    error
+}
+
+// New builds the trail [audit] describes, reading its credential files; nothing is
+// opened or sent (`config check` calls it too). It returns nil without [audit].
+func New(cfg *config.Config, o Options) (*Trail, error) {
+	if cfg == nil || cfg.Audit == nil {
+		return nil, nil
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	if o.Metrics == nil {
+		o.Metrics = binding.NewMetrics()
+	}
+	if o.Observer == "" {
+		o.Observer, _ = os.Hostname()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	t := &Trail{
+		log: o.Logger, cfg: *cfg.Audit, opts: o, metrics: o.Metrics,
+		undelivered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ferrofed_audit_undelivered_at_exit",
+			Help: "Audit records still undelivered in a destination's spool when drain step 4 closed it (they are delivered after the next start on the same spool).",
+		}, []string{"destination"}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ferrofed_audit_records_failed_total",
+			Help: "Audit events that could not be stored (spool full, storage failed, closed): each made its exchange failing.",
+		}),
+	}
+	if t.cfg.Destination != config.AuditToRepository {
+		return t, nil
+	}
+	add := func(key, short, dir, url string, cr config.Credentials) error {
+		c, err := binding.NewClient(binding.ClientOptions{
+			Name: key, Timeout: t.cfg.AuditTimeout(), MaxResponseBytes: deliver.DefaultMaxResponseBytes,
+			Credentials: cr, Metrics: o.Metrics,
+		})
+		if err != nil {
+			return err
+		}
+		d := &destination{key: key, short: short, dir: filepath.Join(dir, short), url: url, client: c, done: make(chan struct{})}
+		d.leftAtExit.Store(-1)
+		t.dests = append(t.dests, d)
+		return nil
+	}
+	if err := add(KeyRepository, "repository", t.cfg.SpoolDir, t.cfg.URL, t.cfg.Credentials); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if f := t.cfg.Feed; f != nil {
+		if err := add(KeyFeed, "feed", f.SpoolDir, f.URL, f.Credentials); err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// Refuses reports whether a request whose event could not be stored is refused
+// (audit.on_failure = "refuse").
+func (t *Trail) Refuses() bool { return t != nil && t.cfg.Refuses() }
+
+// Attach puts the destinations' report keys into tracker, read from their spools at
+// each report, and guards the quarantine routes with authorize (the operator token).
+// Call it before the server registers the routes.
+func (t *Trail) Attach(tracker *dependencies.Tracker, authorize gin.HandlerFunc) {
+	if t == nil {
+		return
+	}
+	t.authorize = authorize
+	for _, d := range t.dests {
+		tracker.SetServiceFunc(d.key, d.state)
+	}
+}
+
+// state is the destination's report state now: unknown until its spool is open.
+func (d *destination) state() dependencies.State {
+	sp := d.sp.Load()
+	if sp == nil {
+		return dependencies.Unknown
+	}
+	return spool.State(sp.Snapshot())
+}
+
+// Start opens every spool (recovering whatever it finds) and starts its delivery.
+// An error means a spool directory cannot be made or read: the gateway refuses to
+// start rather than serve without its audit trail.
+func (t *Trail) Start() error {
+	if t == nil {
+		return nil
+	}
+	for _, d := range t.dests {
+		so := spool.Options{Dir: d.dir, FS: t.opts.FS, MaxBytes: t.cfg.SpoolBytes(), WaitAfter: t.opts.WaitAfter}
+		so.SegmentBytes = min(spool.DefaultSegmentBytes, so.MaxBytes/2)
+		sp, err := spool.Open(so)
+		if err != nil {
+			return fmt.Errorf("audit: open the spool of %s in %s: %w", d.key, d.dir, err)
+		}
+		r := sp.Report()
+		t.log.Info("Opened the audit spool", "destination", d.key, "dir", d.dir, "pending", r.Pending,
+			"truncated", r.Truncated, "quarantined", r.Quarantined, "problems", r.Problems)
+		loop, err := deliver.New(sp, deliver.Options{
+			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Timeout: t.cfg.AuditTimeout(), Authorize: d.client.Authorize,
+			BackoffBase: t.opts.BackoffBase, BackoffMax: t.opts.BackoffMax,
+			Logf: func(format string, args ...any) {
+				t.log.Info("Audit delivery: "+fmt.Sprintf(format, args...), "destination", d.key)
+			},
+		})
+		if err != nil {
+			_ = sp.Close(context.Background())
+			return fmt.Errorf("audit: %s: %w", d.key, err)
+		}
+		d.sp.Store(sp)
+		ctx, cancel := context.WithCancel(context.Background())
+		d.cancel = cancel
+		go func() {
+			defer close(d.done)
+			if err := loop.Run(ctx); err != nil {
+				t.log.Error(err, "Audit delivery stopped", "destination", d.key)
+			}
+		}()
+	}
+	return nil
+}
+
+// Access builds the event of a and stores it (Record).
+func (t *Trail) Access(ctx context.Context, a Access) error {
+	if t == nil {
+		return nil
+	}
+	if a.Time.IsZero() {
+		a.Time = t.opts.Now()
+	}
+	ev, err := Event(a, Source{Observer: t.opts.Observer}, deliver.NewEventID())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotStored, err)
+	}
+	// Event stamped the id: Record's check of it would only parse the event again.
+	return t.store(ctx, ev)
+}
+
+// Record stores one AuditEvent (FHIR R4 JSON) and returns once it is stored: written
+// to the log, or synced to every destination's spool. An event without the stable
+// event id tag gets one. The error wraps ErrNotStored and the spool's reason
+// (spool.ErrFull, spool.ErrStorage, spool.ErrClosed); the exchange it records is then
+// failing. Every binding records its outbound exchanges through it.
+func (t *Trail) Record(ctx context.Context, event []byte) error {
+	if t == nil {
+		return nil
+	}
+	if _, ok := deliver.EventID(event); !ok {
+		stamped, err := deliver.StampEventID(event, deliver.NewEventID())
+		if err != nil {
+			t.failed.Inc()
+			return fmt.Errorf("%w: %w", ErrNotStored, err)
+		}
+		event = stamped
+	}
+	return t.store(ctx, event)
+}
+
+// store is Record for an event that carries its event id.
+func (t *Trail) store(ctx context.Context, event []byte) error {
+	if t.cfg.Destination != config.AuditToRepository {
+		// The event as one string value: every log sink writes it as the JSON it is,
+		// where a raw JSON value would be written as bytes by some.
+		t.log.Info("Audit event", "auditEvent", string(event))
+		return nil
+	}
+	errs := make([]error, len(t.dests))
+	if len(t.dests) == 1 {
+		errs[0] = t.dests[0].append(ctx, event)
+	} else {
+		var wg sync.WaitGroup
+		for i, d := range t.dests {
+			wg.Go(func() { errs[i] = d.append(ctx, event) })
+		}
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.failed.Inc()
+		return fmt.Errorf("%w: %w", ErrNotStored, err)
+	}
+	return nil
+}
+
+func (d *destination) append(ctx context.Context, event []byte) error {
+	sp := d.sp.Load()
+	if sp == nil {
+		return fmt.Errorf("%s: %w", d.key, spool.ErrClosed)
+	}
+	if _, err := sp.Append(ctx, event); err != nil {
+		return fmt.Errorf("%s: %w", d.key, err)
+	}
+	return nil
+}
+
+// Syncs counts the data syncs of every spool since Start (the benchmark's fsyncs).
+func (t *Trail) Syncs() uint64 {
+	if t == nil {
+		return 0
+	}
+	var n uint64
+	for _, d := range t.dests {
+		if sp := d.sp.Load(); sp != nil {
+			n += sp.Syncs()
+		}
+	}
+	return n
+}
+
+// stop is drain step 4 for one destination: delivery stops at once (what it had in
+// flight stays in the spool and is delivered again after the next start), the spool
+// is synced and closed, nothing is deleted. It returns once the spool's writer has
+// finished, whatever ctx says, so that a writer stuck in a sync past the bindings
+// budget is abandoned by the server under the destination's name.
+func (t *Trail) stop(ctx context.Context, d *destination) error {
+	d.stopOnce.Do(func() {
+		sp := d.sp.Load()
+		if sp == nil {
+			return
+		}
+		// Deliveries under way end with the loop's context, and the loop with them.
+		d.cancel()
+		<-d.done
+		left := sp.Snapshot().Pending
+		d.leftAtExit.Store(int64(left))
+		t.undelivered.WithLabelValues(d.key).Set(float64(left))
+		d.stopErr = sp.Close(context.WithoutCancel(ctx))
+		t.log.Info("Stopped audit delivery and closed its spool: what is undelivered stays in the spool",
+			"destination", d.key, "undelivered", left, "dir", d.dir)
+	})
+	return d.stopErr
+}
+
+// Collector exports the binding metrics of the destinations and the trail's own.
+func (t *Trail) Collector() prometheus.Collector { return collector{t} }
+
+type collector struct{ t *Trail }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	c.t.metrics.Describe(ch)
+	c.t.undelivered.Describe(ch)
+	c.t.failed.Describe(ch)
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.t.metrics.Collect(ch)
+	c.t.undelivered.Collect(ch)
+	c.t.failed.Collect(ch)
+}
+
+// Surfaces are what the server gets: the trail's own (its operator routes and
+// metrics; with the log destination, metrics only) and one process surface per
+// destination, named for its report key.
+func (t *Trail) Surfaces() []binding.Surface {
+	if t == nil {
+		return nil
+	}
+	out := []binding.Surface{&routes{t: t}}
+	for _, d := range t.dests {
+		ps := binding.NewProcessSurface(d.key, processFunc(func(ctx context.Context) error { return t.stop(ctx, d) }))
+		ps.StopReportFunc = func() []any {
+			if n := d.leftAtExit.Load(); n >= 0 {
+				return []any{d.key + "_undelivered", n}
+			}
+			return nil
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+type processFunc func(ctx context.Context) error
+
+func (f processFunc) Stop(ctx context.Context) error { return f(ctx) }

@@ -1,0 +1,305 @@
+package config
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The values of [audit] destination and on_failure.
+const (
+	// AuditToLog writes each AuditEvent as one structured log line; no report key.
+	AuditToLog = "log"
+	// AuditToRepository spools each AuditEvent and delivers it over RESTful ATNA
+	// (ITI-20) to audit.url, and to audit.feed.url when [audit.feed] is set.
+	AuditToRepository = "repository"
+	// AuditRefuse answers a request whose audit record could not be stored 503.
+	AuditRefuse = "refuse"
+	// AuditServe serves it anyway and logs that its record is missing.
+	AuditServe = "serve"
+)
+
+// Defaults and limits of [audit] (BINDINGS.md §2.6, §4.2).
+const (
+	DefaultAuditTimeoutMS = 5000
+	MaxAuditTimeoutMS     = 60000
+	// DefaultMaxSpoolBytes is audit.max_spool_bytes' default (256 MiB), for each spool.
+	DefaultMaxSpoolBytes = 256 << 20
+	// MinMaxSpoolBytes is the smallest cap: two segments of one record limit (1 MiB)
+	// each, the spool's own floor.
+	MinMaxSpoolBytes = 4 << 20
+	// MaxMaxSpoolBytes bounds the cap (64 GiB): a spool is scanned whole at start.
+	MaxMaxSpoolBytes = 64 << 30
+	// MaxBearerTokenBytes bounds a bearer_token_file.
+	MaxBearerTokenBytes = 16 << 10
+)
+
+// Audit is the [audit] table (BINDINGS.md §2.6). Absent, nothing is audited and the
+// report has neither audit_repository nor audit_feed.
+type Audit struct {
+	// Destination is "log" (the default) or "repository".
+	Destination string `toml:"destination"`
+	// URL is the audit record repository's FHIR base (repository only): events go to
+	// POST {url}/AuditEvent.
+	URL string `toml:"url"`
+	// SpoolDir is the directory of the spools (repository only, required): the
+	// repository's is <spool_dir>/repository, the feed's <audit.feed.spool_dir>/feed.
+	SpoolDir string `toml:"spool_dir"`
+	// MaxSpoolBytes caps each spool's segment files; an event past it is refused
+	// (never an old one dropped). Default 256 MiB, from 4 MiB to 64 GiB.
+	MaxSpoolBytes *int64 `toml:"max_spool_bytes"`
+	// TimeoutMS bounds one delivery exchange; default 5000, from 1 to 60000.
+	TimeoutMS *int64 `toml:"timeout_ms"`
+	// OnFailure is what a request whose audit record could not be stored gets:
+	// "refuse" (the default: 503 OperationOutcome, no member asked) or "serve".
+	OnFailure string `toml:"on_failure"`
+	// Credentials of the repository.
+	Credentials
+	// Feed is the [audit.feed] table: a FHIR Feed repository that gets every event
+	// too, from a spool of its own (repository only).
+	Feed *AuditFeed `toml:"feed"`
+}
+
+// AuditFeed is the [audit.feed] table.
+type AuditFeed struct {
+	// URL is the feed repository's FHIR base.
+	URL string `toml:"url"`
+	// SpoolDir is the directory of the feed's spool, <spool_dir>/feed; it may be
+	// audit.spool_dir.
+	SpoolDir string `toml:"spool_dir"`
+	// Credentials of the feed repository.
+	Credentials
+}
+
+// Credentials are the files a binding authenticates with (Secrets mounted on
+// Kubernetes). Each is read at start; the token file again at each exchange, so that a
+// rotated token is used without a restart.
+type Credentials struct {
+	// ClientCertificateFile and ClientKeyFile are a PEM client certificate and its key
+	// (mutual TLS); both or neither.
+	ClientCertificateFile string `toml:"client_certificate_file"`
+	ClientKeyFile         string `toml:"client_key_file"`
+	// CAFile is a PEM bundle the server's certificate is verified against instead of
+	// the system's roots.
+	CAFile string `toml:"ca_file"`
+	// BearerTokenFile holds a token sent as "Authorization: Bearer <token>".
+	BearerTokenFile string `toml:"bearer_token_file"`
+}
+
+// AuditTimeout is audit.timeout_ms resolved.
+func (a *Audit) AuditTimeout() time.Duration {
+	if a == nil || a.TimeoutMS == nil {
+		return DefaultAuditTimeoutMS * time.Millisecond
+	}
+	return ms(*a.TimeoutMS)
+}
+
+// SpoolBytes is audit.max_spool_bytes resolved.
+func (a *Audit) SpoolBytes() int64 {
+	if a == nil || a.MaxSpoolBytes == nil {
+		return DefaultMaxSpoolBytes
+	}
+	return *a.MaxSpoolBytes
+}
+
+// Refuses reports whether a request whose record could not be stored is refused.
+func (a *Audit) Refuses() bool { return a == nil || a.OnFailure != AuditServe }
+
+// applyDefaults fills what decoding over a pointer table cannot start from.
+func (a *Audit) applyDefaults() {
+	if a == nil {
+		return
+	}
+	if a.Destination == "" {
+		a.Destination = AuditToLog
+	}
+	if a.OnFailure == "" {
+		a.OnFailure = AuditRefuse
+	}
+}
+
+// validate returns the problems of [audit] and [audit.feed], each naming its key.
+func (a *Audit) validate(opts Options) []Problem {
+	if a == nil {
+		return nil
+	}
+	var ps []Problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Key: "audit." + key, Message: fmt.Sprintf(format, args...)})
+	}
+	switch a.OnFailure {
+	case AuditRefuse, AuditServe:
+	default:
+		add("on_failure", "%q is neither %q nor %q", a.OnFailure, AuditRefuse, AuditServe)
+	}
+	if a.TimeoutMS != nil {
+		if msg := msProblem("audit.timeout_ms", *a.TimeoutMS); msg != "" {
+			add("timeout_ms", "%s", msg)
+		}
+	}
+	switch a.Destination {
+	case AuditToLog:
+		// Nothing of a repository may be set: it would be ignored in silence.
+		for key, set := range map[string]bool{
+			"url": a.URL != "", "spool_dir": a.SpoolDir != "", "max_spool_bytes": a.MaxSpoolBytes != nil,
+			"timeout_ms": a.TimeoutMS != nil, "client_certificate_file": a.ClientCertificateFile != "",
+			"client_key_file": a.ClientKeyFile != "", "ca_file": a.CAFile != "", "bearer_token_file": a.BearerTokenFile != "",
+			"feed": a.Feed != nil,
+		} {
+			if set {
+				add(key, "is set but audit.destination is %q: it is used with destination = %q only", AuditToLog, AuditToRepository)
+			}
+		}
+		sortProblems(ps)
+		return ps
+	case AuditToRepository:
+	default:
+		add("destination", "%q is neither %q nor %q", a.Destination, AuditToLog, AuditToRepository)
+		return ps
+	}
+	if msg := bindingURLProblem(a.URL); msg != "" {
+		add("url", "%s", msg)
+	}
+	if msg := spoolDirProblem(a.SpoolDir); msg != "" {
+		add("spool_dir", "%s", msg)
+	}
+	if a.MaxSpoolBytes != nil && (*a.MaxSpoolBytes < MinMaxSpoolBytes || *a.MaxSpoolBytes > MaxMaxSpoolBytes) {
+		add("max_spool_bytes", "%d is not from %d (4 MiB) to %d (64 GiB)", *a.MaxSpoolBytes, MinMaxSpoolBytes, int64(MaxMaxSpoolBytes))
+	}
+	ps = append(ps, a.credentialProblems("audit.", opts)...)
+	if f := a.Feed; f != nil {
+		if msg := bindingURLProblem(f.URL); msg != "" {
+			add("feed.url", "%s", msg)
+		} else if f.URL == a.URL {
+			add("feed.url", "is audit.url: the feed is a second repository, each event would be delivered twice to one")
+		}
+		if msg := spoolDirProblem(f.SpoolDir); msg != "" {
+			add("feed.spool_dir", "%s", msg)
+		}
+		ps = append(ps, f.credentialProblems("audit.feed.", opts)...)
+	}
+	sortProblems(ps)
+	return ps
+}
+
+// bindingURLProblem is what is wrong with a binding's base URL, or "". The URL is
+// never logged or reported with credentials, so it may not carry any.
+func bindingURLProblem(raw string) string {
+	if raw == "" {
+		return "is required"
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Sprintf("%q must be an absolute http or https URL", raw)
+	case u.User != nil:
+		return "must not carry credentials: name a bearer_token_file or a client certificate"
+	case u.RawQuery != "" || u.Fragment != "":
+		return "must be a FHIR base, without a query or a fragment"
+	}
+	return ""
+}
+
+// spoolDirProblem is what is wrong with a spool directory, or "". It is not created
+// or read here: `config check` must not touch a running gateway's spool.
+func spoolDirProblem(dir string) string {
+	switch {
+	case dir == "":
+		return "is required with destination = \"repository\""
+	case !filepath.IsAbs(dir):
+		return fmt.Sprintf("%q must be an absolute path", dir)
+	case filepath.Clean(dir) == "/":
+		return "must not be the root directory"
+	case len(dir) > MaxTerminationMessagePathBytes:
+		return fmt.Sprintf("is longer than %d bytes", MaxTerminationMessagePathBytes)
+	}
+	return ""
+}
+
+// credentialProblems checks the credential files (unless opts.SkipFiles) with the readers the
+// binding's client uses, so that `config check` and serve refuse the same files.
+func (c Credentials) credentialProblems(prefix string, opts Options) []Problem {
+	var ps []Problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Key: prefix + key, Message: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case (c.ClientCertificateFile == "") != (c.ClientKeyFile == ""):
+		key := "client_key_file"
+		if c.ClientCertificateFile == "" {
+			key = "client_certificate_file"
+		}
+		add(key, "is required with %s: a client certificate needs both files", map[string]string{
+			"client_key_file": prefix + "client_certificate_file", "client_certificate_file": prefix + "client_key_file"}[key])
+	case c.ClientCertificateFile != "" && !opts.SkipFiles:
+		if _, err := tls.LoadX509KeyPair(c.ClientCertificateFile, c.ClientKeyFile); err != nil {
+			add("client_certificate_file", "cannot be used with %s: %v", prefix+"client_key_file", err)
+		}
+	}
+	if c.CAFile != "" && !opts.SkipFiles {
+		if _, err := ReadCAFile(c.CAFile); err != nil {
+			add("ca_file", "%v", err)
+		}
+	}
+	if c.BearerTokenFile != "" && !opts.SkipFiles {
+		if _, err := ReadBearerToken(c.BearerTokenFile); err != nil {
+			add("bearer_token_file", "%v", err)
+		}
+	}
+	return ps
+}
+
+// ReadCAFile reads a PEM bundle of CA certificates.
+func ReadCAFile(path string) (*x509.CertPool, error) {
+	data, err := readBounded(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// ReadBearerToken reads a bearer token file: at most MaxBearerTokenBytes, surrounding
+// whitespace trimmed, not empty, one line of visible ASCII.
+func ReadBearerToken(path string) (string, error) {
+	data, err := readBounded(path, MaxBearerTokenBytes)
+	if err != nil {
+		return "", err
+	}
+	tok := string(bytes.TrimSpace(data))
+	switch {
+	case tok == "":
+		return "", fmt.Errorf("%s is empty", path)
+	case strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
+		return "", fmt.Errorf("%s holds more than one token, or characters a header cannot carry", path)
+	}
+	return tok, nil
+}
+
+// readBounded reads at most limit bytes of path; a longer file is an error.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, errors.New(path + " is larger than " + fmt.Sprint(limit) + " bytes")
+	}
+	return data, nil
+}

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTheAuditTable(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("  abc.def  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const repo = "[audit]\ndestination = \"repository\"\nurl = \"http://arr.example/fhir\"\nspool_dir = \"/var/spool/ferrofed\"\n"
+	cases := []struct {
+		name    string
+		doc     string
+		wantKey string // "" when the document is accepted
+		wantMsg string
+	}{
+		{"an empty table logs", "[audit]\n", "", ""},
+		{"a repository with its url and spool", repo, "", ""},
+		{"a repository with a feed and a token", repo + "bearer_token_file = \"" + token + "\"\n[audit.feed]\nurl = \"https://feed.example/fhir\"\nspool_dir = \"/var/spool/ferrofed\"\n", "", ""},
+		{"an unknown destination", "[audit]\ndestination = \"syslog\"\n", "audit.destination", "neither"},
+		{"a repository without a url", "[audit]\ndestination = \"repository\"\nspool_dir = \"/s\"\n", "audit.url", "is required"},
+		{"a url with credentials", strings.Replace(repo, "http://arr", "http://u:p@arr", 1), "audit.url", "credentials"},
+		{"a url with a query", strings.Replace(repo, "/fhir", "/fhir?x=1", 1), "audit.url", "query"},
+		{"a relative spool dir", strings.Replace(repo, "/var/spool/ferrofed", "spool", 1), "audit.spool_dir", "absolute"},
+		{"a spool dir at the root", strings.Replace(repo, "/var/spool/ferrofed", "/", 1), "audit.spool_dir", "root"},
+		{"a cap below the floor", repo + "max_spool_bytes = 1024\n", "audit.max_spool_bytes", "not from 4194304"},
+		{"a cap above the ceiling", repo + "max_spool_bytes = 68719476737\n", "audit.max_spool_bytes", "64 GiB"},
+		{"a zero timeout", repo + "timeout_ms = 0\n", "audit.timeout_ms", "greater than zero"},
+		{"a timeout past the minute", repo + "timeout_ms = 60001\n", "audit.timeout_ms", "more than the maximum, 60000"},
+		{"an unknown on_failure", repo + "on_failure = \"drop\"\n", "audit.on_failure", "neither"},
+		{"a certificate without its key", repo + "client_certificate_file = \"/c.pem\"\n", "audit.client_key_file", "both files"},
+		{"an empty token file", repo + "bearer_token_file = \"" + empty + "\"\n", "audit.bearer_token_file", "is empty"},
+		{"a missing CA file", repo + "ca_file = \"" + filepath.Join(dir, "nope") + "\"\n", "audit.ca_file", "no such file"},
+		{"a url with the log destination", "[audit]\nurl = \"http://arr/fhir\"\n", "audit.url", "destination is \"log\""},
+		{"a feed with the log destination", "[audit]\n[audit.feed]\nurl = \"http://f/fhir\"\nspool_dir = \"/s\"\n", "audit.feed", "destination is \"log\""},
+		{"a feed without a spool dir", repo + "[audit.feed]\nurl = \"http://f/fhir\"\n", "audit.feed.spool_dir", "is required"},
+		{"a feed at the repository's url", repo + "[audit.feed]\nurl = \"http://arr.example/fhir\"\nspool_dir = \"/s\"\n", "audit.feed.url", "twice"},
+		{"an unknown key of the feed", repo + "[audit.feed]\nurl = \"http://f/fhir\"\nspool_dir = \"/s\"\nretries = 3\n", "audit.feed.retries", "unknown key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.doc), "t.toml", Options{})
+			if tc.wantKey == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if c.Audit == nil {
+					t.Fatal("the table is present but Audit is nil")
+				}
+				return
+			}
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want problems, got %v", err)
+			}
+			for _, p := range ps.List {
+				if p.Key == tc.wantKey && strings.Contains(p.Message, tc.wantMsg) && p.Line > 0 {
+					return
+				}
+			}
+			t.Fatalf("want a problem of %s (with its line) saying %q, got %v", tc.wantKey, tc.wantMsg, err)
+		})
+	}
+}
+
+func TestTheAuditDefaults(t *testing.T) {
+	c, err := Parse([]byte("[server]\nlisten = \":8080\"\n"), "t.toml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Audit != nil {
+		t.Fatal("no [audit] table, but Audit is set: audit must be off unless its table is present")
+	}
+	c, err = Parse([]byte("[audit]\ndestination = \"repository\"\nurl = \"http://a/fhir\"\nspool_dir = \"/s\"\n"), "t.toml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Audit.OnFailure != AuditRefuse || !c.Audit.Refuses() || c.Audit.SpoolBytes() != DefaultMaxSpoolBytes || c.Audit.AuditTimeout().Milliseconds() != DefaultAuditTimeoutMS {
+		t.Fatalf("defaults: %+v", c.Audit)
+	}
+	if c.Audit.Destination != AuditToRepository {
+		t.Fatalf("destination = %q", c.Audit.Destination)
+	}
+}
+
+func TestReadBearerToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if tok, err := ReadBearerToken(write("ok", "tok-1\n")); err != nil || tok != "tok-1" {
+		t.Fatalf("ReadBearerToken = %q, %v", tok, err)
+	}
+	if _, err := ReadBearerToken(write("two", "a b")); err == nil {
+		t.Fatal("two tokens accepted")
+	}
+	if _, err := ReadBearerToken(write("big", strings.Repeat("a", MaxBearerTokenBytes+1))); err == nil {
+		t.Fatal("an oversized token accepted")
+	}
+}
