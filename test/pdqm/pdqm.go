@@ -20,7 +20,15 @@
 //     a 400 naming it;
 //   - a merged record is a fixture of its own (`active: false` and a `link` of type
 //     `replaced-by`), answered as it is (Case 6), or left out with OmitInactive;
-//   - `GET [base]/Patient/<id>` reads one Patient (404 unknown).
+//   - `GET [base]/Patient/<id>` reads one Patient (404 unknown);
+//   - `POST [base]/Patient/$match` is Patient Demographics Match [ITI-119]: a
+//     Parameters (resource, onlyCertainMatches, count) or a bare Patient, answered
+//     with a searchset whose entries carry `search.score` and the match-grade
+//     extension, best first; with onlyCertainMatches only the certain ones (none is
+//     the empty Bundle of Cases 4 and 5), at most count. Its grading is MatchResults
+//     when set (a canned ranking), else: a shared identifier is certain (1.0), the
+//     same family, given name and birth date probable (0.8), the same family and
+//     birth date possible (0.6).
 //
 // Every answer carries the marker (a meta.tag of the Bundle, the text of an
 // OperationOutcome); the knobs of test/double apply.
@@ -119,6 +127,9 @@ type Options struct {
 	UnknownDomainOK bool
 	// OmitInactive leaves records with active false out of every answer.
 	OmitInactive bool
+	// MatchResults, when set, are the ranking every $match answers (before
+	// onlyCertainMatches and count).
+	MatchResults []Graded
 	// Marker is put in every body; default "PDQM-BODY".
 	Marker string
 	// Knobs are the faults the supplier starts with (test/double).
@@ -200,6 +211,14 @@ func New(opts Options) (*Server, error) {
 		}
 		s.patients = append(s.patients, r)
 	}
+	for i, g := range opts.MatchResults {
+		if !slices.ContainsFunc(s.patients, func(p record) bool { return p.v.ID == g.ID }) {
+			return nil, fmt.Errorf("pdqm: matchResults[%d]: no fixture %q", i, g.ID)
+		}
+		if !slices.Contains([]string{"certain", "probable", "possible", "certainly-not"}, g.Grade) || g.Score < 0 || g.Score > 1 {
+			return nil, fmt.Errorf("pdqm: matchResults[%d]: grade %q score %g (certain, probable, possible or certainly-not; 0 to 1)", i, g.Grade, g.Score)
+		}
+	}
 	ds, err := double.New(double.Options{Listen: opts.Listen, Name: "pdqm supplier", Marker: opts.Marker, MaxBodyBytes: 64 << 10, Knobs: opts.Knobs}, s)
 	if err != nil {
 		return nil, err
@@ -217,6 +236,8 @@ func (s *Server) Answer(r double.Request) double.Answer {
 	switch rest, _ := strings.CutPrefix(r.Path, "/fhir/Patient"); {
 	case rest == "" && r.Method == http.MethodGet:
 		return s.search(r.Query)
+	case rest == "/$match" && r.Method == http.MethodPost:
+		return s.match(r)
 	case rest == "/_search" && r.Method == http.MethodPost:
 		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
 			return s.outcome(http.StatusBadRequest, "error", "invalid", "a _search body must be application/x-www-form-urlencoded")
@@ -238,6 +259,175 @@ func (s *Server) Answer(r double.Request) double.Answer {
 		return s.outcome(http.StatusNotFound, "error", "not-found", "no Patient "+rest[1:])
 	}
 	return s.outcome(http.StatusNotFound, "error", "not-supported", r.Method+" "+r.Path+" is not an ITI-78 interaction")
+}
+
+// MatchGrade is the extension url of a $match entry's grade.
+const MatchGrade = "http://hl7.org/fhir/StructureDefinition/match-grade"
+
+// Graded is one $match result: a Patient, its grade (certain, probable, possible,
+// certainly-not) and its score (0 to 1).
+type Graded struct {
+	ID    string
+	Grade string
+	Score float64
+}
+
+// MatchInput is what a $match asks.
+type MatchInput struct {
+	Patient            json.RawMessage
+	OnlyCertainMatches bool
+	Count              int // 0: no limit
+}
+
+// ParseMatch reads a $match body: a Parameters or a bare Patient.
+func ParseMatch(body []byte) (MatchInput, error) {
+	var head struct {
+		ResourceType string `json:"resourceType"`
+		Parameter    []struct {
+			Name         string          `json:"name"`
+			Resource     json.RawMessage `json:"resource"`
+			ValueBoolean *bool           `json:"valueBoolean"`
+			ValueInteger *int            `json:"valueInteger"`
+		} `json:"parameter"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return MatchInput{}, fmt.Errorf("the body is no FHIR JSON: %w", err)
+	}
+	switch head.ResourceType {
+	case "Patient":
+		return MatchInput{Patient: body}, nil
+	case "Parameters":
+	default:
+		return MatchInput{}, fmt.Errorf("the body is a %q, not a Parameters or a Patient", head.ResourceType)
+	}
+	var in MatchInput
+	for i, p := range head.Parameter {
+		switch p.Name {
+		case "resource":
+			var r struct {
+				ResourceType string `json:"resourceType"`
+			}
+			if json.Unmarshal(p.Resource, &r) != nil || r.ResourceType != "Patient" {
+				return MatchInput{}, fmt.Errorf("parameter[%d] resource is not a Patient", i)
+			}
+			in.Patient = p.Resource
+		case "onlyCertainMatches":
+			if p.ValueBoolean == nil {
+				return MatchInput{}, fmt.Errorf("parameter[%d] onlyCertainMatches needs a valueBoolean", i)
+			}
+			in.OnlyCertainMatches = *p.ValueBoolean
+		case "count":
+			if p.ValueInteger == nil || *p.ValueInteger < 1 {
+				return MatchInput{}, fmt.Errorf("parameter[%d] count needs a valueInteger of 1 or more", i)
+			}
+			in.Count = *p.ValueInteger
+		default:
+			return MatchInput{}, fmt.Errorf("parameter[%d] %q is not a $match parameter", i, p.Name)
+		}
+	}
+	if in.Patient == nil {
+		return MatchInput{}, fmt.Errorf("no resource parameter")
+	}
+	return in, nil
+}
+
+// Rank is the supplier's $match results for an input, best first.
+func (s *Server) Rank(in MatchInput) ([]Graded, error) {
+	var p view
+	if err := json.Unmarshal(in.Patient, &p); err != nil {
+		return nil, fmt.Errorf("the input Patient: %w", err)
+	}
+	out := slices.Clone(s.opts.MatchResults)
+	if out == nil {
+		for _, r := range s.patients {
+			if s.opts.OmitInactive && r.v.Active != nil && !*r.v.Active {
+				continue
+			}
+			if g, ok := grade(p, r.v); ok {
+				out = append(out, Graded{ID: r.v.ID, Grade: g.Grade, Score: g.Score})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	if in.OnlyCertainMatches {
+		out = slices.DeleteFunc(out, func(g Graded) bool { return g.Grade != "certain" })
+	}
+	if in.Count > 0 && len(out) > in.Count {
+		out = out[:in.Count]
+	}
+	return out, nil
+}
+
+// grade is the built-in grading of a fixture against a $match input.
+func grade(in, p view) (Graded, bool) {
+	for _, a := range in.Identifier {
+		if slices.Contains(p.Identifier, a) {
+			return Graded{Grade: "certain", Score: 1}, true
+		}
+	}
+	if in.BirthDate == "" || in.BirthDate != p.BirthDate {
+		return Graded{}, false
+	}
+	family, given := false, false
+	for _, a := range in.Name {
+		for _, b := range p.Name {
+			if a.Family != "" && strings.EqualFold(a.Family, b.Family) {
+				family = true
+				given = given || slices.ContainsFunc(a.Given, func(g string) bool {
+					return slices.ContainsFunc(b.Given, func(h string) bool { return strings.EqualFold(g, h) })
+				})
+			}
+		}
+	}
+	switch {
+	case family && given:
+		return Graded{Grade: "probable", Score: 0.8}, true
+	case family:
+		return Graded{Grade: "possible", Score: 0.6}, true
+	}
+	return Graded{}, false
+}
+
+// match answers a $match.
+func (s *Server) match(r double.Request) double.Answer {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/fhir+json" && mt != "application/json" {
+		return s.outcome(http.StatusUnsupportedMediaType, "error", "not-supported", "a $match body must be application/fhir+json")
+	}
+	in, err := ParseMatch(r.Body)
+	if err != nil {
+		return s.outcome(http.StatusBadRequest, "error", "invalid", err.Error())
+	}
+	ranked, err := s.Rank(in)
+	if err != nil {
+		return s.outcome(http.StatusBadRequest, "error", "invalid", err.Error())
+	}
+	var entries []any
+	for _, g := range ranked {
+		i := slices.IndexFunc(s.patients, func(p record) bool { return p.v.ID == g.ID })
+		if i < 0 {
+			return s.outcome(http.StatusInternalServerError, "error", "exception", "MatchResults names "+g.ID+", no fixture")
+		}
+		entries = append(entries, map[string]any{
+			"fullUrl":  s.URL + "/Patient/" + g.ID,
+			"resource": s.patients[i].raw,
+			"search": map[string]any{
+				"extension": []any{map[string]any{"url": MatchGrade, "valueCode": g.Grade}},
+				"mode":      "match",
+				"score":     g.Score,
+			},
+		})
+	}
+	b := map[string]any{
+		"resourceType": "Bundle",
+		"meta":         map[string]any{"tag": []any{map[string]any{"code": s.opts.Marker}}},
+		"type":         "searchset",
+		"total":        len(entries),
+		"link":         []any{map[string]any{"relation": "self", "url": s.URL + "/Patient/$match"}},
+	}
+	if len(entries) > 0 {
+		b["entry"] = entries
+	}
+	return s.json(http.StatusOK, b)
 }
 
 // Query is a search's criteria, parsed.

@@ -1,12 +1,15 @@
 // Command fsh2json renders the FHIR Shorthand example instances of the PDQm guide kept
 // beside it as the JSON the self-test reads. It handles the rules those files use, no
-// more: `* path = value` with `[+]`, `[=]`, `[n]` and named extension slices,
-// indented rules under a path, string / #code / system#code / number / boolean /
-// date values, and a bare instance name (inlined). Every value comes from the FSH; the
-// profile's resource type and canonical come from its Profile/Parent/Id lines, a
-// slice's extension url from its `extension contains <url> named <slice>` rule. What
-// FSH leaves to the FHIR definitions, which elements repeat and which are Codings, is
-// the table below, from R4.
+// more: `* path = value` with `[+]`, `[=]`, `[n]` and named slices (`[slice]`,
+// `[slice][+]`), rules indented under a path, string / #code / system#code / number /
+// boolean / date values, and a bare instance name (inlined). Every value comes from
+// the FSH: the instance's rules; the resource type and canonical of the profile its
+// InstanceOf names (Profile/Parent/Id); the values that profile assigns (`* type =
+// #searchset`, a slice's `* name = "resource"` or `* search.mode = #match`), applied
+// first, as SUSHI applies them; and an extension slice's url from the profile's
+// `extension contains <url> named <slice>`. What FSH leaves to the FHIR definitions,
+// which elements repeat and which are Codings, is the table below, from R4. Only
+// instances of `Usage: #example` are written.
 //
 //	go run ./test/pdqm/testdata/ihe/fsh2json test/pdqm/testdata/ihe
 package main
@@ -27,47 +30,53 @@ var repeats = map[string]bool{
 	"meta.profile": true, "meta.security": true, "meta.tag": true,
 	"identifier": true, "name": true, "name.given": true, "name.prefix": true, "name.suffix": true,
 	"telecom": true, "address": true, "address.line": true, "link": true, "extension": true,
-	"entry": true, "issue": true,
+	"entry": true, "entry.search.extension": true, "issue": true, "parameter": true,
 }
 
 // codings are the R4 elements of type Coding (system#code is a Coding there).
 var codings = map[string]bool{"meta.security": true, "meta.tag": true}
 
-type profile struct{ resourceType, canonical string }
+type assignment struct{ path, value string }
+
+type profile struct {
+	resourceType, canonical string
+	assigns                 []assignment // paths without a slice
+	slices                  map[string][]assignment
+}
 
 type instance struct {
 	name, of string
-	rules    [][2]string // path, value
+	example  bool
+	rules    []assignment
 }
 
-// comment is a // comment: at the start of a line or after a blank, never in a url.
-var comment = regexp.MustCompile(`(^|\s)//.*$`)
-
-var rule = regexp.MustCompile(`^(\s*)\* (\S+)(?: = (.+))?$`)
+var (
+	// comment is a // comment: at the start of a line or after a blank, never in a url.
+	comment  = regexp.MustCompile(`(^|\s)//.*$`)
+	rule     = regexp.MustCompile(`^(\s*)\* (\S+)(?: = (.+))?$`)
+	segment  = regexp.MustCompile(`^([A-Za-z]+)((?:\[[^\]]+\])*)$`)
+	brackets = regexp.MustCompile(`\[([^\]]+)\]`)
+	urls     = regexp.MustCompile(`(https?://\S+) named (\S+)`)
+)
 
 func main() {
 	dir := os.Args[1]
 	files, _ := filepath.Glob(filepath.Join(dir, "*.fsh"))
-	profiles := map[string]profile{}
-	slices := map[string]string{}
+	profiles := map[string]*profile{}
+	extURL := map[string]string{}
 	var instances []*instance
 	for _, f := range files {
-		ps, ss, is := parse(f)
-		for k, v := range ps {
-			profiles[k] = v
-		}
-		for k, v := range ss {
-			slices[k] = v
-		}
-		instances = append(instances, is...)
+		instances = append(instances, parse(f, profiles, extURL)...)
 	}
-	byName := map[string]*instance{}
+	r := renderer{profiles: profiles, extURL: extURL, byName: map[string]*instance{}}
 	for _, in := range instances {
-		byName[in.name] = in
+		r.byName[in.name] = in
 	}
 	for _, in := range instances {
-		res := render(in, profiles, slices, byName)
-		b, err := json.MarshalIndent(res, "", "  ")
+		if !in.example {
+			continue
+		}
+		b, err := json.MarshalIndent(r.render(in), "", "  ")
 		if err != nil {
 			panic(err)
 		}
@@ -79,151 +88,219 @@ func main() {
 	}
 }
 
-func parse(file string) (map[string]profile, map[string]string, []*instance) {
+func parse(file string, profiles map[string]*profile, extURL map[string]string) []*instance {
 	f, err := os.Open(file)
 	if err != nil {
 		panic(err)
 	}
 	defer f.Close()
-	profiles := map[string]profile{}
-	slices := map[string]string{}
 	var out []*instance
 	var cur *instance
-	var prof struct{ name, parent, id string }
-	var stack []string // the paths of the enclosing indented rules
-	var contains bool
+	var prof *profile
+	var profName, parent string
+	var stack []string
+	var contains, triple bool
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
-		line = comment.ReplaceAllString(line, "")
+		if strings.Count(line, `"""`)%2 == 1 {
+			triple = !triple
+			continue
+		}
+		if triple {
+			continue
+		}
+		line = strings.TrimRight(comment.ReplaceAllString(line, ""), " \t")
 		key, val, _ := strings.Cut(line, ":")
 		val = strings.TrimSpace(val)
 		switch key {
 		case "Instance":
-			cur = &instance{name: val}
+			cur, prof, stack = &instance{name: val}, nil, nil
 			out = append(out, cur)
-			stack = nil
 			continue
 		case "InstanceOf":
 			cur.of = val
 			continue
+		case "Usage":
+			cur.example = val == "#example"
+			continue
 		case "Profile":
-			cur, prof.name, prof.parent, prof.id = nil, val, "", ""
+			cur, prof, profName, stack = nil, nil, val, nil
 			continue
 		case "Parent":
-			prof.parent = val
+			parent = val
 			continue
 		case "Id":
-			prof.id = val
-			p := profile{prof.parent, "https://profiles.ihe.net/ITI/PDQm/StructureDefinition/" + val}
-			profiles[prof.name], profiles[prof.id] = p, p
+			if cur == nil {
+				prof = &profile{resourceType: parent, canonical: "https://profiles.ihe.net/ITI/PDQm/StructureDefinition/" + val, slices: map[string][]assignment{}}
+				profiles[profName], profiles[val] = prof, prof
+			}
 			continue
-		case "Title", "Description", "Usage", "Alias", "Invariant", "Expression", "Severity", "XPath":
+		case "Title", "Description", "Alias", "Invariant", "Expression", "Severity", "XPath":
 			continue
 		}
-		// A slice's url: "* extension contains <url> named <slice> … and" over lines.
 		if strings.Contains(line, "extension contains") || contains {
 			contains = strings.HasSuffix(strings.TrimSpace(line), "and")
-			for _, m := range regexp.MustCompile(`(https?://\S+) named (\S+)`).FindAllStringSubmatch(line, -1) {
-				slices[m[2]] = m[1]
+			for _, m := range urls.FindAllStringSubmatch(line, -1) {
+				extURL[m[2]] = m[1]
 			}
 			continue
 		}
-		if cur == nil {
-			continue
-		}
 		m := rule.FindStringSubmatch(line)
-		if m == nil {
+		if m == nil || (cur == nil && prof == nil) {
 			continue
 		}
 		depth := len(m[1]) / 2
 		stack = append(stack[:min(depth, len(stack))], m[2])
+		if m[3] == "" {
+			continue
+		}
 		path := strings.Join(stack, ".")
-		if m[3] != "" {
-			cur.rules = append(cur.rules, [2]string{path, strings.TrimSpace(m[3])})
+		// A [+] of an enclosing rule makes one element: its children after the
+		// first use it as [=].
+		for i := range stack[:len(stack)-1] {
+			stack[i] = strings.ReplaceAll(stack[i], "[+]", "[=]")
+		}
+		value := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(m[3]), "(exactly)"))
+		switch {
+		case cur != nil:
+			cur.rules = append(cur.rules, assignment{path, value})
+		case strings.Contains(path, "^") || strings.Contains(value, "only "):
+		default:
+			// A profile's assignment: to every instance, or to each element of a slice.
+			if i := strings.Index(path, "["); i >= 0 {
+				j := strings.Index(path[i:], "]") + i
+				k := path[:j+1]
+				prof.slices[k] = append(prof.slices[k], assignment{strings.TrimPrefix(path[j+1:], "."), value})
+			} else {
+				prof.assigns = append(prof.assigns, assignment{path, value})
+			}
 		}
 	}
-	return profiles, slices, out
+	return out
 }
 
-var segment = regexp.MustCompile(`^([A-Za-z]+)(?:\[([^\]]+)\])?$`)
+type renderer struct {
+	profiles map[string]*profile
+	extURL   map[string]string
+	byName   map[string]*instance
+}
 
-func render(in *instance, profiles map[string]profile, slices map[string]string, byName map[string]*instance) map[string]any {
+// state is one resource being rendered: the index [=] means per array path, and the
+// element index of each named slice per array path.
+type state struct {
+	prof   *profile
+	last   map[string]int
+	slices map[string]int
+}
+
+func (r renderer) render(in *instance) map[string]any {
 	res := map[string]any{}
-	if p, ok := profiles[in.of]; ok {
-		res["resourceType"] = p.resourceType
-		res["meta"] = map[string]any{"profile": []any{p.canonical}}
+	st := &state{prof: r.profiles[in.of], last: map[string]int{}, slices: map[string]int{}}
+	if st.prof != nil {
+		res["resourceType"] = st.prof.resourceType
+		res["meta"] = map[string]any{"profile": []any{st.prof.canonical}}
+		for _, a := range st.prof.assigns {
+			r.set(res, st, "", a.path, a.value)
+		}
 	} else {
 		res["resourceType"] = in.of
 	}
 	res["id"] = in.name
-	last := map[string]int{} // the index [=] means, per array path
-	for _, r := range in.rules {
-		var node any = res
-		var bare []string
-		segs := strings.Split(r[0], ".")
-		for i, s := range segs {
-			m := segment.FindStringSubmatch(s)
-			if m == nil {
-				panic("path " + r[0])
-			}
-			name, index := m[1], m[2]
-			bare = append(bare, name)
-			key := strings.Join(bare, ".")
-			obj := node.(map[string]any)
-			leaf := i == len(segs)-1
-			if !repeats[key] {
-				if leaf {
-					obj[name] = value(r[1], codings[key], byName, profiles, slices)
-					break
-				}
-				if obj[name] == nil {
-					obj[name] = map[string]any{}
-				}
-				node = obj[name]
-				continue
-			}
-			arr, _ := obj[name].([]any)
-			idx := 0
-			switch {
-			case index == "+":
-				idx = len(arr)
-			case index == "=":
-				idx = last[key]
-			case index != "":
-				if n, err := strconv.Atoi(index); err == nil {
-					idx = n
-				} else { // a named slice: the element with its url, or a new one
-					idx = len(arr)
-					for j, e := range arr {
-						if e.(map[string]any)["url"] == slices[index] {
-							idx = j
-						}
-					}
-					if idx == len(arr) {
-						arr = append(arr, map[string]any{"url": slices[index]})
-					}
-				}
-			}
-			last[key] = idx
-			for len(arr) <= idx {
-				if leaf {
-					arr = append(arr, nil)
-				} else {
-					arr = append(arr, map[string]any{})
-				}
-			}
-			if leaf {
-				arr[idx] = value(r[1], codings[key], byName, profiles, slices)
-			}
-			obj[name] = arr
-			node = arr[idx]
-		}
+	for _, a := range in.rules {
+		r.set(res, st, "", a.path, a.value)
 	}
 	return res
 }
 
-func value(v string, coding bool, byName map[string]*instance, profiles map[string]profile, slices map[string]string) any {
+// set assigns value at path in res, an element at prefix in its resource.
+func (r renderer) set(res map[string]any, st *state, prefix, path, value string) {
+	var node any = res
+	bare := strings.Split(prefix, ".")
+	if prefix == "" {
+		bare = nil
+	}
+	where := "" // the path with the index of every array: a named slice is per parent
+	segs := strings.Split(path, ".")
+	for i, s := range segs {
+		m := segment.FindStringSubmatch(s)
+		if m == nil {
+			panic("path " + path)
+		}
+		name := m[1]
+		var idx []string
+		for _, b := range brackets.FindAllStringSubmatch(m[2], -1) {
+			idx = append(idx, b[1])
+		}
+		bare = append(bare, name)
+		key := strings.Join(bare, ".")
+		where += "." + name
+		obj := node.(map[string]any)
+		leaf := i == len(segs)-1
+		if !repeats[key] {
+			if leaf {
+				obj[name] = r.value(value, codings[key])
+				return
+			}
+			if obj[name] == nil {
+				obj[name] = map[string]any{}
+			}
+			node = obj[name]
+			continue
+		}
+		arr, _ := obj[name].([]any)
+		at, fresh, slice := 0, false, ""
+		switch {
+		case len(idx) == 0:
+		case idx[0] == "+":
+			at, fresh = len(arr), true
+		case idx[0] == "=":
+			at = st.last[key]
+		default:
+			if n, err := strconv.Atoi(idx[0]); err == nil {
+				at = n
+				break
+			}
+			// A named slice: its last element, or a new one ([slice][+], first use).
+			slice = idx[0]
+			j, seen := st.slices[where+"["+slice+"]"]
+			if !seen || (len(idx) > 1 && idx[1] == "+") {
+				j, fresh = len(arr), true
+			}
+			at = j
+			st.slices[where+"["+slice+"]"] = at
+		}
+		st.last[key] = at
+		where += fmt.Sprintf("[%d]", at)
+		for len(arr) <= at {
+			if leaf {
+				arr = append(arr, nil)
+			} else {
+				arr = append(arr, map[string]any{})
+			}
+		}
+		obj[name] = arr
+		if leaf {
+			arr[at] = r.value(value, codings[key])
+			return
+		}
+		node = arr[at]
+		if fresh && slice != "" {
+			el := node.(map[string]any)
+			if u, ok := r.extURL[slice]; ok && name == "extension" {
+				el["url"] = u
+			}
+			if st.prof != nil {
+				for _, a := range st.prof.slices[key+"["+slice+"]"] {
+					sub := &state{prof: nil, last: map[string]int{}, slices: map[string]int{}}
+					r.set(el, sub, key, a.path, a.value)
+				}
+			}
+		}
+	}
+}
+
+func (r renderer) value(v string, coding bool) any {
 	switch {
 	case strings.HasPrefix(v, `"`):
 		s, err := strconv.Unquote(v)
@@ -242,8 +319,11 @@ func value(v string, coding bool, byName map[string]*instance, profiles map[stri
 	if n, err := strconv.Atoi(v); err == nil {
 		return n
 	}
-	if in, ok := byName[v]; ok {
-		return render(in, profiles, slices, byName)
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		return f
+	}
+	if in, ok := r.byName[v]; ok {
+		return r.render(in)
 	}
 	return v // a date or dateTime
 }
