@@ -190,6 +190,11 @@ func (s *Server) SetKnobs(k Knobs) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	select {
+	case <-s.closed:
+		return fmt.Errorf("%s is closed", s.opts.Name)
+	default:
+	}
 	was := s.knobs.Fault == FaultRefused
 	s.knobs = k
 	switch now := k.Fault == FaultRefused; {

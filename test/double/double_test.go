@@ -164,6 +164,10 @@ func TestKnobs(t *testing.T) {
 		if s.Knobs().Fault != double.FaultRefused {
 			t.Fatalf("knobs %+v", s.Knobs())
 		}
+		s.Close()
+		if err := s.SetKnobs(double.Knobs{}); err == nil {
+			t.Fatal("a closed double listened again")
+		}
 	})
 }
 
