@@ -5,8 +5,11 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,16 @@ import (
 type countingFS struct {
 	spool.FS
 	n *atomic.Int64
+	c *syncClock
+}
+
+// syncClock sums the time spent in syncs, by kind: segments, the rest (cursor,
+// quarantine files) and directories.
+type syncClock struct{ seg, other, dir, nSeg, nOther, nDir atomic.Int64 }
+
+func (k *syncClock) add(sum, n *atomic.Int64, begin time.Time) {
+	sum.Add(int64(time.Since(begin)))
+	n.Add(1)
 }
 
 func (c countingFS) OpenFile(name string, flag int, perm fs.FileMode) (spool.File, error) {
@@ -25,17 +38,31 @@ func (c countingFS) OpenFile(name string, flag int, perm fs.FileMode) (spool.Fil
 	if err != nil {
 		return nil, err
 	}
-	return countingFile{File: f, n: c.n}, nil
+	return countingFile{File: f, n: c.n, c: c.c, seg: strings.HasPrefix(path.Base(name), "seg-")}, nil
 }
 
-func (c countingFS) SyncDir(name string) error { c.n.Add(1); return c.FS.SyncDir(name) }
+func (c countingFS) SyncDir(name string) error {
+	c.n.Add(1)
+	defer c.c.add(&c.c.dir, &c.c.nDir, time.Now())
+	return c.FS.SyncDir(name)
+}
 
 type countingFile struct {
 	spool.File
-	n *atomic.Int64
+	n   *atomic.Int64
+	c   *syncClock
+	seg bool
 }
 
-func (f countingFile) Sync() error { f.n.Add(1); return f.File.Sync() }
+func (f countingFile) Sync() error {
+	f.n.Add(1)
+	if f.seg {
+		defer f.c.add(&f.c.seg, &f.c.nSeg, time.Now())
+	} else {
+		defer f.c.add(&f.c.other, &f.c.nOther, time.Now())
+	}
+	return f.File.Sync()
+}
 
 // BenchmarkAuditedFederatedSearch is the figure of issue 12: federated searches per
 // second through the gateway's server with [audit] delivering to a repository (every
@@ -53,8 +80,9 @@ func BenchmarkAuditedFederatedSearch(b *testing.B) {
 
 func benchAudited(b *testing.B, clients int) {
 	var syncs atomic.Int64
+	var clock syncClock
 	plain := startGateway(b, harnessOptions{})
-	audited := startGateway(b, harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs}})
+	audited := startGateway(b, harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs, c: &clock}})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var seq atomic.Int64
 	run := func(g *gateway, n int) time.Duration {
@@ -88,12 +116,16 @@ func benchAudited(b *testing.B, clients int) {
 	const slices = 4
 	per := max(1, b.N/slices)
 	var tPlain, tAudited time.Duration
-	segSyncs0, syncs0 := audited.trail.Syncs(), syncs.Load()
+	var cPlain, cAudited time.Duration
+	segSyncs0, syncs0, posts0 := audited.trail.Syncs(), syncs.Load(), audited.arr.Requests()
 	for range slices {
+		c0 := cpuTime()
 		tPlain += run(plain, per)
+		c1 := cpuTime()
 		tAudited += run(audited, per)
+		cPlain, cAudited = cPlain+c1-c0, cAudited+cpuTime()-c1
 	}
-	segSyncs, all := audited.trail.Syncs()-segSyncs0, syncs.Load()-syncs0
+	segSyncs, all, posts := audited.trail.Syncs()-segSyncs0, syncs.Load()-syncs0, audited.arr.Requests()-posts0
 	b.StopTimer()
 	n := float64(per * slices)
 	plainRate, auditedRate := n/tPlain.Seconds(), n/tAudited.Seconds()
@@ -102,4 +134,18 @@ func benchAudited(b *testing.B, clients int) {
 	b.ReportMetric(auditedRate/plainRate, "audited/plain")
 	b.ReportMetric(float64(all)/tAudited.Seconds(), "fsyncs/s")
 	b.ReportMetric(n/float64(max(segSyncs, 1)), "events/segment_sync")
+	b.ReportMetric(n/float64(max(posts, 1)), "events/delivery")
+	b.ReportMetric(float64(cPlain.Microseconds())/n, "cpu_µs/plain_req")
+	b.ReportMetric(float64(cAudited.Microseconds())/n, "cpu_µs/audited_req")
+	avg := func(sum, n *atomic.Int64) float64 { return float64(sum.Load()) / 1e3 / float64(max(n.Load(), 1)) }
+	b.ReportMetric(avg(&clock.seg, &clock.nSeg), "µs/segment_sync")
+	b.ReportMetric(avg(&clock.other, &clock.nOther), "µs/cursor_sync")
+	b.ReportMetric(avg(&clock.dir, &clock.nDir), "µs/dir_sync")
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -43,10 +43,16 @@
 //     order; acknowledgements past a gap wait in memory. The cursor is written to a
 //     tmp file, synced, renamed and its directory synced, and only then are the
 //     segments wholly below it unlinked; Open removes a segment it finds below the
-//     cursor and does not miss one that is gone. After a crash everything above the
-//     durable watermark is delivered again: duplicates are bounded by what was in
-//     flight, and each AuditEvent carries a stable event id (deliver.EventIDSystem)
-//     so that a repository can tell them apart.
+//     cursor and does not miss one that is gone. The cursor is written lazily, not at
+//     every Ack: by the Ack that brings the records acknowledged since the last write
+//     to CursorEvery (default 256), by one after which a segment is wholly delivered
+//     (so that it is unlinked at once), CursorInterval (default 1 s) after an Ack that
+//     left it behind, by a quarantine, and at Close. After a crash everything above
+//     the durable watermark is delivered again: the records that were in flight (the
+//     delivery loop's InFlight × BatchEntries, at most 100) and fewer than
+//     CursorEvery already acknowledged — none acknowledged more than CursorInterval
+//     before the crash, once the timer had its turn. Each AuditEvent carries a stable
+//     event id (deliver.EventIDSystem) so that a repository can tell them apart.
 //   - Open never fails on content. A torn tail of the last segment (a short record,
 //     or a bad one with nothing good after it) is cut: such a record was never
 //     acknowledged, since acknowledgement waits for the sync. A bad record anywhere
