@@ -1,10 +1,12 @@
 package audit_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"path"
 	"strings"
 	"sync"
@@ -69,20 +71,68 @@ func (f countingFile) Sync() error {
 // event synced to its spool before the answer leaves), against the same searches with
 // [audit] absent, measured in one run, interleaved in slices, with the same number of
 // concurrent clients. It reports both rates, their ratio (goal ≥ 0.9), the fsyncs per
-// second the audited searches took (segments, cursor and directories) and the events
-// one segment sync covered (group commit). The repository double runs in the same
-// process, so its work is charged to the audited side.
+// second the audited searches took (segments, cursor and directories), the events one
+// segment sync covered (group commit) and one delivery carried, the time one sync
+// took, and the process's CPU time per request of each side.
+//
+// Everything runs in this one process on the same cores: the member, the gateways
+// and the repository. repo=double is the test/auditrepo double, which parses and
+// keeps every event and echoes it back, so its work is charged to the audited side;
+// repo=minimal answers each batch with 201s without parsing it, so that what remains
+// is the gateway's own cost of auditing (building the event, the spool, delivery).
 func BenchmarkAuditedFederatedSearch(b *testing.B) {
-	for _, clients := range []int{8, 32} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchAudited(b, clients) })
+	for _, repo := range []string{"double", "minimal"} {
+		for _, clients := range []int{8, 32} {
+			b.Run(fmt.Sprintf("repo=%s/clients=%d", repo, clients), func(b *testing.B) { benchAudited(b, clients, repo == "minimal") })
+		}
 	}
 }
 
-func benchAudited(b *testing.B, clients int) {
+// minimalRepository answers a batch Bundle with one 201 entry per entry, counted
+// without parsing the body, and counts the requests.
+type minimalRepository struct{ requests atomic.Int64 }
+
+var batchEntryMark = []byte(`"request":{"method":"POST","url":"AuditEvent"}`)
+
+func (m *minimalRepository) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.requests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	n := bytes.Count(body, batchEntryMark)
+	out := make([]byte, 0, 64+40*n)
+	out = append(out, `{"resourceType":"Bundle","type":"batch-response","entry":[`...)
+	for i := range n {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"response":{"status":"201 Created"}}`...)
+	}
+	out = append(out, "]}"...)
+	w.Header().Set("Content-Type", "application/fhir+json")
+	_, _ = w.Write(out)
+}
+
+func benchAudited(b *testing.B, clients int, minimal bool) {
 	var syncs atomic.Int64
 	var clock syncClock
 	plain := startGateway(b, harnessOptions{})
-	audited := startGateway(b, harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs, c: &clock}})
+	ao := harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs, c: &clock}}
+	var mini minimalRepository
+	if minimal {
+		srv := httptest.NewServer(&mini)
+		b.Cleanup(srv.Close)
+		ao.arrURL = srv.URL
+	}
+	requests := func(g *gateway) int64 {
+		if minimal {
+			return mini.requests.Load()
+		}
+		return int64(g.arr.Requests())
+	}
+	audited := startGateway(b, ao)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var seq atomic.Int64
 	run := func(g *gateway, n int) time.Duration {
@@ -117,7 +167,7 @@ func benchAudited(b *testing.B, clients int) {
 	per := max(1, b.N/slices)
 	var tPlain, tAudited time.Duration
 	var cPlain, cAudited time.Duration
-	segSyncs0, syncs0, posts0 := audited.trail.Syncs(), syncs.Load(), audited.arr.Requests()
+	segSyncs0, syncs0, posts0 := audited.trail.Syncs(), syncs.Load(), requests(audited)
 	for range slices {
 		c0 := cpuTime()
 		tPlain += run(plain, per)
@@ -125,7 +175,7 @@ func benchAudited(b *testing.B, clients int) {
 		tAudited += run(audited, per)
 		cPlain, cAudited = cPlain+c1-c0, cAudited+cpuTime()-c1
 	}
-	segSyncs, all, posts := audited.trail.Syncs()-segSyncs0, syncs.Load()-syncs0, audited.arr.Requests()-posts0
+	segSyncs, all, posts := audited.trail.Syncs()-segSyncs0, syncs.Load()-syncs0, requests(audited)-posts0
 	b.StopTimer()
 	n := float64(per * slices)
 	plainRate, auditedRate := n/tPlain.Seconds(), n/tAudited.Seconds()

@@ -381,3 +381,32 @@ func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 		eventually(t, "both are delivered", func() bool { return r.sp.Snapshot().Pending == 0 })
 	})
 }
+
+// TestABatchLingersUntilItIsFull appends records one by one to a loop whose batch
+// waits (Linger) for more: the repository gets one full batch, not the first record
+// alone and then the rest.
+func TestABatchLingersUntilItIsFull(t *testing.T) {
+	r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Batch: true, BatchEntries: 5, Linger: deliver.MaxLinger})
+	var ms []string
+	for i := range 5 {
+		ms = append(ms, r.appendMarkers(t, fmt.Sprintf("linger%d", i), 1)...)
+		time.Sleep(20 * time.Millisecond) // time for the loop to take the record (and, without Linger, send it)
+	}
+	eventually(t, "the batch is delivered", func() bool { return len(r.arr.Received()) == 5 })
+	if n := r.arr.Requests(); n != 1 {
+		t.Errorf("%d requests for 5 records appended one by one, want 1 full batch", n)
+	}
+	for i, e := range r.arr.Received() {
+		if !e.Batch || !slices.ContainsFunc(e.Queries, func(q string) bool { return strings.Contains(q, ms[i]) }) {
+			t.Errorf("event %d = %+v, want %s in a batch", i, e, ms[i])
+		}
+	}
+}
+
+func TestLingerIsBounded(t *testing.T) {
+	for _, d := range []time.Duration{-time.Millisecond, deliver.MaxLinger + time.Millisecond} {
+		if _, err := deliver.New(nil, deliver.Options{BaseURL: "http://127.0.0.1:1", Linger: d}); err == nil || !strings.Contains(err.Error(), "Linger") {
+			t.Errorf("Linger %v: %v, want an error naming Linger", d, err)
+		}
+	}
+}
