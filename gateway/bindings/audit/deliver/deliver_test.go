@@ -21,6 +21,12 @@ import (
 
 const dir = "/spool/repository"
 
+// memSpool is a spool on fsys with 256 KiB segments: a segment is preallocated, and
+// crashfs copies a file's whole content at each sync.
+func memSpool(fsys *crashfs.FS) spool.Options {
+	return spool.Options{Dir: dir, FS: fsys, SegmentBytes: 256 << 10, MaxRecordBytes: 64 << 10, MaxBytes: 64 << 20}
+}
+
 // event is a BALP-shaped Query AuditEvent whose entity.query carries marker, stamped
 // with a fresh event id.
 func event(t testing.TB, marker string) []byte {
@@ -93,7 +99,7 @@ func start(t *testing.T, sp *spool.Spool, o deliver.Options) func() {
 func newRig(t *testing.T, ao auditrepo.Options, o deliver.Options) *rig {
 	t.Helper()
 	arr := auditrepo.Start(t, ao)
-	sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+	sp, err := spool.Open(memSpool(crashfs.New()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +187,7 @@ func TestFailedDeliveriesAreRetriedAndTheStateIsDegradedMeanwhile(t *testing.T) 
 		t.Run(c.name, func(t *testing.T) {
 			arr := auditrepo.Start(t, auditrepo.Options{})
 			c.setup(arr)
-			sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+			sp, err := spool.Open(memSpool(crashfs.New()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,7 +280,7 @@ func TestARefusedOrRedirectingRepositoryIsRetriedNeverFollowed(t *testing.T) {
 	defer srv.Close()
 	refused := auditrepo.Start(t, auditrepo.Options{Refused: true})
 	for _, base := range []string{"http://" + ln.Addr().String(), refused.URL} {
-		sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+		sp, err := spool.Open(memSpool(crashfs.New()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +311,7 @@ func TestARefusedOrRedirectingRepositoryIsRetriedNeverFollowed(t *testing.T) {
 
 func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 	fsys := crashfs.New()
-	sp, err := spool.Open(spool.Options{Dir: dir, FS: fsys})
+	sp, err := spool.Open(memSpool(fsys))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +341,7 @@ func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	arr := auditrepo.Start(t, auditrepo.Options{})
-	sp2, err := spool.Open(spool.Options{Dir: dir, FS: fsys})
+	sp2, err := spool.Open(memSpool(fsys))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +368,7 @@ func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 	})
 	t.Run("a batch-response cut by the answer cap proves nothing", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+		sp, err := spool.Open(memSpool(crashfs.New()))
 		if err != nil {
 			t.Fatal(err)
 		}
