@@ -180,7 +180,6 @@ func (l *Loop) Run(ctx context.Context) error {
 		var recs []spool.Record
 		if carry != nil {
 			recs = append(recs, *carry)
-			carry = nil
 		} else {
 			rec, err := l.sp.Next(ctx)
 			if err != nil {

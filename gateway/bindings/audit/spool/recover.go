@@ -244,7 +244,6 @@ func (s *Spool) scanSegment(g *segment, prev *uint64, last bool, buf *[]byte) (i
 			if err := f.Truncate(off); err == nil {
 				_ = f.Sync()
 				s.report.Truncated = append(s.report.Truncated, fmt.Sprintf("%s at %d (%d bytes)", g.name, off, int64(len(b))-off))
-				b = b[:off]
 				g.size = off
 				end = off
 				break
