@@ -1,12 +1,17 @@
 package audit_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
+	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +23,16 @@ import (
 type countingFS struct {
 	spool.FS
 	n *atomic.Int64
+	c *syncClock
+}
+
+// syncClock sums the time spent in syncs, by kind: segments, the rest (cursor,
+// quarantine files) and directories.
+type syncClock struct{ seg, other, dir, nSeg, nOther, nDir atomic.Int64 }
+
+func (k *syncClock) add(sum, n *atomic.Int64, begin time.Time) {
+	sum.Add(int64(time.Since(begin)))
+	n.Add(1)
 }
 
 func (c countingFS) OpenFile(name string, flag int, perm fs.FileMode) (spool.File, error) {
@@ -25,36 +40,99 @@ func (c countingFS) OpenFile(name string, flag int, perm fs.FileMode) (spool.Fil
 	if err != nil {
 		return nil, err
 	}
-	return countingFile{File: f, n: c.n}, nil
+	return countingFile{File: f, n: c.n, c: c.c, seg: strings.HasPrefix(path.Base(name), "seg-")}, nil
 }
 
-func (c countingFS) SyncDir(name string) error { c.n.Add(1); return c.FS.SyncDir(name) }
+func (c countingFS) SyncDir(name string) error {
+	c.n.Add(1)
+	defer c.c.add(&c.c.dir, &c.c.nDir, time.Now())
+	return c.FS.SyncDir(name)
+}
 
 type countingFile struct {
 	spool.File
-	n *atomic.Int64
+	n   *atomic.Int64
+	c   *syncClock
+	seg bool
 }
 
-func (f countingFile) Sync() error { f.n.Add(1); return f.File.Sync() }
+func (f countingFile) Sync() error {
+	f.n.Add(1)
+	if f.seg {
+		defer f.c.add(&f.c.seg, &f.c.nSeg, time.Now())
+	} else {
+		defer f.c.add(&f.c.other, &f.c.nOther, time.Now())
+	}
+	return f.File.Sync()
+}
 
 // BenchmarkAuditedFederatedSearch is the figure of issue 12: federated searches per
 // second through the gateway's server with [audit] delivering to a repository (every
 // event synced to its spool before the answer leaves), against the same searches with
 // [audit] absent, measured in one run, interleaved in slices, with the same number of
 // concurrent clients. It reports both rates, their ratio (goal ≥ 0.9), the fsyncs per
-// second the audited searches took (segments, cursor and directories) and the events
-// one segment sync covered (group commit). The repository double runs in the same
-// process, so its work is charged to the audited side.
+// second the audited searches took (segments, cursor and directories), the events one
+// segment sync covered (group commit) and one delivery carried, the time one sync
+// took, and the process's CPU time per request of each side.
+//
+// Everything runs in this one process on the same cores: the member, the gateways
+// and the repository. repo=double is the test/auditrepo double, which parses and
+// keeps every event and echoes it back, so its work is charged to the audited side;
+// repo=minimal answers each batch with 201s without parsing it, so that what remains
+// is the gateway's own cost of auditing (building the event, the spool, delivery).
 func BenchmarkAuditedFederatedSearch(b *testing.B) {
-	for _, clients := range []int{8, 32} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchAudited(b, clients) })
+	for _, repo := range []string{"double", "minimal"} {
+		for _, clients := range []int{8, 32} {
+			b.Run(fmt.Sprintf("repo=%s/clients=%d", repo, clients), func(b *testing.B) { benchAudited(b, clients, repo == "minimal") })
+		}
 	}
 }
 
-func benchAudited(b *testing.B, clients int) {
+// minimalRepository answers a batch Bundle with one 201 entry per entry, counted
+// without parsing the body, and counts the requests.
+type minimalRepository struct{ requests atomic.Int64 }
+
+var batchEntryMark = []byte(`"request":{"method":"POST","url":"AuditEvent"}`)
+
+func (m *minimalRepository) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.requests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	n := bytes.Count(body, batchEntryMark)
+	out := make([]byte, 0, 64+40*n)
+	out = append(out, `{"resourceType":"Bundle","type":"batch-response","entry":[`...)
+	for i := range n {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"response":{"status":"201 Created"}}`...)
+	}
+	out = append(out, "]}"...)
+	w.Header().Set("Content-Type", "application/fhir+json")
+	_, _ = w.Write(out)
+}
+
+func benchAudited(b *testing.B, clients int, minimal bool) {
 	var syncs atomic.Int64
+	var clock syncClock
 	plain := startGateway(b, harnessOptions{})
-	audited := startGateway(b, harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs}})
+	ao := harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs, c: &clock}}
+	var mini minimalRepository
+	if minimal {
+		srv := httptest.NewServer(&mini)
+		b.Cleanup(srv.Close)
+		ao.arrURL = srv.URL
+	}
+	requests := func(g *gateway) int64 {
+		if minimal {
+			return mini.requests.Load()
+		}
+		return int64(g.arr.Requests())
+	}
+	audited := startGateway(b, ao)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var seq atomic.Int64
 	run := func(g *gateway, n int) time.Duration {
@@ -88,12 +166,16 @@ func benchAudited(b *testing.B, clients int) {
 	const slices = 4
 	per := max(1, b.N/slices)
 	var tPlain, tAudited time.Duration
-	segSyncs0, syncs0 := audited.trail.Syncs(), syncs.Load()
+	var cPlain, cAudited time.Duration
+	segSyncs0, syncs0, posts0 := audited.trail.Syncs(), syncs.Load(), requests(audited)
 	for range slices {
+		c0 := cpuTime()
 		tPlain += run(plain, per)
+		c1 := cpuTime()
 		tAudited += run(audited, per)
+		cPlain, cAudited = cPlain+c1-c0, cAudited+cpuTime()-c1
 	}
-	segSyncs, all := audited.trail.Syncs()-segSyncs0, syncs.Load()-syncs0
+	segSyncs, all, posts := audited.trail.Syncs()-segSyncs0, syncs.Load()-syncs0, requests(audited)-posts0
 	b.StopTimer()
 	n := float64(per * slices)
 	plainRate, auditedRate := n/tPlain.Seconds(), n/tAudited.Seconds()
@@ -102,4 +184,18 @@ func benchAudited(b *testing.B, clients int) {
 	b.ReportMetric(auditedRate/plainRate, "audited/plain")
 	b.ReportMetric(float64(all)/tAudited.Seconds(), "fsyncs/s")
 	b.ReportMetric(n/float64(max(segSyncs, 1)), "events/segment_sync")
+	b.ReportMetric(n/float64(max(posts, 1)), "events/delivery")
+	b.ReportMetric(float64(cPlain.Microseconds())/n, "cpu_µs/plain_req")
+	b.ReportMetric(float64(cAudited.Microseconds())/n, "cpu_µs/audited_req")
+	avg := func(sum, n *atomic.Int64) float64 { return float64(sum.Load()) / 1e3 / float64(max(n.Load(), 1)) }
+	b.ReportMetric(avg(&clock.seg, &clock.nSeg), "µs/segment_sync")
+	b.ReportMetric(avg(&clock.other, &clock.nOther), "µs/cursor_sync")
+	b.ReportMetric(avg(&clock.dir, &clock.nDir), "µs/dir_sync")
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

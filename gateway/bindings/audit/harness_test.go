@@ -61,6 +61,8 @@ type harnessOptions struct {
 	spoolDir string
 	// arr is the repository; default a new one.
 	arr *auditrepo.Server
+	// arrURL, when set, replaces %ARR% instead of arr's URL (another repository).
+	arrURL string
 	// fs is the spools' file system; default the OS's.
 	fs spool.FS
 	// log receives the gateway's log.
@@ -100,7 +102,11 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 		"[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n",
 		g.member.URL, issuer, audience, jwks, scope)
 	if o.audit != "" {
-		doc += "[audit]\n" + strings.NewReplacer("%ARR%", g.arr.URL, "%FEED%", g.feed.URL, "%SPOOL%", o.spoolDir).Replace(o.audit)
+		arrURL := g.arr.URL
+		if o.arrURL != "" {
+			arrURL = o.arrURL
+		}
+		doc += "[audit]\n" + strings.NewReplacer("%ARR%", arrURL, "%FEED%", g.feed.URL, "%SPOOL%", o.spoolDir).Replace(o.audit)
 	}
 	cfg, err := config.Parse([]byte(doc), "test.toml", config.Options{})
 	if err != nil {

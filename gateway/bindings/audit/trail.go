@@ -181,7 +181,7 @@ func (t *Trail) Start() error {
 		t.log.Info("Opened the audit spool", "destination", d.key, "dir", d.dir, "pending", r.Pending,
 			"truncated", r.Truncated, "quarantined", r.Quarantined, "problems", r.Problems)
 		loop, err := deliver.New(sp, deliver.Options{
-			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Timeout: t.cfg.AuditTimeout(), Authorize: d.client.Authorize,
+			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Linger: t.linger(), Timeout: t.cfg.AuditTimeout(), Authorize: d.client.Authorize,
 			BackoffBase: t.opts.BackoffBase, BackoffMax: t.opts.BackoffMax,
 			Logf: func(format string, args ...any) {
 				t.log.Info("Audit delivery: "+fmt.Sprintf(format, args...), "destination", d.key)
@@ -202,6 +202,19 @@ func (t *Trail) Start() error {
 		}()
 	}
 	return nil
+}
+
+// deliveryLinger is how long a delivery batch waits to fill: under load, fewer and
+// fuller exchanges (and cursor writes); at most a tenth of the delivery interval, so
+// that a record never waits because of it.
+const deliveryLinger = 50 * time.Millisecond
+
+func (t *Trail) linger() time.Duration {
+	wait := t.opts.WaitAfter
+	if wait == 0 {
+		wait = spool.DefaultWaitAfter
+	}
+	return min(deliveryLinger, wait/10)
 }
 
 // Access builds the event of a and stores it (Record).

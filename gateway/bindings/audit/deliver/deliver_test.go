@@ -21,6 +21,12 @@ import (
 
 const dir = "/spool/repository"
 
+// memSpool is a spool on fsys with 256 KiB segments: a segment is preallocated, and
+// crashfs copies a file's whole content at each sync.
+func memSpool(fsys *crashfs.FS) spool.Options {
+	return spool.Options{Dir: dir, FS: fsys, SegmentBytes: 256 << 10, MaxRecordBytes: 64 << 10, MaxBytes: 64 << 20}
+}
+
 // event is a BALP-shaped Query AuditEvent whose entity.query carries marker, stamped
 // with a fresh event id.
 func event(t testing.TB, marker string) []byte {
@@ -93,7 +99,7 @@ func start(t *testing.T, sp *spool.Spool, o deliver.Options) func() {
 func newRig(t *testing.T, ao auditrepo.Options, o deliver.Options) *rig {
 	t.Helper()
 	arr := auditrepo.Start(t, ao)
-	sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+	sp, err := spool.Open(memSpool(crashfs.New()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +187,7 @@ func TestFailedDeliveriesAreRetriedAndTheStateIsDegradedMeanwhile(t *testing.T) 
 		t.Run(c.name, func(t *testing.T) {
 			arr := auditrepo.Start(t, auditrepo.Options{})
 			c.setup(arr)
-			sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+			sp, err := spool.Open(memSpool(crashfs.New()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,7 +280,7 @@ func TestARefusedOrRedirectingRepositoryIsRetriedNeverFollowed(t *testing.T) {
 	defer srv.Close()
 	refused := auditrepo.Start(t, auditrepo.Options{Refused: true})
 	for _, base := range []string{"http://" + ln.Addr().String(), refused.URL} {
-		sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+		sp, err := spool.Open(memSpool(crashfs.New()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +311,7 @@ func TestARefusedOrRedirectingRepositoryIsRetriedNeverFollowed(t *testing.T) {
 
 func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 	fsys := crashfs.New()
-	sp, err := spool.Open(spool.Options{Dir: dir, FS: fsys})
+	sp, err := spool.Open(memSpool(fsys))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +341,7 @@ func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	arr := auditrepo.Start(t, auditrepo.Options{})
-	sp2, err := spool.Open(spool.Options{Dir: dir, FS: fsys})
+	sp2, err := spool.Open(memSpool(fsys))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +368,7 @@ func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 	})
 	t.Run("a batch-response cut by the answer cap proves nothing", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		sp, err := spool.Open(spool.Options{Dir: dir, FS: crashfs.New()})
+		sp, err := spool.Open(memSpool(crashfs.New()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,4 +386,33 @@ func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 		r.appendMarkers(t, "c", 2)
 		eventually(t, "both are delivered", func() bool { return r.sp.Snapshot().Pending == 0 })
 	})
+}
+
+// TestABatchLingersUntilItIsFull appends records one by one to a loop whose batch
+// waits (Linger) for more: the repository gets one full batch, not the first record
+// alone and then the rest.
+func TestABatchLingersUntilItIsFull(t *testing.T) {
+	r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Batch: true, BatchEntries: 5, Linger: deliver.MaxLinger})
+	var ms []string
+	for i := range 5 {
+		ms = append(ms, r.appendMarkers(t, fmt.Sprintf("linger%d", i), 1)...)
+		time.Sleep(20 * time.Millisecond) // time for the loop to take the record (and, without Linger, send it)
+	}
+	eventually(t, "the batch is delivered", func() bool { return len(r.arr.Received()) == 5 })
+	if n := r.arr.Requests(); n != 1 {
+		t.Errorf("%d requests for 5 records appended one by one, want 1 full batch", n)
+	}
+	for i, e := range r.arr.Received() {
+		if !e.Batch || !slices.ContainsFunc(e.Queries, func(q string) bool { return strings.Contains(q, ms[i]) }) {
+			t.Errorf("event %d = %+v, want %s in a batch", i, e, ms[i])
+		}
+	}
+}
+
+func TestLingerIsBounded(t *testing.T) {
+	for _, d := range []time.Duration{-time.Millisecond, deliver.MaxLinger + time.Millisecond} {
+		if _, err := deliver.New(nil, deliver.Options{BaseURL: "http://127.0.0.1:1", Linger: d}); err == nil || !strings.Contains(err.Error(), "Linger") {
+			t.Errorf("Linger %v: %v, want an error naming Linger", d, err)
+		}
+	}
 }

@@ -2,7 +2,9 @@
 // an IHE audit record repository over RESTful ATNA (ITI-20): FHIR create
 // `POST [base]/AuditEvent` (application/fhir+json), or Bundles of type batch to
 // `POST [base]` (at most 50 entries and 1 MiB of records), each entry answered with
-// its own response.status.
+// its own response.status. A batch that is not full waits up to Linger after its
+// first record for more (the trail sets 50 ms), so that under load exchanges are
+// fewer and fuller; every record waiting is already stored.
 //
 // Each answer is classified (Classify, BINDINGS.md §2.6): a 2xx is delivered and
 // acknowledged to the spool; a 4xx other than 401, 403, 408 and 429 is a refusal no
@@ -16,9 +18,10 @@
 // record at a time, so that one bad record cannot quarantine its neighbours.
 //
 // At most InFlight deliveries are under way. A delivery's slot is freed only when it
-// and every delivery before it are done, so the records delivered and not yet under
-// the spool's durable cursor never exceed InFlight batches: that is what a crash can
-// deliver twice. The stable event id tag (EventIDSystem, stamped by StampEventID
+// and every delivery before it are done, so the records delivered and not yet
+// acknowledged never exceed InFlight batches; with those the spool's lazy cursor adds
+// fewer than its CursorEvery acknowledged records: that is what a crash can deliver
+// twice. The stable event id tag (EventIDSystem, stamped by StampEventID
 // before a record is spooled) lets the repository or its readers drop those
 // duplicates.
 package deliver

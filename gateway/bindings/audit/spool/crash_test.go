@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/test/crashfs"
@@ -50,7 +51,8 @@ func abandon(s *spool.Spool) {
 // TestPowerLossKeepsEveryAcknowledgedRecord crashes the file system at a seeded
 // operation while four goroutines append and one delivers and acks, then opens the
 // spool on what survived: every record whose Append returned, and that was not
-// acknowledged as delivered, is there, once, in order.
+// acknowledged as delivered, is there, once, in order; of the acknowledged ones,
+// fewer than CursorEvery (seeded) come back, plus those of the Ack the crash cut.
 func TestPowerLossKeepsEveryAcknowledgedRecord(t *testing.T) {
 	for seed := uint64(1); seed <= 60; seed++ {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
@@ -59,7 +61,10 @@ func TestPowerLossKeepsEveryAcknowledgedRecord(t *testing.T) {
 			fsys := crashfs.New()
 			k := &killer{at: func(n int, _ crashfs.Op, _ string) bool { return n == crashAt }}
 			fsys.Hook = k.hook
-			o := spool.Options{Dir: dir, FS: fsys, SegmentBytes: 512, MaxBytes: 1 << 20, MaxRecordBytes: 256}
+			// The timer never fires: only the count and the unlinks write the cursor.
+			cursorEvery := 1 + rng.IntN(12)
+			o := spool.Options{Dir: dir, FS: fsys, SegmentBytes: 512, MaxBytes: 1 << 20, MaxRecordBytes: 256,
+				CursorEvery: cursorEvery, CursorInterval: time.Hour}
 			s, err := spool.Open(o)
 			if err != nil {
 				t.Fatal(err)
@@ -138,6 +143,16 @@ func TestPowerLossKeepsEveryAcknowledgedRecord(t *testing.T) {
 					t.Errorf("seq %d after %d: out of order", r.Seq, recs[i-1].Seq)
 				}
 			}
+			again := 0
+			for p := range seen {
+				if acked[p] {
+					again++
+				}
+			}
+			if limit := cursorEvery - 1 + deliverEvery; again > limit {
+				t.Errorf("%d acknowledged records came back, want at most %d (CursorEvery %d − 1, plus the %d of the Ack the crash cut)",
+					again, limit, cursorEvery, deliverEvery)
+			}
 			lost := 0
 			for p := range appended {
 				if !acked[p] && !seen[p] {
@@ -182,7 +197,8 @@ func TestDeleteOrderingCrashes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fsys := crashfs.New()
-			o := spool.Options{Dir: dir, FS: fsys, SegmentBytes: 512, MaxBytes: 1 << 20, MaxRecordBytes: 256}
+			// CursorEvery 1: every Ack writes the cursor, the steps under test.
+			o := spool.Options{Dir: dir, FS: fsys, SegmentBytes: 512, MaxBytes: 1 << 20, MaxRecordBytes: 256, CursorEvery: 1}
 			s := open(t, o)
 			appendN(t, s, 0, 40)
 			recs := drain(t, s)
@@ -251,4 +267,76 @@ func TestSegmentsMissingBelowOrAboveTheCursorAreTolerated(t *testing.T) {
 	if got := payloads(drain(t, s2)); !slices.Equal(got, []string{string(payload(100))}) {
 		t.Fatalf("the spool does not go on: %q", got)
 	}
+}
+
+// TestTheCursorIsWrittenLazily crashes the machine after acknowledgements that left
+// the cursor behind, and after ones that wrote it: below CursorEvery records the
+// acknowledged ones come back, the CursorEvery-th writes it, Close writes it, and so
+// does the timer CursorInterval after an Ack.
+func TestTheCursorIsWrittenLazily(t *testing.T) {
+	fsys := crashfs.New()
+	o := spool.Options{Dir: dir, FS: fsys, CursorEvery: 5, CursorInterval: time.Hour}
+	reopen := func() *spool.Spool {
+		s, err := spool.Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// crash stops s as a dead machine would (nothing it writes now survives), then
+	// opens what was synced.
+	crash := func(s *spool.Spool) *spool.Spool {
+		fsys.Hook = func(crashfs.Op, string) error { return syscall.EIO }
+		_ = s.Close(context.Background())
+		fsys.Hook = nil
+		fsys.Crash()
+		return reopen()
+	}
+	s := reopen()
+	appendN(t, s, 0, 20)
+	ackAll(t, s, drain(t, s)[:4])
+	s = crash(s)
+	got := drain(t, s)
+	if !slices.Equal(payloads(got), wantPayloads(0, 20)) {
+		t.Fatalf("after 4 acknowledgements (CursorEvery 5) and a crash: %q, want all 20 again", payloads(got))
+	}
+	ackAll(t, s, got[:5])
+	s = crash(s)
+	got = drain(t, s)
+	if !slices.Equal(payloads(got), wantPayloads(5, 20)) {
+		t.Fatalf("after 5 acknowledgements and a crash: %q, want #5..#19", payloads(got))
+	}
+	ackAll(t, s, got[:3])
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	s = crash(reopen())
+	got = drain(t, s)
+	if !slices.Equal(payloads(got), wantPayloads(8, 20)) {
+		t.Fatalf("after 3 acknowledgements, Close and a crash: %q, want #8..#19", payloads(got))
+	}
+	closeSpool(t, s)
+
+	o.CursorInterval = 20 * time.Millisecond
+	s = reopen()
+	got = drain(t, s)
+	ackAll(t, s, got[:1])
+	want := fmt.Sprintf(" %d ", got[0].Seq)
+	deadline := time.Now().Add(10 * time.Second) // a bound, not a timing claim
+	for {
+		b, err := fsys.ReadFile(dir + "/cursor")
+		if err == nil && strings.Contains(string(b), want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the timer never wrote the cursor at %d: %q, %v", got[0].Seq, b, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s = crash(s)
+	got = drain(t, s)
+	if !slices.Equal(payloads(got), wantPayloads(9, 20)) {
+		t.Fatalf("after 1 acknowledgement, the timer's write and a crash: %q, want #9..#19", payloads(got))
+	}
+	closeSpool(t, s)
 }

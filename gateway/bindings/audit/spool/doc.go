@@ -21,8 +21,13 @@
 // magic F3 A5, version 1, flags 0, the payload length (u32), a CRC-32C (Castagnoli)
 // over the seq and the payload (u32), the seq (u64). Seqs grow by one per record and
 // never repeat; a gap is possible (records of a failed sync are never reused). A
-// segment is closed once the next record would take it past SegmentBytes; each Open
-// starts a new one for its appends, so a segment left by an earlier run is only read.
+// segment is created preallocated: SegmentBytes of zeros, written and synced, its
+// directory entry synced, before its first record; records are written over the
+// zeros from the start, so that a group's fdatasync changes no metadata (no size, no
+// block allocation: on ext4 no journal commit). Zeros where a record header would
+// start are the segment's end. A segment is closed once the next record would take
+// it past SegmentBytes; each Open starts a new one for its appends, so a segment left
+// by an earlier run is only read.
 //
 // The cursor is one line, "ferrofed-spool-cursor 1 <watermark> <crc32c>": every record
 // at or below the watermark has been delivered or quarantined.
@@ -37,18 +42,27 @@
 //     synced length where it can, closes it, and fails the appends of that group with
 //     ErrStorage; the next append opens a new segment. A record whose Append failed
 //     may still be delivered (its bytes may have reached the disk), never the reverse.
-//   - The cap (MaxBytes, the segment files on disk) refuses new records with ErrFull;
-//     nothing already spooled is ever dropped to make room.
+//   - The cap (MaxBytes, the segment files on disk, each SegmentBytes from its
+//     creation) refuses with ErrFull a record that needs a new segment the cap has no
+//     room for; nothing already spooled is ever dropped to make room.
 //   - Delivery is at-least-once. The watermark moves over records acknowledged in
 //     order; acknowledgements past a gap wait in memory. The cursor is written to a
 //     tmp file, synced, renamed and its directory synced, and only then are the
 //     segments wholly below it unlinked; Open removes a segment it finds below the
-//     cursor and does not miss one that is gone. After a crash everything above the
-//     durable watermark is delivered again: duplicates are bounded by what was in
-//     flight, and each AuditEvent carries a stable event id (deliver.EventIDSystem)
-//     so that a repository can tell them apart.
-//   - Open never fails on content. A torn tail of the last segment (a short record,
-//     or a bad one with nothing good after it) is cut: such a record was never
+//     cursor and does not miss one that is gone. The cursor is written lazily, not at
+//     every Ack: by the Ack that brings the records acknowledged since the last write
+//     to CursorEvery (default 256), by one after which a segment is wholly delivered
+//     (so that it is unlinked at once), CursorInterval (default 1 s) after an Ack that
+//     left it behind, by a quarantine, and at Close. After a crash everything above
+//     the durable watermark is delivered again: the records that were in flight (the
+//     delivery loop's InFlight × BatchEntries, at most 100) and fewer than
+//     CursorEvery already acknowledged — none acknowledged more than CursorInterval
+//     before the crash, once the timer had its turn. Each AuditEvent carries a stable
+//     event id (deliver.EventIDSystem) so that a repository can tell them apart.
+//   - Open never fails on content. Zeros to the end of a segment are its unused
+//     preallocated rest (not reported), and a segment of zeros only holds nothing. A
+//     torn tail of the last segment holding records (a short record, or a bad one
+//     with nothing good after it) is cut: such a record was never
 //     acknowledged, since acknowledgement waits for the sync. A bad record anywhere
 //     else is copied raw to quarantine and the scan goes on at the next valid header.
 //     Unknown files and directories are left alone, except a directory named cursor

@@ -93,7 +93,9 @@ func (s *Spool) Quarantine(rec Record, why Reason) error {
 	s.mu.Lock()
 	s.quarantined++
 	s.mu.Unlock()
-	return s.Ack(rec.Seq)
+	// Rare, and written durably anyway: the cursor follows at once, so that a crash
+	// does not quarantine the record a second time.
+	return s.ack(true, []uint64{rec.Seq})
 }
 
 // List lists at most limit quarantine entries, ids and reasons only, with the total.

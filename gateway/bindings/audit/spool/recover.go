@@ -91,7 +91,7 @@ func (s *Spool) recover() error {
 	}
 	lastWithData := -1
 	for i, g := range segs {
-		if g.size > 0 && !g.keep {
+		if g.size > 0 && !g.keep && !g.blank {
 			lastWithData = i
 		}
 	}
@@ -181,7 +181,23 @@ func (s *Spool) sizeSegment(g *segment) error {
 		return errors.New("not a regular file")
 	}
 	g.size = st.Size()
+	// A segment whose first header is all zeros holds no record: preallocated, and
+	// its run ended before the first one was written.
+	var h [headerSize]byte
+	if n, _ := f.ReadAt(h[:], 0); n > 0 && allZero(h[:n]) {
+		g.blank = true
+	}
 	return nil
+}
+
+// allZero says whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // scanSegment checks every record of one segment and returns how many are above the
@@ -206,7 +222,13 @@ func (s *Spool) scanSegment(g *segment, prev *uint64, last bool, buf *[]byte) (i
 	}
 	pending := 0
 	var off int64
+	end := int64(len(b))
 	for off < int64(len(b)) {
+		if b[off] == 0 && allZero(b[off:]) {
+			// The preallocated rest of the segment, never written: its end.
+			end = off
+			break
+		}
 		seq, payload, st := decode(b[off:], s.opts.MaxRecordBytes)
 		if st == recordOK && seq > *prev {
 			*prev = seq
@@ -222,8 +244,8 @@ func (s *Spool) scanSegment(g *segment, prev *uint64, last bool, buf *[]byte) (i
 			if err := f.Truncate(off); err == nil {
 				_ = f.Sync()
 				s.report.Truncated = append(s.report.Truncated, fmt.Sprintf("%s at %d (%d bytes)", g.name, off, int64(len(b))-off))
-				b = b[:off]
 				g.size = off
+				end = off
 				break
 			} else {
 				s.problemf("segment %s: torn tail at %d not cut: %v", g.name, off, err)
@@ -243,7 +265,7 @@ func (s *Spool) scanSegment(g *segment, prev *uint64, last bool, buf *[]byte) (i
 		g.skips = append(g.skips, span{from: off, to: to})
 		off = to
 	}
-	g.end = int64(len(b))
+	g.end = end
 	return pending, nil
 }
 

@@ -20,6 +20,10 @@ const (
 	DefaultMaxBytes       = 256 << 20
 	DefaultMaxRecordBytes = 1 << 20
 	DefaultWaitAfter      = 5 * time.Second
+	DefaultCursorEvery    = 256
+	DefaultCursorInterval = time.Second
+	// MaxCursorEvery bounds CursorEvery, and with it the duplicates a crash can cause.
+	MaxCursorEvery = 4096
 	// MinSegmentBytes keeps a segment larger than one header and a small record.
 	MinSegmentBytes = 256
 )
@@ -59,6 +63,15 @@ type Options struct {
 	WaitAfter time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// CursorEvery and CursorInterval make the cursor lazy: an Ack writes it only
+	// once CursorEvery records were acknowledged since the last cursor write, or when a
+	// segment became wholly delivered (so that it is unlinked); otherwise the cursor
+	// is written CursorInterval after that Ack, and at Close. A crash delivers again
+	// the records acknowledged since the last cursor write: fewer than CursorEvery,
+	// and, once the timer had its turn, none acknowledged CursorInterval before it.
+	// Default 256 (at most MaxCursorEvery; 1 writes it at every Ack) and 1 s.
+	CursorEvery    int
+	CursorInterval time.Duration
 	// SyncEach gives every record its own sync: no group commit. It exists as the
 	// baseline of the benchmark, never for production.
 	SyncEach bool
@@ -86,6 +99,12 @@ func (o *Options) defaults() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.CursorEvery == 0 {
+		o.CursorEvery = DefaultCursorEvery
+	}
+	if o.CursorInterval == 0 {
+		o.CursorInterval = DefaultCursorInterval
+	}
 	switch {
 	case o.MaxRecordBytes < 1 || o.MaxRecordBytes > math.MaxInt32:
 		return fmt.Errorf("spool: MaxRecordBytes %d is not in 1..%d", o.MaxRecordBytes, math.MaxInt32)
@@ -96,6 +115,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("spool: MaxBytes %d is below 2×SegmentBytes (%d)", o.MaxBytes, 2*o.SegmentBytes)
 	case o.WaitAfter < 0:
 		return fmt.Errorf("spool: WaitAfter %v is negative", o.WaitAfter)
+	case o.CursorEvery < 1 || o.CursorEvery > MaxCursorEvery:
+		return fmt.Errorf("spool: CursorEvery %d is not in 1..%d", o.CursorEvery, MaxCursorEvery)
+	case o.CursorInterval < 0:
+		return fmt.Errorf("spool: CursorInterval %v is negative", o.CursorInterval)
 	}
 	return nil
 }
@@ -115,7 +138,8 @@ type segment struct {
 	first   uint64
 	name    string
 	end     int64 // the reader reads below end: the scanned valid end, or the synced end
-	size    int64 // bytes on disk, for the cap
+	size    int64 // bytes on disk, for the cap: SegmentBytes from its creation (preallocated)
+	blank   bool  // found at open with nothing but zeros at its start
 	last    uint64
 	skips   []span
 	sealed  bool // no more appends
@@ -173,8 +197,11 @@ type Spool struct {
 	active      *segment
 	nextSeq     uint64
 	diskBytes   int64
-	watermark   uint64 // every record ≤ it is delivered or quarantined
-	durableWM   uint64 // the watermark the cursor file holds
+	watermark   uint64      // every record ≤ it is delivered or quarantined
+	durableWM   uint64      // the watermark the cursor file holds
+	ackedCount  uint64      // records the watermark moved over since Open
+	durableAt   uint64      // ackedCount when the watermark durableWM holds was taken
+	cursorTimer *time.Timer // the cursor's lazy write, armed by an Ack that left it behind
 	rseg        *segment
 	rpos        int64
 	rfile       File
@@ -307,31 +334,38 @@ func (s *Spool) closeActive() {
 // it would grow past SegmentBytes), then one sync, then every appender is answered.
 func (s *Spool) commit(batch []*appendReq) {
 	var (
-		buf     []byte
-		group   []*appendReq
-		seqs    []uint64
-		pending int64
+		buf   []byte
+		group []*appendReq
+		seqs  []uint64
 	)
 	flush := func() {
 		if len(group) > 0 {
 			s.flush(buf, group, seqs)
 		}
-		buf, group, seqs, pending = nil, nil, nil, 0
+		buf, group, seqs = nil, nil, nil
 	}
 	for _, r := range batch {
 		size := int64(headerSize + len(r.payload))
 		s.mu.Lock()
-		full := s.diskBytes+pending+size > s.opts.MaxBytes
+		// A record goes into the preallocated space of the active segment, or needs
+		// a new segment: only that takes disk space, SegmentBytes of it.
+		used := int64(len(buf))
+		if s.active != nil {
+			used += s.active.end
+		}
+		rotate := s.active == nil || (used+size > s.opts.SegmentBytes && used > 0)
+		disk := s.diskBytes
+		full := rotate && disk+s.opts.SegmentBytes > s.opts.MaxBytes
+		var seq uint64
+		if !full {
+			seq = s.nextSeq
+			s.nextSeq++
+		}
 		s.mu.Unlock()
 		if full {
-			r.done <- appendResult{err: fmt.Errorf("%w: %d bytes on disk, cap %d", ErrFull, s.diskBytesNow()+pending, s.opts.MaxBytes)}
+			r.done <- appendResult{err: fmt.Errorf("%w: %d bytes on disk, a new segment needs %d, cap %d", ErrFull, disk, s.opts.SegmentBytes, s.opts.MaxBytes)}
 			continue
 		}
-		s.mu.Lock()
-		rotate := s.active == nil || (s.active.size+int64(len(buf))+size > s.opts.SegmentBytes && s.active.size+int64(len(buf)) > 0)
-		seq := s.nextSeq
-		s.nextSeq++
-		s.mu.Unlock()
 		if rotate {
 			flush()
 			if err := s.rotate(seq); err != nil {
@@ -342,37 +376,58 @@ func (s *Spool) commit(batch []*appendReq) {
 		buf = encode(buf, seq, r.payload)
 		group = append(group, r)
 		seqs = append(seqs, seq)
-		pending += size
 	}
 	flush()
 }
 
-func (s *Spool) diskBytesNow() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.diskBytes
-}
+// zeros is what a new segment is filled with, one write at a time.
+var zeros = make([]byte, 64<<10)
 
-// rotate seals the active segment and creates the next, named for first, making its
-// directory entry durable before any record in it is acknowledged.
+// rotate seals the active segment and creates the next, named for first: SegmentBytes
+// of zeros written and synced, its directory entry synced, before any record in it is
+// acknowledged. Records are then written over the zeros from the start, so that the
+// sync of a group changes no metadata (no size, no block allocation) and on ext4 and
+// XFS an fdatasync needs no journal commit; Open takes zeros for the segment's end.
 func (s *Spool) rotate(first uint64) error {
 	s.closeActive()
 	name := segmentName(first)
 	p := path.Join(s.dir, name)
-	f, err := s.fs.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	fail := func(what string, err error) error {
+		_ = s.fs.Remove(p)
+		return fmt.Errorf("%w: %s segment %s: %w", ErrStorage, what, name, err)
+	}
+	f, err := s.fs.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("%w: create segment %s: %w", ErrStorage, name, err)
 	}
+	for left := s.opts.SegmentBytes; left > 0 && err == nil; left -= int64(len(zeros)) {
+		_, err = f.Write(zeros[:min(left, int64(len(zeros)))])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail("preallocate", err)
+	}
+	// A second handle writes from offset 0, over the zeros.
+	w, err := s.fs.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return fail("open", err)
+	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
-		_ = f.Close()
+		_ = w.Close()
 		_ = s.fs.Remove(p)
 		return fmt.Errorf("%w: sync the spool directory: %w", ErrStorage, err)
 	}
-	seg := &segment{first: first, name: name}
-	s.activeFile = f
+	seg := &segment{first: first, name: name, size: s.opts.SegmentBytes}
+	s.activeFile = w
 	s.mu.Lock()
 	s.segs = append(s.segs, seg)
 	s.active = seg
+	s.diskBytes += seg.size
 	s.mu.Unlock()
 	return nil
 }
@@ -392,9 +447,11 @@ func (s *Spool) flush(buf []byte, group []*appendReq, seqs []uint64) {
 	}
 	if err != nil {
 		s.activeFile = nil
+		// Cut what was written past the last sync (and the zeros after it); if the
+		// cut fails, the file keeps its size, and Open cuts the torn bytes.
 		kept := seg.end
 		if terr := f.Truncate(seg.end); terr != nil {
-			kept = seg.end + int64(n)
+			kept = max(seg.size, seg.end+int64(n))
 		}
 		_ = f.Close()
 		s.mu.Lock()
@@ -411,8 +468,10 @@ func (s *Spool) flush(buf []byte, group []*appendReq, seqs []uint64) {
 	now := s.opts.Now()
 	s.mu.Lock()
 	seg.end += int64(len(buf))
-	s.diskBytes += seg.end - seg.size
-	seg.size = seg.end
+	if seg.end > seg.size {
+		s.diskBytes += seg.end - seg.size
+		seg.size = seg.end
+	}
 	seg.last = seqs[len(seqs)-1]
 	s.everSpooled = true
 	for _, q := range seqs {
@@ -551,9 +610,14 @@ func (s *Spool) readAtLocked(seg *segment, off int64) (Record, int64, error) {
 
 // Ack marks records handed out by Next delivered (any other seq is ignored). The
 // watermark moves over every record handed out below the first one not yet
-// acknowledged; the cursor is made durable, and only then are segments wholly below
-// it unlinked.
-func (s *Spool) Ack(seqs ...uint64) error {
+// acknowledged. The cursor is written lazily (Options.CursorEvery): by this Ack when
+// CursorEvery records were acknowledged since the last write or when a segment is
+// now wholly delivered, otherwise CursorInterval later or at Close. Segments are
+// unlinked only below a durable cursor.
+func (s *Spool) Ack(seqs ...uint64) error { return s.ack(false, seqs) }
+
+// ack is Ack; force writes the cursor whenever the watermark moved.
+func (s *Spool) ack(force bool, seqs []uint64) error {
 	s.mu.Lock()
 	for _, q := range seqs {
 		// Only a seq handed out and still above the watermark is held: a stray
@@ -568,6 +632,7 @@ func (s *Spool) Ack(seqs ...uint64) error {
 		delete(s.acked, q)
 		s.outstanding = s.outstanding[1:]
 		s.watermark = q
+		s.ackedCount++
 		moved = true
 		if q <= s.leftoverMax && s.leftover > 0 {
 			s.leftover--
@@ -576,11 +641,46 @@ func (s *Spool) Ack(seqs ...uint64) error {
 	for len(s.times) > 0 && s.times[0].seq <= s.watermark {
 		s.times = s.times[1:]
 	}
-	s.mu.Unlock()
 	if !moved {
+		s.mu.Unlock()
+		return nil
+	}
+	due := force || s.ackedCount-s.durableAt >= uint64(s.opts.CursorEvery) || s.unlinkableLocked(s.watermark)
+	if !due && s.cursorTimer == nil && !s.closed {
+		s.cursorTimer = time.AfterFunc(s.opts.CursorInterval, s.timedCursor)
+	}
+	s.mu.Unlock()
+	if !due {
 		return nil
 	}
 	return s.syncCursor()
+}
+
+// timedCursor is the lazy cursor write CursorInterval after an Ack left the cursor
+// behind. A failure is not lost: the cursor stays behind, so the next Ack arms the
+// timer again, and Close writes the cursor and returns the error.
+// Once Close began, the timer writes nothing: Close writes the cursor itself.
+func (s *Spool) timedCursor() {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	s.mu.Lock()
+	s.cursorTimer = nil
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		_ = s.syncCursorLocked()
+	}
+}
+
+// removableLocked says whether g may be unlinked below the watermark wm: sealed,
+// wholly at or below wm, never to be kept, and already passed by the reader.
+func (s *Spool) removableLocked(g *segment, wm uint64) bool {
+	return g.sealed && !g.keep && g != s.active && g.last <= wm && s.rseg != nil && g.first <= s.rseg.first && (g != s.rseg || s.rpos >= g.end)
+}
+
+// unlinkableLocked says whether a cursor at wm would let a segment be unlinked.
+func (s *Spool) unlinkableLocked(wm uint64) bool {
+	return slices.ContainsFunc(s.segs, func(g *segment) bool { return s.removableLocked(g, wm) })
 }
 
 // syncCursor writes the watermark as the cursor (tmp, fsync, rename, fsync dir) and
@@ -588,8 +688,12 @@ func (s *Spool) Ack(seqs ...uint64) error {
 func (s *Spool) syncCursor() error {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
+	return s.syncCursorLocked()
+}
+
+func (s *Spool) syncCursorLocked() error {
 	s.mu.Lock()
-	wm := s.watermark
+	wm, count := s.watermark, s.ackedCount
 	already := s.durableWM
 	s.mu.Unlock()
 	if wm <= already {
@@ -599,11 +703,11 @@ func (s *Spool) syncCursor() error {
 		return fmt.Errorf("spool: write the cursor: %w", err)
 	}
 	s.mu.Lock()
-	s.durableWM = wm
+	s.durableWM, s.durableAt = wm, count
 	var gone []*segment
 	kept := s.segs[:0]
 	for _, g := range s.segs {
-		if g.sealed && !g.keep && g != s.active && g.last <= wm && s.rseg != nil && g.first <= s.rseg.first && (g != s.rseg || s.rpos >= g.end) {
+		if s.removableLocked(g, wm) {
 			g.removed = true
 			s.diskBytes -= g.size
 			gone = append(gone, g)
@@ -667,12 +771,18 @@ func (s *Spool) SetDelivery(lastOK, retrying bool) {
 }
 
 // Close stops the spool: appends fail with ErrClosed, the segment being written is
-// synced and closed. It never deletes a record. It returns ctx's error if the writer
-// is still inside a sync when ctx ends.
+// synced and closed, and the cursor is written if it lags behind the watermark. It
+// never deletes an undelivered record. It returns ctx's error if the writer is still
+// inside a sync when ctx ends (the cursor is then not written), and the cursor
+// write's error.
 func (s *Spool) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		if s.cursorTimer != nil {
+			s.cursorTimer.Stop()
+			s.cursorTimer = nil
+		}
 		s.wakeLocked()
 		s.mu.Unlock()
 		close(s.closing)
@@ -682,13 +792,14 @@ func (s *Spool) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("spool: close: the writer did not finish its sync in time: %w", ctx.Err())
 	}
+	err := s.syncCursor()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rfile != nil {
 		_ = s.rfile.Close()
 		s.rfile = nil
 	}
-	return nil
+	return err
 }
 
 // Syncs counts the data syncs of segments since Open.

@@ -167,6 +167,7 @@ func TestATornTailIsCutWithoutQuarantine(t *testing.T) {
 			closeSpool(t, s)
 			seg := dir + "/" + segments(t, fsys)[0]
 			b, _ := fsys.ReadFile(seg)
+			b = bytes.TrimRight(b, "\x00") // the records, without the preallocated rest
 			last := len(b) - (20 + len(payload(9)))
 			if err := fsys.WriteFile(seg, b[:last+cut]); err != nil {
 				t.Fatal(err)
@@ -627,5 +628,66 @@ func TestAppendReturnsOnlyAfterItsSyncReturned(t *testing.T) {
 	}
 	if got := payloads(drain(t, s)); !slices.Equal(got, wantPayloads(0, 1)) {
 		t.Errorf("records = %q", got)
+	}
+}
+
+// TestSegmentsArePreallocatedAndTheirZerosAreTheirEnd: a new segment is SegmentBytes
+// of synced zeros before its first record, records overwrite them (the file's size
+// never changes, so a group's sync changes no metadata), and Open takes the zeros
+// after the last record for the segment's end: nothing cut, nothing quarantined.
+func TestSegmentsArePreallocatedAndTheirZerosAreTheirEnd(t *testing.T) {
+	fsys := crashfs.New()
+	o := spool.Options{FS: fsys, SegmentBytes: 4096, MaxRecordBytes: 1024, MaxBytes: 1 << 20}
+	s := open(t, o)
+	appendN(t, s, 0, 3)
+	segs := segments(t, fsys)
+	if len(segs) != 1 {
+		t.Fatalf("segments = %v, want 1", segs)
+	}
+	b, _ := fsys.ReadFile(dir + "/" + segs[0])
+	written := bytes.TrimRight(b, "\x00")
+	if len(b) != 4096 || len(written) != 3*(20+len(payload(0))) {
+		t.Fatalf("segment: %d bytes, %d of them records; want 4096, and 3 records at its start", len(b), len(written))
+	}
+	if snap := s.Snapshot(); snap.Bytes != 4096 {
+		t.Errorf("bytes on disk = %d, want the preallocated 4096", snap.Bytes)
+	}
+	// What a power loss leaves: the synced zeros, the synced records.
+	fsys.Crash()
+	s2 := open(t, o)
+	rep := s2.Report()
+	if len(rep.Truncated)+len(rep.Quarantined)+len(rep.Problems) != 0 || rep.Pending != 3 {
+		t.Errorf("report = %+v, want 3 pending and nothing cut, quarantined or wrong", rep)
+	}
+	if got := payloads(drain(t, s2)); !slices.Equal(got, wantPayloads(0, 3)) {
+		t.Errorf("records = %q, want #0..#2", got)
+	}
+}
+
+// TestABlankNewestSegmentLeavesTheTornTailBeforeItToBeCut: a run that preallocated a
+// segment and died before its first record leaves a segment of zeros after the one
+// with a torn tail; that tail is still the log's end, cut, not quarantined.
+func TestABlankNewestSegmentLeavesTheTornTailBeforeItToBeCut(t *testing.T) {
+	fsys := crashfs.New()
+	o := spool.Options{FS: fsys, SegmentBytes: 4096, MaxRecordBytes: 1024, MaxBytes: 1 << 20}
+	s := open(t, o)
+	appendN(t, s, 0, 3)
+	closeSpool(t, s)
+	seg := dir + "/" + segments(t, fsys)[0]
+	b, _ := fsys.ReadFile(seg)
+	written := bytes.TrimRight(b, "\x00")
+	if err := fsys.WriteFile(seg, written[:len(written)-5]); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.WriteFile(dir+"/seg-00000000000000ff.log", make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, o)
+	rep := s2.Report()
+	if len(rep.Truncated) != 1 || !strings.HasPrefix(rep.Truncated[0], segments(t, fsys)[0]) || len(rep.Quarantined) != 0 {
+		t.Errorf("report = %+v, want the first segment's torn tail cut and nothing quarantined", rep)
+	}
+	if got := payloads(drain(t, s2)); !slices.Equal(got, wantPayloads(0, 2)) {
+		t.Errorf("records = %q, want #0 and #1", got)
 	}
 }
