@@ -1,0 +1,210 @@
+// Package patient is the flow of a patient-scoped search (BINDINGS.md §1, DESIGN
+// §2.7): for a search that names a patient (patient=, subject=, patient.identifier=,
+// or Patient?identifier=), the configured bindings run before the fan-out, in the
+// order demographics → resolver → consent → localizer, each within its own budget and
+// all within the request's, and the result is a plan: which members are asked, each
+// with its own local patient reference, and which are excluded, by which step. A
+// member a step drops is never contacted.
+//
+// The federation calls Plan for the first page of every search when a flow is
+// configured (Options.Patient); next pages carry each member's own query in their
+// token and ask no binding again.
+//
+// # Steps built so far
+//
+//	resolver  [resolver], PIXm ITI-83 (gateway/bindings/pixm): the patient's
+//	          identifier in every member's registry.members[].identifier_system; a
+//	          member without one is excluded (excluded_by: resolver), a mapped member is
+//	          asked with Patient/<its value>. Fails closed: no answer, a bad answer
+//	          or an audit record not stored asks no member (502, 504, 503).
+package patient
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+)
+
+// The steps, as excluded_by names them.
+const (
+	ByDemographics = "demographics"
+	ByResolver     = "resolver"
+	ByConsent      = "consent"
+	ByLocalizer    = "localizer"
+)
+
+// Options build a Flow.
+type Options struct {
+	// Recorder stores the AuditEvent of every binding exchange (the audit trail).
+	Recorder binding.Recorder
+	// Metrics counts every binding exchange.
+	Metrics *binding.Metrics
+}
+
+// Flow runs the configured patient-scoped bindings.
+type Flow struct {
+	resolver *pixm.Consumer
+	// domain is each member's identifier_system, by member id.
+	domain map[string]string
+}
+
+// New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
+// configured. The credential files are read now.
+func New(cfg *config.Config, o Options) (*Flow, error) {
+	if cfg.Resolver == nil {
+		return nil, nil
+	}
+	f := &Flow{domain: map[string]string{}}
+	var domains []string
+	for _, m := range cfg.Registry.Members {
+		if m.IdentifierSystem != "" {
+			f.domain[m.ID] = m.IdentifierSystem
+			domains = append(domains, m.IdentifierSystem)
+		}
+	}
+	r, err := pixm.New(pixm.Options{Key: ByResolver, Service: cfg.Resolver.BindingService,
+		DefaultTimeoutMS: config.DefaultResolverTimeoutMS, DefaultMaxBodyBytes: config.DefaultResolverMaxBodyBytes,
+		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics})
+	if err != nil {
+		return nil, err
+	}
+	f.resolver = r
+	return f, nil
+}
+
+// Attach reports every binding's state into tracker: each configured key is present,
+// "unknown" until its first exchange.
+func (f *Flow) Attach(tracker *dependencies.Tracker) {
+	if f == nil {
+		return
+	}
+	if f.resolver != nil {
+		f.resolver.Attach(tracker)
+	}
+}
+
+// Query is a search's first page as the federation holds it.
+type Query struct {
+	ResourceType string
+	// Params are the search's parameters, each "name=value" escaped.
+	Params []string
+	// Members are the ids of the members the search would ask, in registry order.
+	Members []string
+}
+
+// Plan is what the flow decided of one patient-scoped search.
+type Plan struct {
+	// Scope is the patient the search names; Scope.Index is the parameter each asked
+	// member gets its own in place of.
+	Scope Scope
+	// Asks are the members to ask, in the query's order, each with its parameter.
+	Asks []Ask
+	// Excluded are the members a step dropped, in the query's order.
+	Excluded []Excluded
+	// NoMatch, when set, is why no member is asked although the search is sound
+	// (demographics found no patient, or more than one): the answer is a Bundle with
+	// this outcome entry.
+	NoMatch *NoMatch
+	// Fail, when set, is the step that failed closed: the answer is its status and an
+	// OperationOutcome, and no member is asked.
+	Fail *binding.Failure
+}
+
+// Ask is one member to ask and the parameter ("patient=Patient/123", escaped) it is
+// asked with in place of the client's.
+type Ask struct {
+	Member, Param string
+}
+
+// Excluded is one member a step dropped.
+type Excluded struct {
+	Member, By string
+}
+
+// NoMatch is a search no member is asked for: code is the OperationOutcome issue code
+// (not-found, multiple-matches).
+type NoMatch struct {
+	Code, Diagnostics string
+}
+
+// Plan runs the flow for q within ctx (the request's budget). scoped is false when q
+// names no patient (the search goes on as it came); err is a *Refusal when it names
+// one in a way the flow cannot ask about.
+func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err error) {
+	s, scoped, err := Find(q.ResourceType, q.Params)
+	if err != nil || !scoped {
+		return Plan{}, scoped, err
+	}
+	plan.Scope = s
+	candidates := q.Members
+	asks := make(map[string]string, len(candidates))
+	for _, id := range candidates {
+		asks[id] = q.Params[s.Index]
+	}
+	if f.resolver != nil {
+		if !s.Identified() {
+			return Plan{}, true, &Refusal{Param: s.Name, Diagnostics: "the resolver maps the patient by identifier: name it as patient.identifier=system|value"}
+		}
+		mapping, err := f.resolver.Resolve(ctx, s.System, s.Value)
+		if err != nil {
+			return failed(s, err), true, nil
+		}
+		var kept []string
+		for _, id := range candidates {
+			domain, ok := f.domain[id]
+			local, mapped := mapping[domain]
+			if ok && domain == s.System {
+				// The client named the patient in this member's own domain, which a
+				// manager never echoes.
+				local, mapped = s.Value, true
+			}
+			if !ok || !mapped || !validID(local) {
+				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByResolver})
+				continue
+			}
+			asks[id] = s.memberParam(local)
+			kept = append(kept, id)
+		}
+		candidates = kept
+	}
+	for _, id := range candidates {
+		plan.Asks = append(plan.Asks, Ask{Member: id, Param: asks[id]})
+	}
+	return plan, true, nil
+}
+
+func failed(s Scope, err error) Plan {
+	f, ok := err.(*binding.Failure)
+	if !ok {
+		f = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
+	}
+	return Plan{Scope: s, Fail: f}
+}
+
+// Surface is the flow's part of the server when no other binding exports the
+// bindings' metrics (no [audit]): it registers them, and has no route, no readiness
+// check and nothing to stop. Nil without a flow.
+func (f *Flow) Surface(metrics *binding.Metrics) binding.Surface {
+	if f == nil || metrics == nil {
+		return nil
+	}
+	return metricsSurface{ProcessSurface: binding.NewProcessSurface("patient-bindings", stopped{}), m: metrics}
+}
+
+type metricsSurface struct {
+	*binding.ProcessSurface
+	m *binding.Metrics
+}
+
+// Collector is the bindings' metrics.
+func (s metricsSurface) Collector() prometheus.Collector { return s.m }
+
+type stopped struct{}
+
+func (stopped) Stop(context.Context) error { return nil }
