@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -146,4 +147,25 @@ func (e Exchange) FailureOf(step, why string) *Failure {
 func AuditFailure(step string) *Failure {
 	return &Failure{Status: http.StatusServiceUnavailable, Code: "transient",
 		Diagnostics: "the audit record of the " + step + "'s exchange could not be stored, so its answer was not used: retry later"}
+}
+
+// Finish ends one exchange of a patient-scoped binding: when the request left the
+// gateway it records the exchange's AuditEvent (ev, with its outcome from ex) through
+// rec within timeout, whatever the client does meanwhile, then sets ev.Key's state in
+// tracker. stored is false when the record could not be stored: the exchange is
+// failing and its answer must not be used.
+func Finish(ctx context.Context, ex Exchange, ev QueryEvent, rec Recorder, timeout time.Duration, tracker *dependencies.Tracker) (stored bool) {
+	stored = true
+	if ex.Sent {
+		ev.Outcome = ex.AuditOutcome()
+		body, err := ev.Event()
+		if err == nil && rec != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			err = rec.Record(rctx, body)
+			cancel()
+		}
+		stored = err == nil
+	}
+	ex.Observe(tracker, ev.Key, stored)
+	return stored
 }

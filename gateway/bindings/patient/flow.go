@@ -12,6 +12,11 @@
 //
 // # Steps built so far
 //
+//	demographics  [pdqm], PDQm ITI-78 (gateway/bindings/pdqm): the patient looked up
+//	          by the client's identifier or id; no match or an ambiguous one asks no
+//	          member (every member excluded_by: demographics, and the Bundle carries an
+//	          OperationOutcome entry not-found / multiple-matches). A patient named by
+//	          id is resolved with the match's first identifier. Fails closed.
 //	resolver  [resolver], PIXm ITI-83 (gateway/bindings/pixm): the patient's
 //	          identifier in every member's registry.members[].identifier_system; a
 //	          member without one is excluded (excluded_by: resolver), a mapped member is
@@ -26,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/pdqm"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
@@ -49,7 +55,8 @@ type Options struct {
 
 // Flow runs the configured patient-scoped bindings.
 type Flow struct {
-	resolver *pixm.Consumer
+	demographics *pdqm.Consumer
+	resolver     *pixm.Consumer
 	// domain is each member's identifier_system, by member id.
 	domain map[string]string
 }
@@ -57,10 +64,20 @@ type Flow struct {
 // New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
 // configured. The credential files are read now.
 func New(cfg *config.Config, o Options) (*Flow, error) {
-	if cfg.Resolver == nil {
+	if cfg.Resolver == nil && cfg.PDQm == nil {
 		return nil, nil
 	}
 	f := &Flow{domain: map[string]string{}}
+	if cfg.PDQm != nil {
+		d, err := pdqm.New(pdqm.Options{Service: cfg.PDQm.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
+		if err != nil {
+			return nil, err
+		}
+		f.demographics = d
+	}
+	if cfg.Resolver == nil {
+		return f, nil
+	}
 	var domains []string
 	for _, m := range cfg.Registry.Members {
 		if m.IdentifierSystem != "" {
@@ -83,6 +100,9 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 func (f *Flow) Attach(tracker *dependencies.Tracker) {
 	if f == nil {
 		return
+	}
+	if f.demographics != nil {
+		f.demographics.Attach(tracker)
 	}
 	if f.resolver != nil {
 		f.resolver.Attach(tracker)
@@ -147,11 +167,35 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 	for _, id := range candidates {
 		asks[id] = q.Params[s.Index]
 	}
-	if f.resolver != nil {
-		if !s.Identified() {
-			return Plan{}, true, &Refusal{Param: s.Name, Diagnostics: "the resolver maps the patient by identifier: name it as patient.identifier=system|value"}
+	system, value := s.System, s.Value
+	if f.resolver != nil && !s.Identified() && f.demographics == nil {
+		return Plan{}, true, &Refusal{Param: s.Name, Diagnostics: "the resolver maps the patient by identifier: name it as patient.identifier=system|value"}
+	}
+	if f.demographics != nil {
+		res, err := f.demographics.Lookup(ctx, pdqm.Criteria{System: s.System, Value: s.Value, ID: s.ID})
+		if err != nil {
+			return failed(s, err), true, nil
 		}
-		mapping, err := f.resolver.Resolve(ctx, s.System, s.Value)
+		switch res.Kind {
+		case pdqm.NoMatch:
+			return excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "not-found",
+				Diagnostics: "no patient matches the search's " + s.Name + " at the demographics supplier: no member was asked"}), true, nil
+		case pdqm.Ambiguous:
+			return excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "multiple-matches",
+				Diagnostics: "more than one patient matches the search's " + s.Name + " at the demographics supplier: no member was asked; name the patient by an identifier that is unique"}), true, nil
+		}
+		if !s.Identified() {
+			if len(res.Identifiers) == 0 && f.resolver != nil {
+				return failed(s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
+					Diagnostics: "the demographics match carries no identifier the resolver could map"}), true, nil
+			}
+			if len(res.Identifiers) > 0 {
+				system, value = res.Identifiers[0].System, res.Identifiers[0].Value
+			}
+		}
+	}
+	if f.resolver != nil {
+		mapping, err := f.resolver.Resolve(ctx, system, value)
 		if err != nil {
 			return failed(s, err), true, nil
 		}
@@ -159,10 +203,10 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		for _, id := range candidates {
 			domain, ok := f.domain[id]
 			local, mapped := mapping[domain]
-			if ok && domain == s.System {
-				// The client named the patient in this member's own domain, which a
-				// manager never echoes.
-				local, mapped = s.Value, true
+			if ok && domain == system {
+				// The patient is named in this member's own domain, which a manager
+				// never echoes.
+				local, mapped = value, true
 			}
 			if !ok || !mapped || !validID(local) {
 				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByResolver})
@@ -177,6 +221,15 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		plan.Asks = append(plan.Asks, Ask{Member: id, Param: asks[id]})
 	}
 	return plan, true, nil
+}
+
+// excludeAll is the plan that asks no member: every candidate excluded by step.
+func excludeAll(s Scope, candidates []string, step string, nm *NoMatch) Plan {
+	p := Plan{Scope: s, NoMatch: nm}
+	for _, id := range candidates {
+		p.Excluded = append(p.Excluded, Excluded{Member: id, By: step})
+	}
+	return p
 }
 
 func failed(s Scope, err error) Plan {

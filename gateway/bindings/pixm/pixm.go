@@ -113,20 +113,9 @@ func (c *Consumer) Resolve(ctx context.Context, system, value string) (Mapping, 
 	start := time.Now()
 	ex := c.client.Do(ctx, req)
 	mapping, why := parse(ex)
-	stored := true
-	if ex.Sent {
-		ev, err := binding.QueryEvent{Key: c.key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
-			Query: []byte(query), PatientSystem: system, PatientValue: value, Outcome: ex.AuditOutcome()}.Event()
-		if err == nil && c.rec != nil {
-			// The record is kept whatever the client does meanwhile, within the
-			// binding's own budget.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-			err = c.rec.Record(rctx, ev)
-			cancel()
-		}
-		stored = err == nil
-	}
-	ex.Observe(c.tracker.Load(), c.key, stored)
+	ev := binding.QueryEvent{Key: c.key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
+		Query: []byte(query), PatientSystem: system, PatientValue: value}
+	stored := binding.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
 	switch {
 	case !stored:
 		return nil, binding.AuditFailure(c.key)
