@@ -16,9 +16,16 @@ import (
 // query, and the members it dropped become excluded records. answered is true when it
 // answered the request itself: a refused patient parameter (400), or a step that
 // failed closed (its status, no member asked).
-func (s *Surface) planPatient(ctx context.Context, c *gin.Context, srch *search, q searchQuery, resourceType string) (answered bool) {
-	ids := positionIDs(srch.positions)
-	plan, scoped, err := s.opts.Patient.Plan(ctx, patient.Query{ResourceType: resourceType, Params: q.kept, Members: ids})
+func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings, srch *search, q searchQuery, resourceType string) (answered bool) {
+	pq := patient.Query{ResourceType: resourceType, Params: q.kept, Members: positionIDs(srch.positions)}
+	// The requester, as the audit trail names it: the operator token's subject when
+	// the request carries one that verifies.
+	if r := c.Request; r.Header.Get("Authorization") != "" && st.verifier.Configured() {
+		if p, e := st.verifier.Authorize(r); e == nil {
+			pq.Issuer, pq.Subject = p.Issuer, p.Subject
+		}
+	}
+	plan, scoped, err := s.opts.Patient.Plan(ctx, pq)
 	var refusal *patient.Refusal
 	switch {
 	case errors.As(err, &refusal):

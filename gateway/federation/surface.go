@@ -489,7 +489,7 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 			pctx, cancel := context.WithTimeout(ctx, st.requestTimeout)
 			defer cancel()
 			ctx = pctx
-			if s.planPatient(ctx, c, srch, q, resourceType) {
+			if s.planPatient(ctx, c, st, srch, q, resourceType) {
 				return
 			}
 		}

@@ -37,7 +37,8 @@ var allowed = map[string][]string{
 	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},
 	"gateway/bindings/pixm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/pdqm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
-	"gateway/bindings/patient":       {"gateway/bindings", "gateway/bindings/pdqm", "gateway/bindings/pixm", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/authzen":       {"gateway/bindings", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/patient":       {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm", "gateway/config", "gateway/dependencies"},
 }
 
 type pkg struct {

@@ -22,6 +22,10 @@
 //	          member without one is excluded (excluded_by: resolver), a mapped member is
 //	          asked with Patient/<its value>. Fails closed: no answer, a bad answer
 //	          or an audit record not stored asks no member (502, 504, 503).
+//	consent   [consent], AuthZEN 1.0 evaluations (gateway/bindings/authzen): one
+//	          evaluation per member still a candidate, the requester as subject,
+//	          consent.purpose_of_use, the patient's identifier; a denied (or missing)
+//	          decision excludes the member (excluded_by: consent). Fails closed, 503.
 package patient
 
 import (
@@ -31,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/authzen"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pdqm"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
 	"github.com/ferrofed/ferrofed/gateway/config"
@@ -57,6 +62,7 @@ type Options struct {
 type Flow struct {
 	demographics *pdqm.Consumer
 	resolver     *pixm.Consumer
+	consent      *authzen.Client
 	// domain is each member's identifier_system, by member id.
 	domain map[string]string
 }
@@ -64,7 +70,7 @@ type Flow struct {
 // New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
 // configured. The credential files are read now.
 func New(cfg *config.Config, o Options) (*Flow, error) {
-	if cfg.Resolver == nil && cfg.PDQm == nil {
+	if cfg.Resolver == nil && cfg.PDQm == nil && cfg.Consent == nil {
 		return nil, nil
 	}
 	f := &Flow{domain: map[string]string{}}
@@ -74,6 +80,14 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 			return nil, err
 		}
 		f.demographics = d
+	}
+	if cfg.Consent != nil {
+		c, err := authzen.New(authzen.Options{Service: cfg.Consent.BindingService, PurposeOfUse: cfg.Consent.PurposeOfUse,
+			Recorder: o.Recorder, Metrics: o.Metrics})
+		if err != nil {
+			return nil, err
+		}
+		f.consent = c
 	}
 	if cfg.Resolver == nil {
 		return f, nil
@@ -107,6 +121,9 @@ func (f *Flow) Attach(tracker *dependencies.Tracker) {
 	if f.resolver != nil {
 		f.resolver.Attach(tracker)
 	}
+	if f.consent != nil {
+		f.consent.Attach(tracker)
+	}
 }
 
 // Query is a search's first page as the federation holds it.
@@ -116,6 +133,9 @@ type Query struct {
 	Params []string
 	// Members are the ids of the members the search would ask, in registry order.
 	Members []string
+	// Issuer and Subject are the requester: the operator token's, when the request
+	// carries one that verifies; empty for anyone else (anonymous).
+	Issuer, Subject string
 }
 
 // Plan is what the flow decided of one patient-scoped search.
@@ -168,8 +188,8 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		asks[id] = q.Params[s.Index]
 	}
 	system, value := s.System, s.Value
-	if f.resolver != nil && !s.Identified() && f.demographics == nil {
-		return Plan{}, true, &Refusal{Param: s.Name, Diagnostics: "the resolver maps the patient by identifier: name it as patient.identifier=system|value"}
+	if (f.resolver != nil || f.consent != nil) && !s.Identified() && f.demographics == nil {
+		return Plan{}, true, &Refusal{Param: s.Name, Diagnostics: "the resolver and the consent pre-filter know the patient by identifier: name it as patient.identifier=system|value"}
 	}
 	if f.demographics != nil {
 		res, err := f.demographics.Lookup(ctx, pdqm.Criteria{System: s.System, Value: s.Value, ID: s.ID})
@@ -185,9 +205,9 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 				Diagnostics: "more than one patient matches the search's " + s.Name + " at the demographics supplier: no member was asked; name the patient by an identifier that is unique"}), true, nil
 		}
 		if !s.Identified() {
-			if len(res.Identifiers) == 0 && f.resolver != nil {
+			if len(res.Identifiers) == 0 && (f.resolver != nil || f.consent != nil) {
 				return failed(s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
-					Diagnostics: "the demographics match carries no identifier the resolver could map"}), true, nil
+					Diagnostics: "the demographics match carries no identifier the resolver or the consent pre-filter could be asked with"}), true, nil
 			}
 			if len(res.Identifiers) > 0 {
 				system, value = res.Identifiers[0].System, res.Identifiers[0].Value
@@ -213,6 +233,22 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 				continue
 			}
 			asks[id] = s.memberParam(local)
+			kept = append(kept, id)
+		}
+		candidates = kept
+	}
+	if f.consent != nil && len(candidates) > 0 {
+		permitted, err := f.consent.Evaluate(ctx, authzen.Request{Issuer: q.Issuer, Subject: q.Subject, PatientSystem: system, PatientValue: value,
+			ResourceType: q.ResourceType, Members: candidates})
+		if err != nil {
+			return failed(s, err), true, nil
+		}
+		var kept []string
+		for _, id := range candidates {
+			if !permitted[id] {
+				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByConsent})
+				continue
+			}
 			kept = append(kept, id)
 		}
 		candidates = kept
