@@ -38,7 +38,9 @@ var allowed = map[string][]string{
 	"gateway/bindings/pixm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/pdqm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/authzen":       {"gateway/bindings", "gateway/config", "gateway/dependencies"},
-	"gateway/bindings/patient":       {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/xcpd":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/patient": {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm",
+		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies"},
 }
 
 type pkg struct {

@@ -26,11 +26,18 @@
 //	          evaluation per member still a candidate, the requester as subject,
 //	          consent.purpose_of_use, the patient's identifier; a denied (or missing)
 //	          decision excludes the member (excluded_by: consent). Fails closed, 503.
+//	localizer [localizer], XCPD ITI-55 (gateway/bindings/xcpd) or PIXm: which of the
+//	          permitted members hold the patient (home_community_id among the answer's
+//	          custodians, or identifier_system among its identifiers); the others are
+//	          excluded (excluded_by: localizer). Fails open: on any failure every
+//	          permitted member is asked. It gets at most half of what is left of the
+//	          request's budget, so that the fan-out keeps the other half.
 package patient
 
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,6 +45,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/authzen"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pdqm"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
+	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -63,17 +71,31 @@ type Flow struct {
 	demographics *pdqm.Consumer
 	resolver     *pixm.Consumer
 	consent      *authzen.Client
-	// domain is each member's identifier_system, by member id.
-	domain map[string]string
+	// localizer is one of xcpdLocalizer and pixmLocalizer, nil without [localizer].
+	xcpdLocalizer *xcpd.Client
+	pixmLocalizer *pixm.Consumer
+	// domain is each member's identifier_system, community its home_community_id,
+	// by member id.
+	domain, community map[string]string
 }
 
 // New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
 // configured. The credential files are read now.
 func New(cfg *config.Config, o Options) (*Flow, error) {
-	if cfg.Resolver == nil && cfg.PDQm == nil && cfg.Consent == nil {
+	if cfg.Resolver == nil && cfg.PDQm == nil && cfg.Consent == nil && cfg.Localizer == nil {
 		return nil, nil
 	}
-	f := &Flow{domain: map[string]string{}}
+	f := &Flow{domain: map[string]string{}, community: map[string]string{}}
+	var domains []string
+	for _, m := range cfg.Registry.Members {
+		if m.IdentifierSystem != "" {
+			f.domain[m.ID] = m.IdentifierSystem
+			domains = append(domains, m.IdentifierSystem)
+		}
+		if m.HomeCommunityID != "" {
+			f.community[m.ID] = m.HomeCommunityID
+		}
+	}
 	if cfg.PDQm != nil {
 		d, err := pdqm.New(pdqm.Options{Service: cfg.PDQm.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
 		if err != nil {
@@ -89,15 +111,21 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 		}
 		f.consent = c
 	}
+	if l := cfg.Localizer; l != nil {
+		var err error
+		if l.Protocol == config.LocalizerPIXm {
+			f.pixmLocalizer, err = pixm.New(pixm.Options{Key: ByLocalizer, Service: l.BindingService,
+				DefaultTimeoutMS: config.DefaultLocalizerTimeoutMS, DefaultMaxBodyBytes: config.DefaultLocalizerMaxBodyBytes,
+				Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics})
+		} else {
+			f.xcpdLocalizer, err = xcpd.New(xcpd.Options{Service: l.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Resolver == nil {
 		return f, nil
-	}
-	var domains []string
-	for _, m := range cfg.Registry.Members {
-		if m.IdentifierSystem != "" {
-			f.domain[m.ID] = m.IdentifierSystem
-			domains = append(domains, m.IdentifierSystem)
-		}
 	}
 	r, err := pixm.New(pixm.Options{Key: ByResolver, Service: cfg.Resolver.BindingService,
 		DefaultTimeoutMS: config.DefaultResolverTimeoutMS, DefaultMaxBodyBytes: config.DefaultResolverMaxBodyBytes,
@@ -123,6 +151,12 @@ func (f *Flow) Attach(tracker *dependencies.Tracker) {
 	}
 	if f.consent != nil {
 		f.consent.Attach(tracker)
+	}
+	if f.xcpdLocalizer != nil {
+		f.xcpdLocalizer.Attach(tracker)
+	}
+	if f.pixmLocalizer != nil {
+		f.pixmLocalizer.Attach(tracker)
 	}
 }
 
@@ -253,10 +287,52 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 		candidates = kept
 	}
+	if holds := f.localize(ctx, system, value, len(candidates) > 0); holds != nil {
+		var kept []string
+		for _, id := range candidates {
+			if !holds(id) {
+				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByLocalizer})
+				continue
+			}
+			kept = append(kept, id)
+		}
+		candidates = kept
+	}
 	for _, id := range candidates {
 		plan.Asks = append(plan.Asks, Ask{Member: id, Param: asks[id]})
 	}
 	return plan, true, nil
+}
+
+// localize asks the localizer which members hold the patient; nil when it is not
+// configured, is not asked (no candidate left, no identifier to ask by) or failed:
+// the localizer fails open.
+func (f *Flow) localize(ctx context.Context, system, value string, candidates bool) (holds func(member string) bool) {
+	if (f.xcpdLocalizer == nil && f.pixmLocalizer == nil) || !candidates || value == "" {
+		return nil
+	}
+	// The localizer gets at most half of what is left: failing open is only worth
+	// something while the fan-out still has a budget.
+	if dl, ok := ctx.Deadline(); ok {
+		lctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+		defer cancel()
+		ctx = lctx
+	}
+	if f.xcpdLocalizer != nil {
+		a, err := f.xcpdLocalizer.Locate(ctx, system, value)
+		if err != nil {
+			return nil
+		}
+		return func(member string) bool { return a.Holds(f.community[member]) }
+	}
+	m, err := f.pixmLocalizer.Resolve(ctx, system, value)
+	if err != nil {
+		return nil
+	}
+	return func(member string) bool {
+		_, held := m[f.domain[member]]
+		return held || f.domain[member] == system
+	}
 }
 
 // excludeAll is the plan that asks no member: every candidate excluded by step.

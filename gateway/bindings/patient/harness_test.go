@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -56,8 +57,10 @@ type gateway struct {
 	gw      *httptest.Server
 	members map[string]*members.Server
 	token   string
-	// refuse makes the audit spool refuse every append (ENOSPC), with [audit].
-	refuse func(on bool)
+	// refuse makes the audit spool refuse every append (ENOSPC), with [audit];
+	// refuseOnce refuses the next one only.
+	refuse     func(on bool)
+	refuseOnce func()
 	// arr is the audit record repository, with [audit].
 	arr *auditrepo.Server
 }
@@ -74,20 +77,26 @@ type gatewayOptions struct {
 
 var memberDomains = map[string]string{"a": domainA, "b": domainB, "c": domainC}
 
+// memberCommunities are the members' XCPD homeCommunityIds, as HL7v3 writes them.
+var memberCommunities = map[string]string{"a": "1.3.6.1.4.1.21367.13.70.1", "b": "1.3.6.1.4.1.21367.13.70.2", "c": "1.3.6.1.4.1.21367.13.70.3"}
+
 func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	t.Helper()
 	if o.requestTimeout == 0 {
 		o.requestTimeout = 5 * time.Second
 	}
-	g := &gateway{t: t, members: map[string]*members.Server{}, refuse: func(bool) {}}
+	g := &gateway{t: t, members: map[string]*members.Server{}, refuse: func(bool) {}, refuseOnce: func() {}}
 	var doc strings.Builder
 	fmt.Fprintf(&doc, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\nbase_path = %q\nrequest_timeout_ms = %d\n", base, o.requestTimeout.Milliseconds())
 	for _, id := range []string{"a", "b", "c"} {
 		m := members.Start(t, members.Options{ID: id, Marker: "MEMBER-BODY-" + id})
 		g.members[id] = m
 		fmt.Fprintf(&doc, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n", id, m.URL)
-		if strings.Contains(o.tables, "[resolver]") {
+		if strings.Contains(o.tables, "[resolver]") || strings.Contains(o.tables, `protocol = "pixm"`) {
 			fmt.Fprintf(&doc, "identifier_system = %q\n", memberDomains[id])
+		}
+		if strings.Contains(o.tables, `protocol = "xcpd"`) {
+			fmt.Fprintf(&doc, "home_community_id = %q\n", "urn:oid:"+memberCommunities[id])
 		}
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -107,14 +116,15 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 		g.arr = arr
 		fmt.Fprintf(&doc, "[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", arr.URL)
 		fsys = crashfs.New()
-		var refusing bool
+		var refusing, once atomic.Bool
 		fsys.Hook = func(op crashfs.Op, _ string) error {
-			if refusing && op == crashfs.OpWrite {
+			if op == crashfs.OpWrite && (refusing.Load() || once.CompareAndSwap(true, false)) {
 				return syscall.ENOSPC
 			}
 			return nil
 		}
-		g.refuse = func(on bool) { refusing = on }
+		g.refuse = refusing.Store
+		g.refuseOnce = func() { once.Store(true) }
 	}
 	doc.WriteString(o.tables)
 	cfg, err := config.Parse([]byte(doc.String()), "test.toml", config.Options{})
