@@ -47,6 +47,10 @@ const (
 	// MaxMemberDomainBytes bounds registry.members[].identifier_system and
 	// home_community_id: each is sent in every resolution or localization.
 	MaxMemberDomainBytes = 256
+	// MaxResolverCacheTTLMS and MaxConsentCacheTTLMS bound the caches' lifetimes: a
+	// mapping changes with a merge, a consent with the patient's choice.
+	MaxResolverCacheTTLMS = 60000
+	MaxConsentCacheTTLMS  = 30000
 	// MaxPurposeOfUseBytes bounds consent.purpose_of_use.
 	MaxPurposeOfUseBytes = 512
 )
@@ -78,6 +82,9 @@ type PDQm struct {
 // (registry.members[].identifier_system).
 type Resolver struct {
 	BindingService
+	// CacheTTLMS, when set, keeps each mapping this long, per caller and patient; 0
+	// (the default) asks the manager for every search. At most 60000.
+	CacheTTLMS int64 `toml:"cache_ttl_ms"`
 }
 
 // Consent is the [consent] table: the policy decision point that tells which members
@@ -89,6 +96,10 @@ type Consent struct {
 	// PurposeOfUse is the purpose of use sent with every evaluation, system|code;
 	// default DefaultPurposeOfUse.
 	PurposeOfUse string `toml:"purpose_of_use"`
+	// CacheTTLMS, when set, keeps each set of decisions this long, per caller,
+	// patient, searched type and members; 0 (the default) asks the PDP for every
+	// search. At most 30000.
+	CacheTTLMS int64 `toml:"cache_ttl_ms"`
 }
 
 // Localizer is the [localizer] table: the service that says which members hold the
@@ -159,6 +170,9 @@ func (c *Config) patientProblems(opts Options) []Problem {
 	}
 	if c.Resolver != nil {
 		service("resolver", &c.Resolver.BindingService)
+		if msg := msProblem("resolver.cache_ttl_ms", c.Resolver.CacheTTLMS); msg != "" {
+			add("resolver.cache_ttl_ms", "%s", msg)
+		}
 	}
 	if k := c.Consent; k != nil {
 		service("consent", &k.BindingService)
@@ -167,6 +181,9 @@ func (c *Config) patientProblems(opts Options) []Problem {
 		}
 		if msg := tokenProblem(k.PurposeOfUse, MaxPurposeOfUseBytes); msg != "" {
 			add("consent.purpose_of_use", "%s", msg)
+		}
+		if msg := msProblem("consent.cache_ttl_ms", k.CacheTTLMS); msg != "" {
+			add("consent.cache_ttl_ms", "%s", msg)
 		}
 	}
 	if l := c.Localizer; l != nil {

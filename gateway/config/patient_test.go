@@ -56,6 +56,9 @@ func TestThePatientBindingTables(t *testing.T) {
 		{"a community that is no OID", member("a", "home_community_id = \"urn:oid:1..2\"\n") + "[localizer]\nurl = \"http://l\"\nprotocol = \"xcpd\"\n", "registry.members[0].home_community_id", "OID"},
 		{"one community for two members", member("a", "home_community_id = \"urn:oid:1.2\"\n") + member("b", "home_community_id = \"urn:oid:1.2\"\n") + "[localizer]\nurl = \"http://l\"\nprotocol = \"xcpd\"\n",
 			"registry.members[1].home_community_id", "registry.members[0].home_community_id"},
+		{"a resolver cache past a minute", two + resolver + "cache_ttl_ms = 60001\n", "resolver.cache_ttl_ms", "more than the maximum, 60000"},
+		{"a negative consent cache", "[consent]\nurl = \"http://p\"\ncache_ttl_ms = -1\n", "consent.cache_ttl_ms", "must not be negative"},
+		{"a consent cache past 30 s", "[consent]\nurl = \"http://p\"\ncache_ttl_ms = 30001\n", "consent.cache_ttl_ms", "more than the maximum, 30000"},
 		{"an unknown key", "[resolver]\nurl = \"http://p/fhir\"\nretries = 2\n", "resolver.retries", "unknown key"},
 	}
 	for _, tc := range cases {

@@ -47,6 +47,9 @@ type Options struct {
 	PurposeOfUse string
 	Recorder     binding.Recorder
 	Metrics      *binding.Metrics
+	// CacheTTL, when positive, keeps each set of decisions that long per caller,
+	// patient, type and members (consent.cache_ttl_ms).
+	CacheTTL time.Duration
 }
 
 // Client asks one PDP.
@@ -56,6 +59,7 @@ type Client struct {
 	client  *binding.Client
 	rec     binding.Recorder
 	timeout time.Duration
+	cache   *binding.Cache[map[string]bool]
 	tracker atomic.Pointer[dependencies.Tracker]
 }
 
@@ -67,7 +71,8 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{url: strings.TrimSuffix(o.Service.URL, "/") + EvaluationsPath, purpose: o.PurposeOfUse, client: c, rec: o.Recorder, timeout: timeout}, nil
+	return &Client{url: strings.TrimSuffix(o.Service.URL, "/") + EvaluationsPath, purpose: o.PurposeOfUse, client: c, rec: o.Recorder, timeout: timeout,
+		cache: binding.NewCache[map[string]bool](o.CacheTTL, nil)}, nil
 }
 
 // Attach reports the client's state into tracker, "unknown" until its first exchange.
@@ -134,9 +139,14 @@ func (c *Client) Body(r Request) ([]byte, error) {
 	return json.Marshal(b)
 }
 
-// Evaluate asks the PDP; permitted holds the members whose decision is true. The error
-// is a *binding.Failure (503: every consent failure fails closed).
+// Evaluate asks the PDP; permitted holds the members whose decision is true (shared
+// with the cache: read it only). The error is a *binding.Failure (503: every consent
+// failure fails closed).
 func (c *Client) Evaluate(ctx context.Context, r Request) (permitted map[string]bool, err error) {
+	key := binding.CacheKey(append([]string{r.Issuer, r.Subject, r.PatientSystem, r.PatientValue, r.ResourceType}, r.Members...)...)
+	if p, ok := c.cache.Get(key); ok {
+		return p, nil
+	}
 	payload, err := c.Body(r)
 	if err != nil {
 		return nil, closed("the consent question could not be built")
@@ -167,6 +177,7 @@ func (c *Client) Evaluate(ctx context.Context, r Request) (permitted map[string]
 			permitted[m] = true
 		}
 	}
+	c.cache.Put(key, permitted)
 	return permitted, nil
 }
 

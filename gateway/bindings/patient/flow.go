@@ -6,6 +6,16 @@
 // with its own local patient reference, and which are excluded, by which step. A
 // member a step drops is never contacted.
 //
+// # Caches
+//
+// resolver.cache_ttl_ms and consent.cache_ttl_ms (both 0, off, by default) keep a
+// mapping, and a set of decisions, for that long. A cached answer is keyed by the
+// caller (the verified token's issuer and subject, or anonymous) and the patient, and
+// the decisions by the searched type and the members asked about as well, so that no
+// answer is ever reused for another patient or another caller. Failures are never
+// kept. A search answered from a cache makes no exchange: it records no exchange
+// event and changes no state.
+//
 // The federation calls Plan for the first page of every search when a flow is
 // configured (Options.Patient); next pages carry each member's own query in their
 // token and ask no binding again.
@@ -105,7 +115,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	}
 	if cfg.Consent != nil {
 		c, err := authzen.New(authzen.Options{Service: cfg.Consent.BindingService, PurposeOfUse: cfg.Consent.PurposeOfUse,
-			Recorder: o.Recorder, Metrics: o.Metrics})
+			Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: time.Duration(cfg.Consent.CacheTTLMS) * time.Millisecond})
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +139,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	}
 	r, err := pixm.New(pixm.Options{Key: ByResolver, Service: cfg.Resolver.BindingService,
 		DefaultTimeoutMS: config.DefaultResolverTimeoutMS, DefaultMaxBodyBytes: config.DefaultResolverMaxBodyBytes,
-		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics})
+		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: time.Duration(cfg.Resolver.CacheTTLMS) * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +259,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 	}
 	if f.resolver != nil {
-		mapping, err := f.resolver.Resolve(ctx, system, value)
+		mapping, err := f.resolver.Resolve(ctx, binding.CacheKey(q.Issuer, q.Subject), system, value)
 		if err != nil {
 			return failed(s, err), true, nil
 		}
@@ -325,7 +335,7 @@ func (f *Flow) localize(ctx context.Context, system, value string, candidates bo
 		}
 		return func(member string) bool { return a.Holds(f.community[member]) }
 	}
-	m, err := f.pixmLocalizer.Resolve(ctx, system, value)
+	m, err := f.pixmLocalizer.Resolve(ctx, "", system, value)
 	if err != nil {
 		return nil
 	}

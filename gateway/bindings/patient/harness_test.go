@@ -220,10 +220,20 @@ type answer struct {
 	}
 }
 
-// search asks the gateway GET {base}/fhir/{path}.
+// search asks the gateway GET {base}/fhir/{path}, anonymously.
 func (g *gateway) search(path string) answer {
 	g.t.Helper()
-	res, err := g.gw.Client().Get(g.gw.URL + base + "/fhir/" + path)
+	return g.searchAs(path, "")
+}
+
+// searchAs asks as the holder of token ("" for anonymous).
+func (g *gateway) searchAs(path, token string) answer {
+	g.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, g.gw.URL+base+"/fhir/"+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := g.gw.Client().Do(req)
 	if err != nil {
 		g.t.Fatalf("GET %s: %v", path, err)
 	}

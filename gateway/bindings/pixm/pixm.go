@@ -55,6 +55,9 @@ type Options struct {
 	Metrics *binding.Metrics
 	// Transport, when set, is the client's base transport (tests).
 	Transport *http.Transport
+	// CacheTTL, when positive, keeps each mapping that long per caller and patient
+	// (resolver.cache_ttl_ms).
+	CacheTTL time.Duration
 }
 
 // Consumer asks one PIXm manager.
@@ -65,6 +68,7 @@ type Consumer struct {
 	client  *binding.Client
 	rec     binding.Recorder
 	timeout time.Duration
+	cache   *binding.Cache[Mapping]
 	tracker atomic.Pointer[dependencies.Tracker]
 }
 
@@ -82,7 +86,7 @@ func New(o Options) (*Consumer, error) {
 		return nil, err
 	}
 	return &Consumer{key: o.Key, base: strings.TrimSuffix(o.Service.URL, "/"), domains: o.Domains, client: c, rec: o.Recorder,
-		timeout: o.Service.Timeout(o.DefaultTimeoutMS)}, nil
+		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: binding.NewCache[Mapping](o.CacheTTL, nil)}, nil
 }
 
 // Key is the consumer's report key.
@@ -99,10 +103,16 @@ func (c *Consumer) Attach(tracker *dependencies.Tracker) {
 // absent from it holds no identifier of the patient.
 type Mapping map[string]string
 
-// Resolve asks the manager for system|value in every domain, in one call. The error is
-// a *binding.Failure: no answer, an answer that is neither a Parameters nor a 404, or
-// the exchange's audit record not stored.
-func (c *Consumer) Resolve(ctx context.Context, system, value string) (Mapping, error) {
+// Resolve asks the manager for system|value in every domain, in one call, for caller
+// (who asks: a mapping cached for one caller is never another's). The error is a
+// *binding.Failure: no answer, an answer that is neither a Parameters nor a 404, or the
+// exchange's audit record not stored. The mapping is shared with the cache: read it
+// only.
+func (c *Consumer) Resolve(ctx context.Context, caller, system, value string) (Mapping, error) {
+	key := binding.CacheKey(caller, system, value)
+	if m, ok := c.cache.Get(key); ok {
+		return m, nil
+	}
 	q := url.Values{"sourceIdentifier": {system + "|" + value}, "targetSystem": c.domains}
 	query := q.Encode()
 	req, err := http.NewRequest(http.MethodGet, c.base+"/Patient/$ihe-pix?"+query, nil)
@@ -122,6 +132,7 @@ func (c *Consumer) Resolve(ctx context.Context, system, value string) (Mapping, 
 	case why != "":
 		return nil, ex.FailureOf(c.key, why)
 	}
+	c.cache.Put(key, mapping)
 	return mapping, nil
 }
 

@@ -30,7 +30,7 @@ func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
 	tr.SetService("resolver", dependencies.Up, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Resolve(ctx, "urn:oid:1.2", "x"); err == nil {
+	if _, err := c.Resolve(ctx, "", "urn:oid:1.2", "x"); err == nil {
 		t.Fatal("a resolution with no budget succeeded")
 	}
 	if p.Requests() != 0 {
