@@ -46,6 +46,7 @@ package patient
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -355,8 +356,8 @@ func excludeAll(s Scope, candidates []string, step string, nm *NoMatch) Plan {
 }
 
 func failed(s Scope, err error) Plan {
-	f, ok := err.(*binding.Failure)
-	if !ok {
+	var f *binding.Failure
+	if !errors.As(err, &f) {
 		f = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
 	}
 	return Plan{Scope: s, Fail: f}

@@ -1,6 +1,7 @@
 package patient
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -32,8 +33,8 @@ func TestFindTheSearchedPatient(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, scoped, err := Find(tc.resourceType, tc.params)
 			if tc.refused != "" {
-				r, ok := err.(*Refusal)
-				if !ok || r.Param != tc.refused {
+				var r *Refusal
+				if !errors.As(err, &r) || r.Param != tc.refused {
 					t.Fatalf("err = %v, want a refusal of %s", err, tc.refused)
 				}
 				return
