@@ -5,7 +5,9 @@ import (
 
 	"github.com/go-logr/logr"
 
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
@@ -36,20 +38,35 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	// report; its metrics reach the server's registry through server.Collected.
 	// The audit trail ([audit]): its credential files are read here; the federation
 	// records every access through it before the access is made.
-	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit")})
+	// One set of binding metrics for every binding: the trail exports it, or, without
+	// [audit], the flow's surface does.
+	metrics := binding.NewMetrics()
+	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics})
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the audit trail could not be built: %w", err)}
 	}
-	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation"), Audit: trail})
+	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
+	// credential files are read here; each exchange is audited through the trail.
+	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics})
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
+	}
+	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow})
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
 	// The bindings report into the federation's dependency report, and their
 	// operator routes take the same operator token.
 	trail.Attach(fed.Tracker(), fed.Authorize())
+	flow.Attach(fed.Tracker())
 	surfaces := []server.Surface{fed}
 	for _, b := range trail.Surfaces() {
 		surfaces = append(surfaces, b)
+	}
+	if trail == nil {
+		if b := flow.Surface(metrics); b != nil {
+			surfaces = append(surfaces, b)
+		}
 	}
 	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {

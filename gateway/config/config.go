@@ -53,6 +53,12 @@ type Config struct {
 	Forwarding Forwarding `toml:"forwarding"`
 	// Audit is the [audit] table (audit.go); nil when absent: nothing is audited.
 	Audit *Audit `toml:"audit"`
+	// PDQm, Resolver, Consent and Localizer are the patient-scoped bindings' tables
+	// (patient.go); each nil when absent, and the binding off.
+	PDQm      *PDQm      `toml:"pdqm"`
+	Resolver  *Resolver  `toml:"resolver"`
+	Consent   *Consent   `toml:"consent"`
+	Localizer *Localizer `toml:"localizer"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -213,6 +219,13 @@ type Member struct {
 	// than server.request_timeout_ms: a member known to be slow then cannot hold every
 	// query for the whole request timeout. Unset (0), the member gets the request's budget.
 	TimeoutMS int64 `toml:"timeout_ms"`
+	// IdentifierSystem is the identifier domain of the member's own Patient ids, used
+	// by [resolver] (and localizer.protocol = "pixm"): a patient mapped to value v in
+	// it is asked of this member as Patient/v.
+	IdentifierSystem string `toml:"identifier_system"`
+	// HomeCommunityID is the member's XCPD homeCommunityId (urn:oid:…), used by
+	// localizer.protocol = "xcpd".
+	HomeCommunityID string `toml:"home_community_id"`
 
 	// endpointIDDerived is true when EndpointID is the default: a problem of the id is
 	// then reported once, on the id, not again on the endpoint id derived from it.
@@ -374,6 +387,7 @@ func defaults() Config {
 // applyDefaults fills the defaults of array entries, which decoding cannot start from.
 func (c *Config) applyDefaults() {
 	c.Audit.applyDefaults()
+	c.applyPatientDefaults()
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

@@ -51,6 +51,9 @@ type Record struct {
 	Entries int `json:"entries"`
 	// DurationMS is how long the member's part took, in milliseconds.
 	DurationMS int64 `json:"duration_ms"`
+	// ExcludedBy is the step of a patient-scoped search that dropped the member
+	// (outcome excluded): demographics, resolver, consent or localizer.
+	ExcludedBy string `json:"excluded_by,omitempty"`
 }
 
 // ProbeRecord is one member's line in the ask-all probe's answer.
@@ -121,6 +124,9 @@ func memberExtension(r Record) extension {
 		extension{URL: "entries", ValueUnsignedInt: &entries},
 		extension{URL: "duration", ValueQuantityJSON: &quantityOut{Value: r.DurationMS, Unit: "ms", System: "http://unitsofmeasure.org", Code: "ms"}},
 	)
+	if r.ExcludedBy != "" {
+		ext.Extension = append(ext.Extension, extension{URL: "excluded_by", ValueCode: r.ExcludedBy})
+	}
 	return ext
 }
 

@@ -148,7 +148,7 @@ func TestTheShippedStructureDefinitionDescribesTheExtensionWritten(t *testing.T)
 		}
 	}
 	// Every sub-extension written is defined with the value type it is written with.
-	ext := memberExtension(Record{ID: "a", Outcome: OK, Status: 200, Entries: 1, DurationMS: 2})
+	ext := memberExtension(Record{ID: "a", Outcome: Excluded, Status: 200, Entries: 1, DurationMS: 2, ExcludedBy: "resolver"})
 	written, _ := json.Marshal(ext.Extension)
 	var subs []map[string]any
 	if err := json.Unmarshal(written, &subs); err != nil {

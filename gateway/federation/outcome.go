@@ -29,6 +29,9 @@ const (
 	Timeout Outcome = "timeout"
 	// Unreachable: no answer: refused, reset, or a broken body.
 	Unreachable Outcome = "unreachable"
+	// Excluded: a step of a patient-scoped search dropped the member (Record.ExcludedBy
+	// says which); it was never contacted.
+	Excluded Outcome = "excluded"
 	// Cancelled: the client went away first. Never sent to anyone (there is no one to
 	// send it to); it marks a call whose result must not be recorded.
 	Cancelled Outcome = "cancelled"

@@ -36,6 +36,10 @@ type search struct {
 	// extras are the include and member outcome entries the page holds so far, at
 	// most maxExtras (limits.max_answer_entries less the page's matches).
 	extras, maxExtras int
+	// excluded are the records of the members a patient-scoped search's flow dropped
+	// (patient.go), and flowEntries the outcome entries the flow adds.
+	excluded    []Record
+	flowEntries [][]byte
 }
 
 // position is one member's place in the search, and what this page saw of it.
@@ -152,6 +156,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 			failed = append(failed, p)
 		}
 	}
+	res.records = append(res.records, s.excluded...)
 	if strictHandling {
 		for _, p := range failed {
 			if p.record.Status == http.StatusBadRequest {
@@ -167,6 +172,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 	}
 
 	res.entries = out
+	res.entries = append(res.entries, s.flowEntries...)
 	for _, p := range s.positions {
 		res.entries = append(res.entries, p.extra...)
 	}
@@ -194,7 +200,8 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 			}
 			total += *p.total
 		}
-		if known && anyOK {
+		if known && (anyOK || len(s.positions) == 0) {
+			// No member asked (the flow excluded every one) is a known total of 0.
 			res.total = &total
 		}
 	} else {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/health"
@@ -40,6 +41,9 @@ type Options struct {
 	// Audit records every access of the data plane before it is made (audit.go);
 	// nil without [audit].
 	Audit *audit.Trail
+	// Patient is the flow of patient-scoped searches (patient.go); nil when no
+	// patient-scoped binding is configured.
+	Patient *patient.Flow
 }
 
 // Surface is the federation surface of the gateway's server: the data plane
@@ -441,6 +445,7 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	}
 	gw := gatewayBase(r, st.cfg.Server.BasePath)
 	prefer := r.Header.Values("Prefer")
+	ctx := r.Context()
 	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
 	var tokenTotal *int
 	var self string
@@ -478,6 +483,16 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 			srch.positions = append(srch.positions, &position{m: m, cursor: cursor, remaining: -1})
 		}
 		self = mq
+		if s.opts.Patient != nil {
+			// The flow and the fan-out share the request's budget: the fan-out gets
+			// what the flow left.
+			pctx, cancel := context.WithTimeout(ctx, st.requestTimeout)
+			defer cancel()
+			ctx = pctx
+			if s.planPatient(ctx, c, st, srch, q, resourceType) {
+				return
+			}
+		}
 	}
 	srch.maxExtras = st.limits.MaxAnswerEntries - srch.count
 	done, ok := srch.cs.lim.admit(len(srch.positions))
@@ -487,7 +502,6 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	}
 	defer done()
 	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
-	ctx := r.Context()
 	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return // the client left: nobody to answer.

@@ -59,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,7 +296,31 @@ func RestartKeys(old, new *config.Config) []string {
 	if old.Health.MemberReadyCheck != new.Health.MemberReadyCheck {
 		keys = append(keys, "health.member_ready_check")
 	}
+	// The patient-scoped bindings, their clients and the members' domains and
+	// communities they read are built once at start (gateway/bindings/patient).
+	for _, t := range []struct {
+		key      string
+		old, new any
+	}{{"pdqm", old.PDQm, new.PDQm}, {"resolver", old.Resolver, new.Resolver}, {"consent", old.Consent, new.Consent}, {"localizer", old.Localizer, new.Localizer}} {
+		if !reflect.DeepEqual(t.old, t.new) {
+			keys = append(keys, t.key)
+		}
+	}
+	if memberBindingKeys(old) != memberBindingKeys(new) {
+		keys = append(keys, "registry.members[].identifier_system, home_community_id")
+	}
 	return keys
+}
+
+// memberBindingKeys are the members' binding keys, by member id, as one comparable string.
+func memberBindingKeys(c *config.Config) string {
+	var b strings.Builder
+	for _, m := range c.Registry.Members {
+		if m.IdentifierSystem != "" || m.HomeCommunityID != "" {
+			fmt.Fprintf(&b, "%q=%q,%q;", m.ID, m.IdentifierSystem, m.HomeCommunityID)
+		}
+	}
+	return b.String()
 }
 
 // Reload applies a new configuration, all of it or none of it. It validates cfg

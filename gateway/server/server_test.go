@@ -417,6 +417,13 @@ func TestRestartKeys(t *testing.T) {
 			c.Registry.Members = []config.Member{{ID: "a", QueryEndpoint: "http://127.0.0.1:1/fhir"}}
 		}, []string{"registry.members (adding the first or removing the last)"}},
 		{"member ready check", func(c *config.Config) { c.Health.MemberReadyCheck = true }, []string{"health.member_ready_check"}},
+		{"the patient-scoped bindings are built at start", func(c *config.Config) {
+			c.PDQm = &config.PDQm{BindingService: config.BindingService{URL: "http://m/fhir"}}
+			c.Consent = &config.Consent{BindingService: config.BindingService{URL: "http://p"}, Protocol: "authzen"}
+		}, []string{"pdqm", "consent"}},
+		{"a member's domain", func(c *config.Config) {
+			c.Registry.Members = []config.Member{{ID: "a", QueryEndpoint: "http://127.0.0.1:1/fhir", IdentifierSystem: "urn:oid:1"}}
+		}, []string{"registry.members (adding the first or removing the last)", "registry.members[].identifier_system, home_community_id"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

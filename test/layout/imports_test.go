@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"gateway/auth":         {"gateway/config"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
-	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/config", "gateway/dependencies", "gateway/health"},
+	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/config", "gateway/dependencies", "gateway/health"},
 	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
 	"controllers":          {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 
@@ -35,6 +35,12 @@ var allowed = map[string][]string{
 		"gateway/config", "gateway/dependencies", "gateway/health"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
 	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},
+	"gateway/bindings/pixm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/pdqm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/authzen":       {"gateway/bindings", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/xcpd":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/patient": {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm",
+		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies"},
 }
 
 type pkg struct {

@@ -1,0 +1,64 @@
+package patient_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/ferrofed/ferrofed/test/authzen"
+	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
+	"github.com/ferrofed/ferrofed/test/pixm"
+	testxcpd "github.com/ferrofed/ferrofed/test/xcpd"
+)
+
+// BenchmarkPatientScopedQuery is the figure of issue 13: one patient-scoped search
+// through all four bindings (demographics, resolver, consent, localizer over XCPD,
+// each a double answering at once on loopback) against the same search with no
+// binding configured. Both ask the same three members (every binding lets every
+// member through), so that the difference of the two is the bindings' own cost: four
+// exchanges, their parsing and the plan. The doubles run in the benchmark's process,
+// so their own work is in the four-bindings figure too. Compare the two in one run.
+func BenchmarkPatientScopedQuery(b *testing.B) {
+	const search = "Observation?patient.identifier=" + mpi + "|MRN-1&code=1234-5"
+	b.Run("no bindings", func(b *testing.B) {
+		benchSearch(b, newGateway(b, gatewayOptions{}), search)
+	})
+	b.Run("four bindings", func(b *testing.B) {
+		sup := testpdqm.Start(b, supplier())
+		set := alice()
+		set.Sets[0] = append(set.Sets[0], pixm.Record{ID: "x-c", Identifiers: []pixm.Identifier{{System: domainC, Value: "pc-1"}}})
+		set.Domains = nil
+		pix := pixm.Start(b, set)
+		pdp := authzen.Start(b, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
+		x := testxcpd.Start(b, testxcpd.Options{Entries: []testxcpd.Entry{{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []testxcpd.Record{
+			{HomeCommunityID: memberCommunities["a"]}, {HomeCommunityID: memberCommunities["b"]}, {HomeCommunityID: memberCommunities["c"]},
+		}}}})
+		tables := fmt.Sprintf("[pdqm]\nurl = %q\n[resolver]\nurl = %q\n[consent]\nurl = %q\n[localizer]\nurl = %q\nprotocol = \"xcpd\"\n", sup.URL, pix.URL, pdp.URL, x.URL)
+		g := newGateway(b, gatewayOptions{tables: tables})
+		benchSearch(b, g, search)
+		if pix.Requests() < b.N || x.Requests() < b.N {
+			b.Fatalf("the bindings were not asked on every search: resolver %d, localizer %d, searches %d", pix.Requests(), x.Requests(), b.N)
+		}
+	})
+}
+
+func benchSearch(b *testing.B, g *gateway, search string) {
+	b.Helper()
+	// Every member must be asked and answer, in both configurations.
+	a := g.search(search)
+	if a.status != http.StatusOK || len(a.Bundle.Meta.Federation) != 3 {
+		b.Fatalf("answered %d: %s", a.status, a.raw)
+	}
+	for _, r := range a.Bundle.Meta.Federation {
+		if r.Outcome != "ok" {
+			b.Fatalf("member %s: %+v", r.ID, r)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if a := g.search(search); a.status != http.StatusOK {
+			b.Fatalf("answered %d", a.status)
+		}
+	}
+}

@@ -1,0 +1,386 @@
+// Package patient is the flow of a patient-scoped search (BINDINGS.md §1, DESIGN
+// §2.7): for a search that names a patient (patient=, subject=, patient.identifier=,
+// or Patient?identifier=), the configured bindings run before the fan-out, in the
+// order demographics → resolver → consent → localizer, each within its own budget and
+// all within the request's, and the result is a plan: which members are asked, each
+// with its own local patient reference, and which are excluded, by which step. A
+// member a step drops is never contacted.
+//
+// # Caches
+//
+// resolver.cache_ttl_ms and consent.cache_ttl_ms (both 0, off, by default) keep a
+// mapping, and a set of decisions, for that long. A cached answer is keyed by the
+// caller (the verified token's issuer and subject, or anonymous) and the patient, and
+// the decisions by the searched type and the members asked about as well, so that no
+// answer is ever reused for another patient or another caller. Failures are never
+// kept. A search answered from a cache makes no exchange: it records no exchange
+// event and changes no state.
+//
+// The federation calls Plan for the first page of every search when a flow is
+// configured (Options.Patient); next pages carry each member's own query in their
+// token and ask no binding again.
+//
+// # Steps built so far
+//
+//	demographics  [pdqm], PDQm ITI-78 (gateway/bindings/pdqm): the patient looked up
+//	          by the client's identifier or id; no match or an ambiguous one asks no
+//	          member (every member excluded_by: demographics, and the Bundle carries an
+//	          OperationOutcome entry not-found / multiple-matches). A patient named by
+//	          id is resolved with the match's first identifier. Fails closed.
+//	resolver  [resolver], PIXm ITI-83 (gateway/bindings/pixm): the patient's
+//	          identifier in every member's registry.members[].identifier_system; a
+//	          member without one is excluded (excluded_by: resolver), a mapped member is
+//	          asked with Patient/<its value>. Fails closed: no answer, a bad answer
+//	          or an audit record not stored asks no member (502, 504, 503).
+//	consent   [consent], AuthZEN 1.0 evaluations (gateway/bindings/authzen): one
+//	          evaluation per member still a candidate, the requester as subject,
+//	          consent.purpose_of_use, the patient's identifier; a denied (or missing)
+//	          decision excludes the member (excluded_by: consent). Fails closed, 503.
+//	localizer [localizer], XCPD ITI-55 (gateway/bindings/xcpd) or PIXm: which of the
+//	          permitted members hold the patient (home_community_id among the answer's
+//	          custodians, or identifier_system among its identifiers); the others are
+//	          excluded (excluded_by: localizer). Fails open: on any failure every
+//	          permitted member is asked. It gets at most half of what is left of the
+//	          request's budget, so that the fan-out keeps the other half.
+package patient
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/authzen"
+	"github.com/ferrofed/ferrofed/gateway/bindings/pdqm"
+	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
+	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+)
+
+// The steps, as excluded_by names them.
+const (
+	ByDemographics = "demographics"
+	ByResolver     = "resolver"
+	ByConsent      = "consent"
+	ByLocalizer    = "localizer"
+)
+
+// Options build a Flow.
+type Options struct {
+	// Recorder stores the AuditEvent of every binding exchange (the audit trail).
+	Recorder binding.Recorder
+	// Metrics counts every binding exchange.
+	Metrics *binding.Metrics
+}
+
+// Flow runs the configured patient-scoped bindings.
+type Flow struct {
+	demographics *pdqm.Consumer
+	resolver     *pixm.Consumer
+	consent      *authzen.Client
+	// localizer is one of xcpdLocalizer and pixmLocalizer, nil without [localizer].
+	xcpdLocalizer *xcpd.Client
+	pixmLocalizer *pixm.Consumer
+	// domain is each member's identifier_system, community its home_community_id,
+	// by member id.
+	domain, community map[string]string
+}
+
+// New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
+// configured. The credential files are read now.
+func New(cfg *config.Config, o Options) (*Flow, error) {
+	if cfg.Resolver == nil && cfg.PDQm == nil && cfg.Consent == nil && cfg.Localizer == nil {
+		return nil, nil
+	}
+	f := &Flow{domain: map[string]string{}, community: map[string]string{}}
+	var domains []string
+	for _, m := range cfg.Registry.Members {
+		if m.IdentifierSystem != "" {
+			f.domain[m.ID] = m.IdentifierSystem
+			domains = append(domains, m.IdentifierSystem)
+		}
+		if m.HomeCommunityID != "" {
+			f.community[m.ID] = m.HomeCommunityID
+		}
+	}
+	if cfg.PDQm != nil {
+		d, err := pdqm.New(pdqm.Options{Service: cfg.PDQm.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
+		if err != nil {
+			return nil, err
+		}
+		f.demographics = d
+	}
+	if cfg.Consent != nil {
+		c, err := authzen.New(authzen.Options{Service: cfg.Consent.BindingService, PurposeOfUse: cfg.Consent.PurposeOfUse,
+			Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: time.Duration(cfg.Consent.CacheTTLMS) * time.Millisecond})
+		if err != nil {
+			return nil, err
+		}
+		f.consent = c
+	}
+	if l := cfg.Localizer; l != nil {
+		var err error
+		if l.Protocol == config.LocalizerPIXm {
+			f.pixmLocalizer, err = pixm.New(pixm.Options{Key: ByLocalizer, Service: l.BindingService,
+				DefaultTimeoutMS: config.DefaultLocalizerTimeoutMS, DefaultMaxBodyBytes: config.DefaultLocalizerMaxBodyBytes,
+				Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics})
+		} else {
+			f.xcpdLocalizer, err = xcpd.New(xcpd.Options{Service: l.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Resolver == nil {
+		return f, nil
+	}
+	r, err := pixm.New(pixm.Options{Key: ByResolver, Service: cfg.Resolver.BindingService,
+		DefaultTimeoutMS: config.DefaultResolverTimeoutMS, DefaultMaxBodyBytes: config.DefaultResolverMaxBodyBytes,
+		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: time.Duration(cfg.Resolver.CacheTTLMS) * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	f.resolver = r
+	return f, nil
+}
+
+// Attach reports every binding's state into tracker: each configured key is present,
+// "unknown" until its first exchange.
+func (f *Flow) Attach(tracker *dependencies.Tracker) {
+	if f == nil {
+		return
+	}
+	if f.demographics != nil {
+		f.demographics.Attach(tracker)
+	}
+	if f.resolver != nil {
+		f.resolver.Attach(tracker)
+	}
+	if f.consent != nil {
+		f.consent.Attach(tracker)
+	}
+	if f.xcpdLocalizer != nil {
+		f.xcpdLocalizer.Attach(tracker)
+	}
+	if f.pixmLocalizer != nil {
+		f.pixmLocalizer.Attach(tracker)
+	}
+}
+
+// Query is a search's first page as the federation holds it.
+type Query struct {
+	ResourceType string
+	// Params are the search's parameters, each "name=value" escaped.
+	Params []string
+	// Members are the ids of the members the search would ask, in registry order.
+	Members []string
+	// Issuer and Subject are the requester: the operator token's, when the request
+	// carries one that verifies; empty for anyone else (anonymous).
+	Issuer, Subject string
+}
+
+// Plan is what the flow decided of one patient-scoped search.
+type Plan struct {
+	// Scope is the patient the search names; Scope.Index is the parameter each asked
+	// member gets its own in place of.
+	Scope Scope
+	// Asks are the members to ask, in the query's order, each with its parameter.
+	Asks []Ask
+	// Excluded are the members a step dropped, in the query's order.
+	Excluded []Excluded
+	// NoMatch, when set, is why no member is asked although the search is sound
+	// (demographics found no patient, or more than one): the answer is a Bundle with
+	// this outcome entry.
+	NoMatch *NoMatch
+	// Fail, when set, is the step that failed closed: the answer is its status and an
+	// OperationOutcome, and no member is asked.
+	Fail *binding.Failure
+}
+
+// Ask is one member to ask and the parameter ("patient=Patient/123", escaped) it is
+// asked with in place of the client's.
+type Ask struct {
+	Member, Param string
+}
+
+// Excluded is one member a step dropped.
+type Excluded struct {
+	Member, By string
+}
+
+// NoMatch is a search no member is asked for: code is the OperationOutcome issue code
+// (not-found, multiple-matches).
+type NoMatch struct {
+	Code, Diagnostics string
+}
+
+// Plan runs the flow for q within ctx (the request's budget). scoped is false when q
+// names no patient (the search goes on as it came); err is a *Refusal when it names
+// one in a way the flow cannot ask about.
+func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err error) {
+	s, scoped, err := Find(q.ResourceType, q.Params)
+	if err != nil || !scoped {
+		return Plan{}, scoped, err
+	}
+	plan.Scope = s
+	candidates := q.Members
+	asks := make(map[string]string, len(candidates))
+	for _, id := range candidates {
+		asks[id] = q.Params[s.Index]
+	}
+	system, value := s.System, s.Value
+	if (f.resolver != nil || f.consent != nil) && !s.Identified() && f.demographics == nil {
+		return Plan{}, true, &Refusal{Param: s.Name, Diagnostics: "the resolver and the consent pre-filter know the patient by identifier: name it as patient.identifier=system|value"}
+	}
+	if f.demographics != nil {
+		res, err := f.demographics.Lookup(ctx, pdqm.Criteria{System: s.System, Value: s.Value, ID: s.ID})
+		if err != nil {
+			return failed(s, err), true, nil
+		}
+		switch res.Kind {
+		case pdqm.NoMatch:
+			return excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "not-found",
+				Diagnostics: "no patient matches the search's " + s.Name + " at the demographics supplier: no member was asked"}), true, nil
+		case pdqm.Ambiguous:
+			return excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "multiple-matches",
+				Diagnostics: "more than one patient matches the search's " + s.Name + " at the demographics supplier: no member was asked; name the patient by an identifier that is unique"}), true, nil
+		}
+		if !s.Identified() {
+			if len(res.Identifiers) == 0 && (f.resolver != nil || f.consent != nil) {
+				return failed(s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
+					Diagnostics: "the demographics match carries no identifier the resolver or the consent pre-filter could be asked with"}), true, nil
+			}
+			if len(res.Identifiers) > 0 {
+				system, value = res.Identifiers[0].System, res.Identifiers[0].Value
+			}
+		}
+	}
+	if f.resolver != nil {
+		mapping, err := f.resolver.Resolve(ctx, binding.CacheKey(q.Issuer, q.Subject), system, value)
+		if err != nil {
+			return failed(s, err), true, nil
+		}
+		var kept []string
+		for _, id := range candidates {
+			domain, ok := f.domain[id]
+			local, mapped := mapping[domain]
+			if ok && domain == system {
+				// The patient is named in this member's own domain, which a manager
+				// never echoes.
+				local, mapped = value, true
+			}
+			if !ok || !mapped || !validID(local) {
+				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByResolver})
+				continue
+			}
+			asks[id] = s.memberParam(local)
+			kept = append(kept, id)
+		}
+		candidates = kept
+	}
+	if f.consent != nil && len(candidates) > 0 {
+		permitted, err := f.consent.Evaluate(ctx, authzen.Request{Issuer: q.Issuer, Subject: q.Subject, PatientSystem: system, PatientValue: value,
+			ResourceType: q.ResourceType, Members: candidates})
+		if err != nil {
+			return failed(s, err), true, nil
+		}
+		var kept []string
+		for _, id := range candidates {
+			if !permitted[id] {
+				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByConsent})
+				continue
+			}
+			kept = append(kept, id)
+		}
+		candidates = kept
+	}
+	if holds := f.localize(ctx, system, value, len(candidates) > 0); holds != nil {
+		var kept []string
+		for _, id := range candidates {
+			if !holds(id) {
+				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByLocalizer})
+				continue
+			}
+			kept = append(kept, id)
+		}
+		candidates = kept
+	}
+	for _, id := range candidates {
+		plan.Asks = append(plan.Asks, Ask{Member: id, Param: asks[id]})
+	}
+	return plan, true, nil
+}
+
+// localize asks the localizer which members hold the patient; nil when it is not
+// configured, is not asked (no candidate left, no identifier to ask by) or failed:
+// the localizer fails open.
+func (f *Flow) localize(ctx context.Context, system, value string, candidates bool) (holds func(member string) bool) {
+	if (f.xcpdLocalizer == nil && f.pixmLocalizer == nil) || !candidates || value == "" {
+		return nil
+	}
+	// The localizer gets at most half of what is left: failing open is only worth
+	// something while the fan-out still has a budget.
+	if dl, ok := ctx.Deadline(); ok {
+		lctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+		defer cancel()
+		ctx = lctx
+	}
+	if f.xcpdLocalizer != nil {
+		a, err := f.xcpdLocalizer.Locate(ctx, system, value)
+		if err != nil {
+			return nil
+		}
+		return func(member string) bool { return a.Holds(f.community[member]) }
+	}
+	m, err := f.pixmLocalizer.Resolve(ctx, "", system, value)
+	if err != nil {
+		return nil
+	}
+	return func(member string) bool {
+		_, held := m[f.domain[member]]
+		return held || f.domain[member] == system
+	}
+}
+
+// excludeAll is the plan that asks no member: every candidate excluded by step.
+func excludeAll(s Scope, candidates []string, step string, nm *NoMatch) Plan {
+	p := Plan{Scope: s, NoMatch: nm}
+	for _, id := range candidates {
+		p.Excluded = append(p.Excluded, Excluded{Member: id, By: step})
+	}
+	return p
+}
+
+func failed(s Scope, err error) Plan {
+	var f *binding.Failure
+	if !errors.As(err, &f) {
+		f = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
+	}
+	return Plan{Scope: s, Fail: f}
+}
+
+// Surface is the flow's part of the server when no other binding exports the
+// bindings' metrics (no [audit]): it registers them, and has no route, no readiness
+// check and nothing to stop. Nil without a flow.
+func (f *Flow) Surface(metrics *binding.Metrics) binding.Surface {
+	if f == nil || metrics == nil {
+		return nil
+	}
+	return metricsSurface{ProcessSurface: binding.NewProcessSurface("patient-bindings", stopped{}), m: metrics}
+}
+
+type metricsSurface struct {
+	*binding.ProcessSurface
+	m *binding.Metrics
+}
+
+// Collector is the bindings' metrics.
+func (s metricsSurface) Collector() prometheus.Collector { return s.m }
+
+type stopped struct{}
+
+func (stopped) Stop(context.Context) error { return nil }

@@ -1,0 +1,64 @@
+package pixm_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	testpixm "github.com/ferrofed/ferrofed/test/pixm"
+)
+
+func consumer(t *testing.T, url string) (*pixm.Consumer, *dependencies.Tracker) {
+	t.Helper()
+	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: url}, DefaultTimeoutMS: 2000,
+		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := dependencies.NewTracker()
+	c.Attach(tr)
+	return c, tr
+}
+
+// A resolution whose budget was spent before it left the gateway sends nothing and
+// changes nothing: the seed's "a request that never left the gateway changes nothing".
+func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
+	p := testpixm.Start(t, testpixm.Options{Domains: []string{"urn:oid:1.2"}})
+	c, tr := consumer(t, p.URL)
+	tr.SetService("resolver", dependencies.Up, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Resolve(ctx, "", "urn:oid:1.2", "x"); err == nil {
+		t.Fatal("a resolution with no budget succeeded")
+	}
+	if p.Requests() != 0 {
+		t.Fatalf("the manager got %d requests", p.Requests())
+	}
+	if got := tr.Report().Services["resolver"]; got != dependencies.Up {
+		t.Fatalf("resolver is %q, want it unchanged (up)", got)
+	}
+}
+
+// Parse reads targetIdentifiers in any order, keeps a domain's first value, and maps
+// nothing from a targetId alone; a body that is not a Parameters is an error.
+func TestParse(t *testing.T) {
+	m, err := pixm.Parse([]byte(`{"resourceType":"Parameters","parameter":[
+		{"name":"targetId","valueReference":{"reference":"Patient/9"}},
+		{"name":"targetIdentifier","valueIdentifier":{"system":"urn:b","value":"2"}},
+		{"name":"targetIdentifier","valueIdentifier":{"system":"urn:a","value":"1"}},
+		{"name":"targetIdentifier","valueIdentifier":{"system":"urn:a","value":"other"}},
+		{"name":"targetIdentifier","valueIdentifier":{"system":"urn:c"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 2 || m["urn:a"] != "1" || m["urn:b"] != "2" {
+		t.Fatalf("mapping %v", m)
+	}
+	for _, bad := range []string{`{"resourceType":"Bundle"}`, `not json`, `{"resourceType":"Parameters","parameter":[`} {
+		if _, err := pixm.Parse([]byte(bad)); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
+	}
+}
