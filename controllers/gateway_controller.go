@@ -103,7 +103,9 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	// dep is the live Deployment, or the apply's response, for the status.
 	dep, applied := &appsv1.Deployment{}, false
 	var problem applyProblem
+	var changed changes
 	defer func() {
+		r.tellChanges(gw, changed)
 		var observed *appsv1.Deployment
 		if applied || r.Get(ctx, req.NamespacedName, dep) == nil {
 			observed = dep
@@ -121,7 +123,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			return ctrl.Result{}, nil // nothing was ever rolled out, and nothing will be
 		}
 	}
-	if err := r.ensurePageTokenSecret(ctx, gw); errors.As(err, &problem) {
+	if err := r.ensurePageTokenSecret(ctx, gw, &changed); errors.As(err, &problem) {
 		return ctrl.Result{RequeueAfter: conflictRecheck}, nil
 	} else if err != nil {
 		return ctrl.Result{}, err
@@ -131,9 +133,9 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			continue // the last valid rendering stays as it is
 		}
 		if o.desired == nil {
-			err = r.deleteOwned(ctx, gw, o)
+			err = r.deleteOwned(ctx, gw, o, &changed)
 		} else {
-			err = r.apply(ctx, gw, o)
+			err = r.apply(ctx, gw, o, &changed)
 		}
 		if errors.As(err, &problem) {
 			if problem.reason == ferrofedv1alpha1.ReasonNameConflict {
@@ -156,7 +158,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 // never rewritten, so that next links stay valid across rollouts; deleted, it is made
 // anew on the next reconcile. A Secret of that name the Gateway does not control is
 // left alone and reported, as any name conflict.
-func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway) error {
+func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway, changed *changes) error {
 	name := ferrofedv1alpha1.PageTokenSecretName(gw.Name)
 	s := &corev1.Secret{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: name}, s)
@@ -172,13 +174,14 @@ func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferro
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("make the page-token key: %w", err)
 	}
-	if err := r.Create(ctx, PageTokenSecret(gw, []byte(hex.EncodeToString(key)))); err != nil {
+	secret := PageTokenSecret(gw, []byte(hex.EncodeToString(key)))
+	if err := r.Create(ctx, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Secret %s: %w (made meanwhile; the next reconcile checks its owner)", name, err)
 		}
 		return fmt.Errorf("create Secret %s: %w", name, err)
 	}
-	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Created", "Create", "Created Secret %s.", name)
+	changed.add(verbCreated, "Secret", name, secret)
 	return nil
 }
 
@@ -211,6 +214,9 @@ type ownedObject struct {
 	desired runtime.ApplyConfiguration
 	// extract reads the fields FieldOwner manages from a live object.
 	extract func(client.Object) (any, error)
+	// uncached: the client reads this kind from the apiserver, not from the cache, so
+	// that its NotFound needs no second look through the APIReader.
+	uncached bool
 }
 
 // ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
@@ -226,7 +232,7 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 	return []ownedObject{
 		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), extract: func(o client.Object) (any, error) {
 			return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), FieldOwner)
-		}},
+		}, uncached: true}, // see ManagerOptions' client options
 		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, ConfigHash(rendered)), extract: func(o client.Object) (any, error) {
 			return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
 		}},
@@ -277,11 +283,11 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 //
 // An existing object of that name that this Gateway does not control is never adopted:
 // the answer is an applyProblem with ReasonNameConflict, and the object is left alone.
-func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
+func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, changed *changes) error {
 	kind, name, live, desired := o.kind, gw.Name, o.live, o.desired
 	key := client.ObjectKeyFromObject(gw)
 	err := r.Get(ctx, key, live)
-	if apierrors.IsNotFound(err) && r.APIReader != nil {
+	if apierrors.IsNotFound(err) && r.APIReader != nil && !o.uncached {
 		// The cache holds only objects labelled as the operator's: one of this name
 		// without the label must be seen before it is taken over.
 		err = r.APIReader.Get(ctx, key, live)
@@ -306,16 +312,14 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		}
 		return fmt.Errorf("apply %s %s: %w", kind, name, err)
 	}
-	verb := "Updated"
+	verb := verbUpdated
 	if apierrors.IsNotFound(err) {
-		verb = "Created"
+		verb = verbCreated
 	}
 	if err := fromApplyResponse(desired, live); err != nil {
 		return err
 	}
-	// The object goes in as related: events of one Gateway with the same reason would
-	// otherwise fold into one series.
-	r.Recorder.Eventf(gw, live, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
+	changed.add(verb, kind, name, live)
 	return nil
 }
 
@@ -385,7 +389,7 @@ func asTyped(proto client.Object, v any) (string, error) {
 }
 
 // deleteOwned deletes the object named after gw when gw controls it.
-func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
+func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, changed *changes) error {
 	kind, obj := o.kind, o.live
 	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), obj); err != nil {
 		return client.IgnoreNotFound(err)
@@ -396,7 +400,7 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
 	}
-	r.Recorder.Eventf(gw, obj, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s %s.", kind, obj.GetName())
+	changed.add(verbDeleted, kind, obj.GetName(), obj)
 	return nil
 }
 
