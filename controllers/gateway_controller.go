@@ -217,7 +217,18 @@ type ownedObject struct {
 	// uncached: the client reads this kind from the apiserver, not from the cache, so
 	// that its NotFound needs no second look through the APIReader.
 	uncached bool
+	// createOnly, for a cached kind, is desired again, made to create the object and
+	// fail on any existing one (see createOnlyVersion).
+	createOnly func() runtime.ApplyConfiguration
 }
+
+// createOnlyVersion is the resourceVersion a create-only apply carries. In an apply a
+// resourceVersion is a precondition: the apiserver refuses, with a Conflict, to change
+// an existing object whose resourceVersion differs (and no object still has "1", the
+// first revision of the cluster's store), while an object that does not exist is
+// created. So an object missing from the cache costs one request, not a read and an
+// apply, and an existing object of that name is still never touched before it is read.
+const createOnlyVersion = "1"
 
 // ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
 // mount it), then the Deployment (into dep), the Service and, with more than one
@@ -228,6 +239,7 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 	}}
 	if d := PodDisruptionBudget(gw); d != nil {
 		pdb.desired = d
+		pdb.createOnly = func() runtime.ApplyConfiguration { return PodDisruptionBudget(gw).WithResourceVersion(createOnlyVersion) }
 	}
 	return []ownedObject{
 		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), extract: func(o client.Object) (any, error) {
@@ -235,10 +247,12 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 		}, uncached: true}, // see ManagerOptions' client options
 		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, ConfigHash(rendered)), extract: func(o client.Object) (any, error) {
 			return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
+		}, createOnly: func() runtime.ApplyConfiguration {
+			return Deployment(gw, plan, ConfigHash(rendered)).WithResourceVersion(createOnlyVersion)
 		}},
 		{kind: "Service", live: &corev1.Service{}, desired: Service(gw), extract: func(o client.Object) (any, error) {
 			return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)
-		}},
+		}, createOnly: func() runtime.ApplyConfiguration { return Service(gw).WithResourceVersion(createOnlyVersion) }},
 		pdb,
 	}
 }
@@ -287,10 +301,26 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	kind, name, live, desired := o.kind, gw.Name, o.live, o.desired
 	key := client.ObjectKeyFromObject(gw)
 	err := r.Get(ctx, key, live)
-	if apierrors.IsNotFound(err) && r.APIReader != nil && !o.uncached {
+	if apierrors.IsNotFound(err) && !o.uncached {
 		// The cache holds only objects labelled as the operator's: one of this name
-		// without the label must be seen before it is taken over.
-		err = r.APIReader.Get(ctx, key, live)
+		// without the label must be seen before it is taken over. Created create-only
+		// first, it is read only when it exists; a Gateway already told of a name
+		// conflict reads first, so that its rechecks write nothing.
+		if o.createOnly != nil && readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
+			created := o.createOnly()
+			cerr := r.Apply(ctx, created, client.FieldOwner(FieldOwner), client.ForceOwnership)
+			if cerr == nil {
+				return r.applied(gw, o, created, verbCreated, changed)
+			}
+			if !apierrors.IsConflict(cerr) {
+				return r.applyFailed(gw, kind, name, cerr)
+			}
+		}
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		err = reader.Get(ctx, key, live)
 	}
 	switch {
 	case err == nil:
@@ -303,24 +333,36 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("get %s %s: %w", kind, name, err)
 	}
-	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %s", kind, name, eventNote(err.Error()))
-		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err) {
-			// The apiserver's own words, in the status: a retry would say the same.
-			return errors.Join(applyProblem{ferrofedv1alpha1.ReasonApplyFailed, fmt.Sprintf("%s %s: %v", kind, name, err)},
-				fmt.Errorf("apply %s %s: %w", kind, name, err))
-		}
-		return fmt.Errorf("apply %s %s: %w", kind, name, err)
+	if aerr := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); aerr != nil {
+		return r.applyFailed(gw, kind, name, aerr)
 	}
 	verb := verbUpdated
 	if apierrors.IsNotFound(err) {
 		verb = verbCreated
 	}
-	if err := fromApplyResponse(desired, live); err != nil {
+	return r.applied(gw, o, desired, verb, changed)
+}
+
+// applied records a successful apply of o: live takes the response, which the client
+// decoded into sent.
+func (r *GatewayReconciler) applied(gw *ferrofedv1alpha1.Gateway, o ownedObject, sent runtime.ApplyConfiguration, verb string, changed *changes) error {
+	if err := fromApplyResponse(sent, o.live); err != nil {
 		return err
 	}
-	changed.add(verb, kind, name, live)
+	changed.add(verb, o.kind, gw.Name, o.live)
 	return nil
+}
+
+// applyFailed tells a refused apply in an Event, and in the status when a retry would
+// be refused the same way.
+func (r *GatewayReconciler) applyFailed(gw *ferrofedv1alpha1.Gateway, kind, name string, err error) error {
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %s", kind, name, eventNote(err.Error()))
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err) {
+		// The apiserver's own words, in the status: a retry would say the same.
+		return errors.Join(applyProblem{ferrofedv1alpha1.ReasonApplyFailed, fmt.Sprintf("%s %s: %v", kind, name, err)},
+			fmt.Errorf("apply %s %s: %w", kind, name, err))
+	}
+	return fmt.Errorf("apply %s %s: %w", kind, name, err)
 }
 
 // nameConflict is the answer to an object of an owned name that gw does not control:

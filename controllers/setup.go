@@ -25,7 +25,7 @@ import (
 // DefaultMaxConcurrentReconciles is how many Gateways are reconciled at once: each
 // reconcile mostly waits on the apiserver, so a few in parallel keep a large
 // fleet's first rollout short.
-const DefaultMaxConcurrentReconciles = 4
+const DefaultMaxConcurrentReconciles = 8
 
 // ManagerConfig is what shapes the operator's manager: the flags of `ferrofed
 // operator`, and what the envtest suite sets instead (its own ports and webhook
