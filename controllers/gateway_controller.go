@@ -239,7 +239,9 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 	}}
 	if d := PodDisruptionBudget(gw); d != nil {
 		pdb.desired = d
-		pdb.createOnly = func() runtime.ApplyConfiguration { return PodDisruptionBudget(gw).WithResourceVersion(createOnlyVersion) }
+		pdb.createOnly = func() runtime.ApplyConfiguration {
+			return PodDisruptionBudget(gw).WithResourceVersion(createOnlyVersion)
+		}
 	}
 	return []ownedObject{
 		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), extract: func(o client.Object) (any, error) {
