@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -62,7 +63,7 @@ type GatewayReconciler struct {
 	// watch saw it, until the Gateway's next status patch records them.
 	drained drainInbox
 
-	// ownWrites remembers the resourceVersion of each Gateway's last status patch by
+	// ownWrites remembers (as an ownWrite) each Gateway's last status patch by
 	// this operator, so that the watch event of its own write costs no reconcile.
 	ownWrites sync.Map
 }
@@ -474,6 +475,12 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	if err != nil {
 		return fmt.Errorf("patch Gateway status: %w", err)
 	}
+	// Known before the patch is sent: its watch event can arrive before the answer.
+	sum, err := statusSum(st)
+	if err != nil {
+		return fmt.Errorf("patch Gateway status: %w", err)
+	}
+	r.ownWrites.Store(key, ownWrite{status: sum})
 	gw.Status = st
 	if err := r.Status().Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -484,7 +491,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	for _, d := range drained {
 		r.tellDrain(gw, d)
 	}
-	r.ownWrites.Store(client.ObjectKeyFromObject(gw), gw.ResourceVersion) // the patch's answer: its event needs no reconcile
+	r.ownWrites.Store(key, ownWrite{resourceVersion: gw.ResourceVersion, status: sum}) // the patch's answer: its event needs no reconcile
 	if !o.valid() && !wasInvalid {
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", eventNote(o.message))
 	}
@@ -562,11 +569,27 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 }
 
 // statusChanged passes updates whose status differs, unless the update is the
-// operator's own status patch (its resourceVersion is the one the patch answered
-// with): anyone else's change of the status is rewritten by the next reconcile.
+// operator's own status patch: its resourceVersion is the one the patch answered with,
+// or (when the watch event comes before the patch's answer, as it does on a busy
+// control plane) its status is the one the patch sent. Anyone else's change of the
+// status is rewritten by the next reconcile.
 type statusChanged struct {
 	predicate.Funcs
-	own *sync.Map // Gateway name -> resourceVersion of the operator's last status patch
+	own *sync.Map // Gateway name -> ownWrite
+}
+
+// ownWrite is the operator's last status patch of a Gateway: the resourceVersion it
+// answered with (empty until it has) and the statusSum of the status it sent.
+type ownWrite struct {
+	resourceVersion string
+	status          [sha256.Size]byte
+}
+
+// statusSum is a digest of a status as JSON: the status a patch sends and the status
+// its watch event brings back marshal alike (times are kept to the second).
+func statusSum(st ferrofedv1alpha1.GatewayStatus) ([sha256.Size]byte, error) {
+	data, err := json.Marshal(st)
+	return sha256.Sum256(data), err
 }
 
 func (p statusChanged) Update(e event.UpdateEvent) bool {
@@ -575,10 +598,16 @@ func (p statusChanged) Update(e event.UpdateEvent) bool {
 	if !okOld || !okNew || equality.Semantic.DeepEqual(old.Status, cur.Status) {
 		return false
 	}
-	if rv, ok := p.own.Load(client.ObjectKeyFromObject(cur)); ok && rv == cur.ResourceVersion {
+	v, ok := p.own.Load(client.ObjectKeyFromObject(cur))
+	if !ok {
+		return true
+	}
+	own := v.(ownWrite)
+	if own.resourceVersion == cur.ResourceVersion {
 		return false
 	}
-	return true
+	sum, err := statusSum(cur.Status)
+	return err != nil || sum != own.status
 }
 
 func (r *GatewayReconciler) gatewaysReferencing(ctx context.Context, o client.Object) []reconcile.Request {
