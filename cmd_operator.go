@@ -15,6 +15,7 @@ import (
 type operatorOptions struct {
 	metricsAddr   string
 	probeAddr     string
+	pprofAddr     string
 	leaderElect   bool
 	enableWebhook bool
 	webhookPort   int
@@ -39,6 +40,7 @@ names, else the in-cluster configuration.`,
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the metrics endpoint; "0" turns it off`)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", `address of net/http/pprof's /debug/pprof/ (plain http, no authentication: a loopback address only); empty turns it off`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	f.BoolVar(&o.enableWebhook, "enable-webhook", true, "serve the validating webhook (false: controller only, for local runs)")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
@@ -66,6 +68,7 @@ func runOperator(o operatorOptions) error {
 	opts, err := controllers.ManagerOptions(controllers.ManagerConfig{
 		MetricsBindAddress:     o.metricsAddr,
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		Webhook:                o.enableWebhook,
 		WebhookPort:            o.webhookPort,

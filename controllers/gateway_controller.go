@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -62,7 +63,7 @@ type GatewayReconciler struct {
 	// watch saw it, until the Gateway's next status patch records them.
 	drained drainInbox
 
-	// ownWrites remembers the resourceVersion of each Gateway's last status patch by
+	// ownWrites remembers (as an ownWrite) each Gateway's last status patch by
 	// this operator, so that the watch event of its own write costs no reconcile.
 	ownWrites sync.Map
 }
@@ -103,7 +104,9 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	// dep is the live Deployment, or the apply's response, for the status.
 	dep, applied := &appsv1.Deployment{}, false
 	var problem applyProblem
+	var changed changes
 	defer func() {
+		r.tellChanges(gw, changed)
 		var observed *appsv1.Deployment
 		if applied || r.Get(ctx, req.NamespacedName, dep) == nil {
 			observed = dep
@@ -121,7 +124,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			return ctrl.Result{}, nil // nothing was ever rolled out, and nothing will be
 		}
 	}
-	if err := r.ensurePageTokenSecret(ctx, gw); errors.As(err, &problem) {
+	if err := r.ensurePageTokenSecret(ctx, gw, &changed); errors.As(err, &problem) {
 		return ctrl.Result{RequeueAfter: conflictRecheck}, nil
 	} else if err != nil {
 		return ctrl.Result{}, err
@@ -131,9 +134,9 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			continue // the last valid rendering stays as it is
 		}
 		if o.desired == nil {
-			err = r.deleteOwned(ctx, gw, o)
+			err = r.deleteOwned(ctx, gw, o, &changed)
 		} else {
-			err = r.apply(ctx, gw, o)
+			err = r.apply(ctx, gw, o, &changed)
 		}
 		if errors.As(err, &problem) {
 			if problem.reason == ferrofedv1alpha1.ReasonNameConflict {
@@ -156,7 +159,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 // never rewritten, so that next links stay valid across rollouts; deleted, it is made
 // anew on the next reconcile. A Secret of that name the Gateway does not control is
 // left alone and reported, as any name conflict.
-func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway) error {
+func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway, changed *changes) error {
 	name := ferrofedv1alpha1.PageTokenSecretName(gw.Name)
 	s := &corev1.Secret{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: name}, s)
@@ -172,13 +175,14 @@ func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferro
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("make the page-token key: %w", err)
 	}
-	if err := r.Create(ctx, PageTokenSecret(gw, []byte(hex.EncodeToString(key)))); err != nil {
+	secret := PageTokenSecret(gw, []byte(hex.EncodeToString(key)))
+	if err := r.Create(ctx, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Secret %s: %w (made meanwhile; the next reconcile checks its owner)", name, err)
 		}
 		return fmt.Errorf("create Secret %s: %w", name, err)
 	}
-	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "Created", "Create", "Created Secret %s.", name)
+	changed.add(verbCreated, "Secret", name, secret)
 	return nil
 }
 
@@ -211,7 +215,21 @@ type ownedObject struct {
 	desired runtime.ApplyConfiguration
 	// extract reads the fields FieldOwner manages from a live object.
 	extract func(client.Object) (any, error)
+	// uncached: the client reads this kind from the apiserver, not from the cache, so
+	// that its NotFound needs no second look through the APIReader.
+	uncached bool
+	// createOnly, for a cached kind, is desired again, made to create the object and
+	// fail on any existing one (see createOnlyVersion).
+	createOnly func() runtime.ApplyConfiguration
 }
+
+// createOnlyVersion is the resourceVersion a create-only apply carries. In an apply a
+// resourceVersion is a precondition: the apiserver refuses, with a Conflict, to change
+// an existing object whose resourceVersion differs (and no object still has "1", the
+// first revision of the cluster's store), while an object that does not exist is
+// created. So an object missing from the cache costs one request, not a read and an
+// apply, and an existing object of that name is still never touched before it is read.
+const createOnlyVersion = "1"
 
 // ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
 // mount it), then the Deployment (into dep), the Service and, with more than one
@@ -222,17 +240,22 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 	}}
 	if d := PodDisruptionBudget(gw); d != nil {
 		pdb.desired = d
+		pdb.createOnly = func() runtime.ApplyConfiguration {
+			return PodDisruptionBudget(gw).WithResourceVersion(createOnlyVersion)
+		}
 	}
 	return []ownedObject{
 		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), extract: func(o client.Object) (any, error) {
 			return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), FieldOwner)
-		}},
+		}, uncached: true}, // see ManagerOptions' client options
 		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, ConfigHash(rendered)), extract: func(o client.Object) (any, error) {
 			return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
+		}, createOnly: func() runtime.ApplyConfiguration {
+			return Deployment(gw, plan, ConfigHash(rendered)).WithResourceVersion(createOnlyVersion)
 		}},
 		{kind: "Service", live: &corev1.Service{}, desired: Service(gw), extract: func(o client.Object) (any, error) {
 			return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)
-		}},
+		}, createOnly: func() runtime.ApplyConfiguration { return Service(gw).WithResourceVersion(createOnlyVersion) }},
 		pdb,
 	}
 }
@@ -277,14 +300,30 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 //
 // An existing object of that name that this Gateway does not control is never adopted:
 // the answer is an applyProblem with ReasonNameConflict, and the object is left alone.
-func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
+func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, changed *changes) error {
 	kind, name, live, desired := o.kind, gw.Name, o.live, o.desired
 	key := client.ObjectKeyFromObject(gw)
 	err := r.Get(ctx, key, live)
-	if apierrors.IsNotFound(err) && r.APIReader != nil {
+	if apierrors.IsNotFound(err) && !o.uncached {
 		// The cache holds only objects labelled as the operator's: one of this name
-		// without the label must be seen before it is taken over.
-		err = r.APIReader.Get(ctx, key, live)
+		// without the label must be seen before it is taken over. Created create-only
+		// first, it is read only when it exists; a Gateway already told of a name
+		// conflict reads first, so that its rechecks write nothing.
+		if o.createOnly != nil && readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
+			created := o.createOnly()
+			cerr := r.Apply(ctx, created, client.FieldOwner(FieldOwner), client.ForceOwnership)
+			if cerr == nil {
+				return r.applied(gw, o, created, verbCreated, changed)
+			}
+			if !apierrors.IsConflict(cerr) {
+				return r.applyFailed(gw, kind, name, cerr)
+			}
+		}
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		err = reader.Get(ctx, key, live)
 	}
 	switch {
 	case err == nil:
@@ -297,26 +336,36 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("get %s %s: %w", kind, name, err)
 	}
-	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %s", kind, name, eventNote(err.Error()))
-		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err) {
-			// The apiserver's own words, in the status: a retry would say the same.
-			return errors.Join(applyProblem{ferrofedv1alpha1.ReasonApplyFailed, fmt.Sprintf("%s %s: %v", kind, name, err)},
-				fmt.Errorf("apply %s %s: %w", kind, name, err))
-		}
-		return fmt.Errorf("apply %s %s: %w", kind, name, err)
+	if aerr := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); aerr != nil {
+		return r.applyFailed(gw, kind, name, aerr)
 	}
-	verb := "Updated"
+	verb := verbUpdated
 	if apierrors.IsNotFound(err) {
-		verb = "Created"
+		verb = verbCreated
 	}
-	if err := fromApplyResponse(desired, live); err != nil {
+	return r.applied(gw, o, desired, verb, changed)
+}
+
+// applied records a successful apply of o: live takes the response, which the client
+// decoded into sent.
+func (r *GatewayReconciler) applied(gw *ferrofedv1alpha1.Gateway, o ownedObject, sent runtime.ApplyConfiguration, verb string, changed *changes) error {
+	if err := fromApplyResponse(sent, o.live); err != nil {
 		return err
 	}
-	// The object goes in as related: events of one Gateway with the same reason would
-	// otherwise fold into one series.
-	r.Recorder.Eventf(gw, live, corev1.EventTypeNormal, verb, "Apply", "%s %s %s.", verb, kind, name)
+	changed.add(verb, o.kind, gw.Name, o.live)
 	return nil
+}
+
+// applyFailed tells a refused apply in an Event, and in the status when a retry would
+// be refused the same way.
+func (r *GatewayReconciler) applyFailed(gw *ferrofedv1alpha1.Gateway, kind, name string, err error) error {
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %s", kind, name, eventNote(err.Error()))
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err) {
+		// The apiserver's own words, in the status: a retry would say the same.
+		return errors.Join(applyProblem{ferrofedv1alpha1.ReasonApplyFailed, fmt.Sprintf("%s %s: %v", kind, name, err)},
+			fmt.Errorf("apply %s %s: %w", kind, name, err))
+	}
+	return fmt.Errorf("apply %s %s: %w", kind, name, err)
 }
 
 // nameConflict is the answer to an object of an owned name that gw does not control:
@@ -385,7 +434,7 @@ func asTyped(proto client.Object, v any) (string, error) {
 }
 
 // deleteOwned deletes the object named after gw when gw controls it.
-func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
+func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, changed *changes) error {
 	kind, obj := o.kind, o.live
 	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), obj); err != nil {
 		return client.IgnoreNotFound(err)
@@ -396,7 +445,7 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
 	}
-	r.Recorder.Eventf(gw, obj, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s %s.", kind, obj.GetName())
+	changed.add(verbDeleted, kind, obj.GetName(), obj)
 	return nil
 }
 
@@ -426,6 +475,12 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	if err != nil {
 		return fmt.Errorf("patch Gateway status: %w", err)
 	}
+	// Known before the patch is sent: its watch event can arrive before the answer.
+	sum, err := statusSum(st)
+	if err != nil {
+		return fmt.Errorf("patch Gateway status: %w", err)
+	}
+	r.ownWrites.Store(key, ownWrite{status: sum})
 	gw.Status = st
 	if err := r.Status().Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -436,7 +491,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	for _, d := range drained {
 		r.tellDrain(gw, d)
 	}
-	r.ownWrites.Store(client.ObjectKeyFromObject(gw), gw.ResourceVersion) // the patch's answer: its event needs no reconcile
+	r.ownWrites.Store(key, ownWrite{resourceVersion: gw.ResourceVersion, status: sum}) // the patch's answer: its event needs no reconcile
 	if !o.valid() && !wasInvalid {
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", eventNote(o.message))
 	}
@@ -514,11 +569,27 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 }
 
 // statusChanged passes updates whose status differs, unless the update is the
-// operator's own status patch (its resourceVersion is the one the patch answered
-// with): anyone else's change of the status is rewritten by the next reconcile.
+// operator's own status patch: its resourceVersion is the one the patch answered with,
+// or (when the watch event comes before the patch's answer, as it does on a busy
+// control plane) its status is the one the patch sent. Anyone else's change of the
+// status is rewritten by the next reconcile.
 type statusChanged struct {
 	predicate.Funcs
-	own *sync.Map // Gateway name -> resourceVersion of the operator's last status patch
+	own *sync.Map // Gateway name -> ownWrite
+}
+
+// ownWrite is the operator's last status patch of a Gateway: the resourceVersion it
+// answered with (empty until it has) and the statusSum of the status it sent.
+type ownWrite struct {
+	resourceVersion string
+	status          [sha256.Size]byte
+}
+
+// statusSum is a digest of a status as JSON: the status a patch sends and the status
+// its watch event brings back marshal alike (times are kept to the second).
+func statusSum(st ferrofedv1alpha1.GatewayStatus) ([sha256.Size]byte, error) {
+	data, err := json.Marshal(st)
+	return sha256.Sum256(data), err
 }
 
 func (p statusChanged) Update(e event.UpdateEvent) bool {
@@ -527,10 +598,16 @@ func (p statusChanged) Update(e event.UpdateEvent) bool {
 	if !okOld || !okNew || equality.Semantic.DeepEqual(old.Status, cur.Status) {
 		return false
 	}
-	if rv, ok := p.own.Load(client.ObjectKeyFromObject(cur)); ok && rv == cur.ResourceVersion {
+	v, ok := p.own.Load(client.ObjectKeyFromObject(cur))
+	if !ok {
+		return true
+	}
+	own := v.(ownWrite)
+	if own.resourceVersion == cur.ResourceVersion {
 		return false
 	}
-	return true
+	sum, err := statusSum(cur.Status)
+	return err != nil || sum != own.status
 }
 
 func (r *GatewayReconciler) gatewaysReferencing(ctx context.Context, o client.Object) []reconcile.Request {

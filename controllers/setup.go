@@ -25,7 +25,7 @@ import (
 // DefaultMaxConcurrentReconciles is how many Gateways are reconciled at once: each
 // reconcile mostly waits on the apiserver, so a few in parallel keep a large
 // fleet's first rollout short.
-const DefaultMaxConcurrentReconciles = 4
+const DefaultMaxConcurrentReconciles = 8
 
 // ManagerConfig is what shapes the operator's manager: the flags of `ferrofed
 // operator`, and what the envtest suite sets instead (its own ports and webhook
@@ -36,6 +36,9 @@ type ManagerConfig struct {
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" turns them off.
 	HealthProbeBindAddress string
+	// PprofBindAddress serves net/http/pprof (plain http, unauthenticated: meant for a
+	// loopback address while profiling); empty or "0" turns it off.
+	PprofBindAddress string
 	// LeaderElection elects a leader, so that only one replica reconciles.
 	LeaderElection bool
 	// Webhook serves the validating webhook on WebhookHost:WebhookPort with the
@@ -101,6 +104,7 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 			FilterProvider: filters.WithAuthenticationAndAuthorization,
 		},
 		HealthProbeBindAddress: c.HealthProbeBindAddress,
+		PprofBindAddress:       c.PprofBindAddress,
 		LeaderElection:         c.LeaderElection,
 		LeaderElectionID:       LeaderElectionID,
 	}

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -291,6 +292,35 @@ func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestANewGatewayIsToldInOneEvent: the objects a new Gateway gets are created with one
+// request each and told in one Event, in the order they were made.
+func TestANewGatewayIsToldInOneEvent(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "reconcile", Name: "told-once"}
+	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Replicas = ptr.To[int32](2) })); err != nil {
+		t.Fatal(err)
+	}
+	reconciled(ctx, t, key)
+	want := "Created Secret told-once-page-token, ConfigMap told-once, Deployment told-once, Service told-once and PodDisruptionBudget told-once."
+	eventually(t, settle, "one Created event naming every object", func() error {
+		var evs eventsv1.EventList
+		if err := k8s.List(ctx, &evs, client.InNamespace(key.Namespace)); err != nil {
+			return err
+		}
+		var created []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Gateway" && e.Regarding.Name == key.Name && e.Reason == "Created" {
+				created = append(created, e.Note)
+			}
+		}
+		if len(created) != 1 || created[0] != want {
+			return fmt.Errorf("Created events %q, want one %q", created, want)
+		}
+		return nil
+	})
 }
 
 func TestDriftOfAnOwnedFieldIsRepaired(t *testing.T) {

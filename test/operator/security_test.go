@@ -32,6 +32,12 @@ func TestAnObjectOfTheGatewaysNameIsNeverAdopted(t *testing.T) {
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}, "Service"},
 		{"web-config", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "reconcile", Name: "web-config"},
 			Data: map[string]string{"index.html": "hello"}}, "ConfigMap"},
+		// Missing from the cache (it has not the operator's label), it meets the
+		// create-only apply, which must fail on it and leave it as it is.
+		{"web-app", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "reconcile", Name: "web-app"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.org/web"}}}}}}, "Deployment"},
 	} {
 		t.Run(tc.kind+" "+tc.name+" is left alone and named in the status and an event", func(t *testing.T) {
 			if err := k8s.Create(ctx, tc.other); err != nil {
@@ -57,6 +63,9 @@ func TestAnObjectOfTheGatewaysNameIsNeverAdopted(t *testing.T) {
 			}
 			if svc, ok := after.(*corev1.Service); ok && svc.Spec.Selector["app"] != "web" {
 				t.Errorf("the Service's selector was changed to %v", svc.Spec.Selector)
+			}
+			if dep, ok := after.(*appsv1.Deployment); ok && (dep.Spec.Template.Spec.Containers[0].Image != "example.org/web" || dep.Generation != 1) {
+				t.Errorf("the Deployment was changed: image %s, generation %d", dep.Spec.Template.Spec.Containers[0].Image, dep.Generation)
 			}
 			eventually(t, settle, "a NameConflict event on the Gateway", func() error {
 				var evs eventsv1.EventList
