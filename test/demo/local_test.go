@@ -44,7 +44,9 @@ func TestDemoOnTheLocalNode(t *testing.T) {
 		}
 	case <-time.After(10 * time.Minute):
 		_ = cmd.Process.Signal(os.Interrupt)
-		<-done
+		if err := <-done; err != nil {
+			t.Logf("make demo after the interrupt: %v", err)
+		}
 		t.Fatalf("make demo on the local node did not stop by itself within 10 minutes:\n%s", out.String())
 	}
 	got := out.String()
