@@ -207,6 +207,14 @@ local_cleanup() {
     kill -INT "$demo_pid" 2>/dev/null || true
     wait "$demo_pid" 2>/dev/null || true
   fi
+  if ((rc != 0)) && [[ -z "$interrupted" && -n "$namespace_used" ]]; then
+    # What the pods and the operator said, before the teardown removes them.
+    local kc
+    kc="$(hack/local-cluster.sh kubeconfig)"
+    "$root/bin/cluster/kubectl" --kubeconfig "$kc" get all,events -n demo -o wide >"$logs/namespace-demo.txt" 2>&1 || true
+    "$root/bin/cluster/kubectl" --kubeconfig "$kc" logs -n "$release_ns" deployment/ferrofed-operator --tail=300 >"$logs/operator.log" 2>&1 || true
+    info "kept for a look: ${logs#"$root"/}/namespace-demo.txt (pods, events), ${logs#"$root"/}/operator.log; the node's component logs stay in /var/lib/ferrofed-cluster/logs"
+  fi
   step "Stopping what the demo started"
   if [[ -n "$cluster_started" ]]; then
     info "hack/local-cluster.sh down: pods deleted while the kubelet runs, every component stopped, the host restored"
@@ -248,7 +256,6 @@ if [[ "$mode" == local ]]; then
   step "Building (cached: second runs only check)"
   run_step "the node components (kubelet, kube-apiserver, ..., etcd; bin/cluster)" "$logs/cluster-build.log" hack/local-cluster.sh build
   run_step "helm (bin/helm)" "$logs/helm-build.log" hack/tools.sh helm
-  run_step "the demo helper (hack/demo)" "$logs/build.log" go build -o "$state/bin/" ./hack/demo
   demo="$state/bin/demo"
   kubectl="$root/bin/cluster/kubectl"
   helm="$root/bin/helm"
@@ -266,9 +273,11 @@ if [[ "$mode" == local ]]; then
   fi
   "$kubectl" --kubeconfig "$kubeconfig" get nodes -o wide | sed 's/^/    /'
 
-  step "Building the images from this tree and importing them into containerd (no registry)"
+  step "Building the images and the demo helper from this tree (the images imported into containerd: no registry)"
   run_step "ferrofed and the member server, CGO_ENABLED=0, then ctr images import" "$logs/images.log" hack/local-cluster.sh images
   grep -E 'imported|images done' "$logs/images.log" | sed 's/^local-cluster: /    /' || true
+  # CGO_ENABLED=0 like the images: a cold build reuses their client-go and controller-runtime.
+  run_step "the demo helper (hack/demo, CGO_ENABLED=0)" "$logs/build.log" env CGO_ENABLED=0 go build -o "$state/bin/" ./hack/demo
 
   step "Installing the chart with its webhook: helm upgrade --install $release charts/ferrofed --wait"
   "$helm" status "$release" --namespace "$release_ns" --kubeconfig "$kubeconfig" >/dev/null 2>&1 || release_installed=1
