@@ -734,6 +734,9 @@ func (d *localDemo) pollQuiet(ctx context.Context, timeout time.Duration, check 
 			return nil
 		}
 		if err := sleepCtx(ctx, time.Second); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
 			return fmt.Errorf("not done after %s: %s", timeout, detail)
 		}
 	}
