@@ -73,7 +73,7 @@ cluster-down: ## Stop the local cluster and restore every host setting it change
 	hack/local-cluster.sh down
 
 .PHONY: e2e
-e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local one.
+e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local one (then the real-node demo too).
 	@kc="$${KUBECONFIG:-}"; \
 	if [ -z "$$kc" ] && [ -f "$(LOCAL_KUBECONFIG)" ]; then kc="$(LOCAL_KUBECONFIG)"; fi; \
 	if [ -z "$$kc" ] || [ ! -f "$${kc%%:*}" ]; then \
@@ -81,7 +81,10 @@ e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local o
 	if [ "$$kc" = "$(LOCAL_KUBECONFIG)" ]; then hack/local-cluster.sh images || exit 1; export FERROFED_E2E_REQUIRE_LOCAL=1; fi; \
 	hack/tools.sh helm >/dev/null || exit 1; \
 	echo "e2e: KUBECONFIG=$$kc"; \
-	KUBECONFIG="$$kc" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
+	KUBECONFIG="$$kc" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/... || exit 1; \
+	if [ "$$kc" = "$(LOCAL_KUBECONFIG)" ]; then \
+	  echo "e2e: make demo on the local node (DEMO_EXIT_AFTER=0), its summary checked"; \
+	  $(GO) test -tags e2e -count=1 -timeout 12m -v -run '^TestDemoOnTheLocalNode$$' ./test/demo/; fi
 
 ##@ Chart, examples and demo
 
@@ -106,8 +109,11 @@ check-examples: ## Fail when an example's grace period does not outlast its drai
 	hack/checks/kubernetes-example.sh
 	hack/checks/release-compose.sh
 
+# `make demo` runs on the real local node (hack/local-cluster.sh) when `hack/local-cluster.sh
+# preflight` passes (root, netfilter, cgroups), else on the envtest control plane; it says
+# which and why first. DEMO_CLUSTER=local|envtest forces one; DEMO_EXIT_AFTER=N stops it.
 .PHONY: demo
-demo: ## Run it all here: control plane, chart, operator, a sample Gateway, the gateway and two members (Ctrl-C drains).
+demo: ## Run it all here: the chart, the operator, two members and the sample Gateway; on a real node, a rolling restart under load (Ctrl-C tears down).
 	hack/demo.sh
 
 ##@ Operator

@@ -1,6 +1,21 @@
 #!/usr/bin/env bash
-# `make demo`: the whole of ferrofed on this machine, from a fresh clone.
+# `make demo`: the whole of ferrofed on this machine, from a fresh clone. It runs on one
+# of two clusters, said in its first lines:
 #
+#   local    a real single-node Kubernetes (hack/local-cluster.sh) when this machine can
+#            run one (root, and `hack/local-cluster.sh preflight` passes): the chart with
+#            its webhook, the operator in its pod, two member nodes as pods, the sample
+#            Gateway and a copy with drainDelay 0s (2 replicas each) drained by the
+#            kubelet, and one rolling restart of each under load (hack/demo local);
+#   envtest  kube-apiserver and etcd only, otherwise: the operator and the gateway run
+#            as processes here (below, from "1. build").
+#
+# Every long step shows its elapsed time; a failed one names itself and its log;
+# Ctrl-C, DEMO_EXIT_AFTER or a failure stops everything the demo started (on the local
+# node: `hack/local-cluster.sh down` when the demo started the node, which restores
+# the host; the demo's namespace and release only, when the node was already up).
+#
+# envtest:
 #  1. builds ferrofed, the demo helper (hack/demo), the member node (test/members), the
 #     local control plane (hack/controlplane.sh) and helm (hack/tools.sh); second runs
 #     reuse all of them;
@@ -16,9 +31,12 @@
 #
 # State and logs live in .demo/ (git-ignored).
 #
-#   DEMO_EXIT_AFTER=N   stop by itself N seconds after the gateway is up (smoke runs, CI)
+#   DEMO_CLUSTER=local|envtest  force the cluster (default: local when preflight passes)
+#   DEMO_EXIT_AFTER=N   stop by itself N seconds after the gateway is up (envtest) or
+#                       after the rollouts (local): smoke runs, CI
 #   DEMO_SAMPLE=FILE    the Gateway to apply instead of the first in config/samples
 #   DEMO_STATE=DIR      where binaries, state and logs go instead of .demo/
+#   DEMO_RPS=N          the load's requests a second during the rollouts (local; 150)
 set -euo pipefail
 # Job control: every process started below gets its own process group, so Ctrl-C
 # reaches this script alone (which then drains the gateway first), and stopping a group
@@ -29,6 +47,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 state="${DEMO_STATE:-$root/.demo}"
 exit_after="${DEMO_EXIT_AFTER:-}"
+t0="$(date +%s.%N)"
+mode=""
 namespace=demo
 issuer="https://demo-issuer.ferrofed.local"
 audience="ferrofed-demo"
@@ -69,6 +89,10 @@ stop_pid() {
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  if [[ "$mode" == local ]]; then
+    local_cleanup "$rc"
+    exit "$rc"
+  fi
   if ((${#pids[@]} > 0)); then
     step "Stopping what the demo started"
     local i
@@ -98,6 +122,189 @@ wait_until() {
   done
   fail "timed out after ${seconds}s waiting for $what"
 }
+
+# ---- which cluster -----------------------------------------------------------------------
+sample="${DEMO_SAMPLE:-$(grep -l '^kind: Gateway' config/samples/*.yaml 2>/dev/null | head -1 || true)}"
+[[ -n "$sample" && -f "$sample" ]] || fail "config/samples holds no Gateway (or DEMO_SAMPLE names no file)"
+why=""
+case "${DEMO_CLUSTER:-}" in
+"")
+  if why="$(hack/local-cluster.sh preflight 2>&1)"; then
+    mode=local
+  else
+    mode=envtest
+    why="the real node cannot start here: $why"
+  fi
+  ;;
+local)
+  why="$(hack/local-cluster.sh preflight 2>&1)" || fail "DEMO_CLUSTER=local, but the real node cannot start here: $why"
+  mode=local
+  why="DEMO_CLUSTER=local; $why"
+  ;;
+envtest)
+  mode=envtest
+  why="DEMO_CLUSTER=envtest"
+  ;;
+*) fail "DEMO_CLUSTER=$DEMO_CLUSTER: want local or envtest" ;;
+esac
+if [[ "$mode" == local ]]; then
+  printf '%sdemo: on the real local node%s (hack/local-cluster.sh: kubelet, containerd, kube-proxy): %s\n' "$bold" "$reset" "$why"
+else
+  printf '%sdemo: on the envtest control plane%s (kube-apiserver and etcd, no kubelet: the operator and the gateway run as processes here): %s\n' "$bold" "$reset" "$why"
+fi
+info "DEMO_CLUSTER=local|envtest forces one; DEMO_EXIT_AFTER=N stops by itself"
+
+# ---- the real node -------------------------------------------------------------------------
+release=ferrofed
+release_ns=ferrofed-system
+cluster_started=""
+cluster_was_up=""
+release_installed=""
+namespace_used=""
+step_pid=""
+demo_pid=""
+interrupted=""
+current_step=""
+current_log=""
+
+# run_step WHAT LOG CMD...: runs CMD with its output in LOG, showing the elapsed time
+# (in place with the log's last line on a terminal, every 15 s otherwise); when it
+# fails, shows the log's last lines and fails naming WHAT and LOG.
+run_step() {
+  local what=$1 log=$2 start=$SECONDS next=15 rc=0
+  shift 2
+  current_step="$what"
+  current_log="$log"
+  "$@" >"$log" 2>&1 &
+  step_pid=$!
+  while kill -0 "$step_pid" 2>/dev/null; do
+    if [[ -t 1 ]]; then
+      printf '\r\033[K    %s: %d s  %s' "$what" $((SECONDS - start)) "$(tail -n1 "$log" 2>/dev/null | cut -c1-70)"
+    elif ((SECONDS - start >= next)); then
+      info "$what: $((SECONDS - start)) s"
+      next=$((next + 15))
+    fi
+    sleep 1 &
+    wait $! 2>/dev/null || true
+  done
+  wait "$step_pid" || rc=$?
+  step_pid=""
+  [[ -t 1 ]] && printf '\r\033[K'
+  if ((rc != 0)); then
+    tail -n 20 "$log" | sed 's/^/    | /' >&2
+    fail "$what failed (exit $rc); its log: ${log#"$root"/}"
+  fi
+  info "$what: done in $((SECONDS - start)) s"
+}
+
+local_cleanup() {
+  local rc=$1 start=$SECONDS
+  if [[ -n "$step_pid" ]] && kill -0 "$step_pid" 2>/dev/null; then
+    kill -TERM -- "-$step_pid" 2>/dev/null || kill -TERM "$step_pid" 2>/dev/null || true
+    wait "$step_pid" 2>/dev/null || true
+  fi
+  if [[ -n "$demo_pid" ]] && kill -0 "$demo_pid" 2>/dev/null; then
+    kill -INT "$demo_pid" 2>/dev/null || true
+    wait "$demo_pid" 2>/dev/null || true
+  fi
+  if ((rc != 0)) && [[ -z "$interrupted" && -n "$namespace_used" ]]; then
+    # What the pods and the operator said, before the teardown removes them.
+    local kc
+    kc="$(hack/local-cluster.sh kubeconfig)"
+    "$root/bin/cluster/kubectl" --kubeconfig "$kc" get all,events -n demo -o wide >"$logs/namespace-demo.txt" 2>&1 || true
+    "$root/bin/cluster/kubectl" --kubeconfig "$kc" logs -n "$release_ns" deployment/ferrofed-operator --tail=300 >"$logs/operator.log" 2>&1 || true
+    info "kept for a look: ${logs#"$root"/}/namespace-demo.txt (pods, events), ${logs#"$root"/}/operator.log; the node's component logs stay in /var/lib/ferrofed-cluster/logs"
+  fi
+  step "Stopping what the demo started"
+  if [[ -n "$cluster_started" ]]; then
+    info "hack/local-cluster.sh down: pods deleted while the kubelet runs, every component stopped, the host restored"
+    hack/local-cluster.sh down >"$logs/cluster-down.log" 2>&1 || info "hack/local-cluster.sh down failed: see ${logs#"$root"/}/cluster-down.log"
+    grep -E 'host restored|warning|differs|    ' "$logs/cluster-down.log" | sed 's/^local-cluster: //; s/^/    /' || true
+    info "node down in $((SECONDS - start)) s (log: ${logs#"$root"/}/cluster-down.log)"
+  else
+    local kc
+    kc="$(hack/local-cluster.sh kubeconfig)"
+    if [[ -n "$namespace_used" ]]; then
+      "$root/bin/cluster/kubectl" --kubeconfig "$kc" delete namespace demo --wait --timeout=150s >/dev/null 2>&1 ||
+        info "namespace demo not deleted in 150 s"
+      info "deleted namespace demo"
+    fi
+    if [[ -n "$release_installed" ]]; then
+      "$root/bin/helm" uninstall "$release" --namespace "$release_ns" --kubeconfig "$kc" --wait >/dev/null 2>&1 ||
+        info "helm uninstall $release failed"
+      info "uninstalled release $release (the Gateway CRD stays: helm.sh/resource-policy keep)"
+    fi
+    [[ -n "$cluster_was_up" ]] && info "the local cluster was up before the demo: left running (hack/local-cluster.sh down stops it)"
+  fi
+  rm -f "$state/token"
+  if ((rc != 0)); then
+    if [[ -n "$interrupted" ]]; then
+      printf '\n%sdemo: interrupted; everything it started is stopped%s\n' "$bold" "$reset" >&2
+    else
+      printf '\n%sdemo: failed at "%s" (exit %d); its log: %s; all logs in %s%s\n' "$bold" "${current_step:-setup}" "$rc" \
+        "${current_log#"$root"/}" "${logs#"$root"/}/" "$reset" >&2
+    fi
+  fi
+}
+
+if [[ "$mode" == local ]]; then
+  rm -rf "$state/logs"
+  mkdir -p "$state/bin" "$state/logs"
+  logs="$state/logs"
+  trap 'interrupted=1; fail "interrupted"' INT TERM
+
+  step "Building (cached: second runs only check)"
+  run_step "the node components (kubelet, kube-apiserver, ..., etcd; bin/cluster)" "$logs/cluster-build.log" hack/local-cluster.sh build
+  run_step "helm (bin/helm)" "$logs/helm-build.log" hack/tools.sh helm
+  demo="$state/bin/demo"
+  kubectl="$root/bin/cluster/kubectl"
+  helm="$root/bin/helm"
+  kubeconfig="$(hack/local-cluster.sh kubeconfig)"
+
+  cluster_was_up=""
+  if hack/local-cluster.sh status >/dev/null 2>&1; then
+    cluster_was_up=1
+    step "Using the local node that is already up ($kubeconfig)"
+  else
+    step "Starting the local node (hack/local-cluster.sh up; \`down\` restores the host at the end)"
+    cluster_started=1
+    run_step "etcd, kube-apiserver, containerd, controller-manager, scheduler, kubelet, kube-proxy" "$logs/cluster-up.log" env CLUSTER_SKIP_IMAGES=1 hack/local-cluster.sh up
+    grep -E 'node Ready|cluster up' "$logs/cluster-up.log" | sed 's/^local-cluster: /    /' || true
+  fi
+  "$kubectl" --kubeconfig "$kubeconfig" get nodes -o wide | sed 's/^/    /'
+
+  step "Building the images and the demo helper from this tree (the images imported into containerd: no registry)"
+  run_step "ferrofed and the member server, CGO_ENABLED=0, then ctr images import" "$logs/images.log" hack/local-cluster.sh images
+  grep -E 'imported|images done' "$logs/images.log" | sed 's/^local-cluster: /    /' || true
+  # CGO_ENABLED=0 like the images: a cold build reuses their client-go and controller-runtime.
+  run_step "the demo helper (hack/demo, CGO_ENABLED=0)" "$logs/build.log" env CGO_ENABLED=0 go build -o "$state/bin/" ./hack/demo
+
+  step "Installing the chart with its webhook: helm upgrade --install $release charts/ferrofed --wait"
+  "$helm" status "$release" --namespace "$release_ns" --kubeconfig "$kubeconfig" >/dev/null 2>&1 || release_installed=1
+  run_step "helm install (the operator pod becoming Ready)" "$logs/helm.log" "$helm" upgrade --install "$release" charts/ferrofed \
+    --namespace "$release_ns" --create-namespace --kubeconfig "$kubeconfig" \
+    --set image.repository=ferrofed.local/ferrofed --set image.tag=e2e --set image.pullPolicy=Never --wait --timeout 4m
+  "$kubectl" --kubeconfig "$kubeconfig" get pods --namespace "$release_ns" -o wide | sed 's/^/    /'
+  info "webhook: $("$kubectl" --kubeconfig "$kubeconfig" get validatingwebhookconfigurations -o jsonpath='{range .items[*]}{.metadata.name} -> Service {.webhooks[0].clientConfig.service.namespace}/{.webhooks[0].clientConfig.service.name}{"\n"}{end}' | grep ferrofed || echo none)"
+
+  current_step="the demo on the node (hack/demo local)"
+  current_log="the output above"
+  namespace_used=1
+  "$demo" local --kubeconfig "$kubeconfig" --kubectl "$kubectl" --namespace demo --sample "$sample" \
+    --rps "${DEMO_RPS:-150}" --state "$state" --exit-after "${exit_after:--1}" --t0 "$t0" &
+  demo_pid=$!
+  trap 'interrupted=1; kill -INT "$demo_pid" 2>/dev/null || true' INT TERM
+  rc=0
+  while :; do
+    if wait "$demo_pid"; then rc=0; else rc=$?; fi
+    kill -0 "$demo_pid" 2>/dev/null || break
+  done
+  demo_pid=""
+  trap 'interrupted=1; fail "interrupted"' INT TERM
+  [[ -n "$interrupted" ]] && fail "interrupted"
+  ((rc == 0)) || fail "the demo on the node failed (exit $rc)"
+  exit 0
+fi
 
 # ---- 1. build ------------------------------------------------------------------------
 rm -rf "$state/logs"
@@ -157,8 +364,6 @@ for id in member-a member-b; do
   info "$id: ${member_urls[-1]}"
 done
 
-sample="${DEMO_SAMPLE:-$(grep -l '^kind: Gateway' config/samples/*.yaml 2>/dev/null | head -1 || true)}"
-[[ -n "$sample" && -f "$sample" ]] || fail "config/samples holds no Gateway (or DEMO_SAMPLE names no file)"
 gateway_port="$("$demo" freeport)"
 token="$("$demo" token --dir "$state" --issuer "$issuer" --audience "$audience" --scope "$scope")"
 step "Applying the sample Gateway ($sample) with the demo members in its inline configuration"

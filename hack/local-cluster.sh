@@ -7,6 +7,7 @@
 #   hack/local-cluster.sh status   what runs, and the kubeconfig
 #   hack/local-cluster.sh build    only build the binaries into bin/cluster
 #   hack/local-cluster.sh images   (re)build the project's images and import them
+#   hack/local-cluster.sh preflight  whether `up` can start here, changing nothing (exit 0/1)
 #
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy
 # are built from Go modules (one `go build`, cached in bin/cluster behind a stamp file);
@@ -193,13 +194,56 @@ host_snapshot() {
 # runs: `down` removes every KUBE-* and CNI-* iptables chain and the cni0 bridge, which
 # would break it. Only checked before this script changed anything (no saved state).
 refuse_foreign_cluster() {
+  local why
+  why="$(foreign_cluster)"
+  [[ -z "$why" ]] && return 0
+  die "another Kubernetes or CNI seems to run here ($why); \"down\" would remove its rules. CLUSTER_FORCE=1 overrides"
+}
+
+# foreign_cluster prints why another Kubernetes or CNI seems to run here, or nothing.
+foreign_cluster() {
   [[ -f "$WORK/saved/snapshot" || "${CLUSTER_FORCE:-}" == 1 ]] && return 0
   local why=""
   iptables -S 2>/dev/null | grep -q '^-N KUBE-' && why="iptables chains KUBE-* exist"
   iptables -t nat -S 2>/dev/null | grep -q '^-N \(KUBE\|CNI\)-' && why="nat chains KUBE-*/CNI-* exist"
   ip link show "$BRIDGE" >/dev/null 2>&1 && why="the bridge $BRIDGE exists"
-  [[ -z "$why" ]] && return 0
-  die "another Kubernetes or CNI seems to run here ($why); \"down\" would remove its rules. CLUSTER_FORCE=1 overrides"
+  echo "$why"
+}
+
+# preflight says, in one line and without changing anything, whether `up` can start a
+# node here (exit 0) or why not (exit 1): `make demo` picks the real node with it.
+preflight() {
+  local why=""
+  if status_quiet 2>/dev/null; then
+    echo "the local cluster is already up ($KUBECONFIG_PATH)"
+    return 0
+  fi
+  if [[ $EUID -ne 0 ]]; then
+    why="not root (kubelet, containerd and the iptables rules need root)"
+  elif [[ "$(uname -s)" != Linux ]]; then
+    why="not Linux"
+  elif ! command -v go >/dev/null; then
+    why="no go on PATH (the node components are built from Go modules)"
+  elif [[ ! -w /proc/sys/net/ipv4/ip_forward ]]; then
+    why="/proc/sys/net/ipv4/ip_forward is not writable (a container without the network admin capability?)"
+  elif ! ls /sys/fs/cgroup/ >/dev/null 2>&1 || [[ -z "$(ls /sys/fs/cgroup/ 2>/dev/null)" ]]; then
+    why="no cgroup file system at /sys/fs/cgroup"
+  elif command -v iptables >/dev/null && ! iptables -S >/dev/null 2>&1; then
+    why="iptables -S fails here (no netfilter access)"
+  elif ! command -v containerd >/dev/null && ! command -v apt-get >/dev/null; then
+    why="no containerd, and no apt-get to install it"
+  else
+    why="$(foreign_cluster)"
+    [[ -n "$why" ]] && why="another Kubernetes or CNI seems to run here ($why)"
+  fi
+  if [[ -n "$why" ]]; then
+    echo "$why"
+    return 1
+  fi
+  local built="built in $BIN"
+  [[ -f "$BIN/.versions" && "$(cat "$BIN/.versions")" == "kubernetes=$KUBERNETES_VERSION etcd=$ETCD_VERSION" ]] ||
+    built="not built yet: the first run builds them (about 6 minutes cold)"
+  echo "root, Linux, netfilter and cgroups available; node components $built"
 }
 
 setup_network() {
@@ -704,9 +748,10 @@ down) down ;;
 status) status ;;
 build) build ;;
 images) need_root; images ;;
+preflight) preflight ;;
 kubeconfig) echo "$KUBECONFIG_PATH" ;;
 *)
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -10,6 +10,11 @@
 //	demo drainlog FILE                                  print the drain steps of a gateway's log
 //	demo get URL [BEARER]                               GET a URL; print the status and the body
 //	demo freeport                                       print a free TCP port on 127.0.0.1
+//	demo local --kubeconfig F ...                       on the real node (local.go): members as
+//	                                                    pods, the sample Gateway and its copy with
+//	                                                    drainDelay 0s, the routes through the
+//	                                                    Service, a rolling restart of each under
+//	                                                    load, with summary lines
 //
 // Nothing here is used by the gateway or the operator themselves.
 package main
@@ -41,7 +46,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: demo controlplane|token|drainlog|get ...")
+		fmt.Fprintln(os.Stderr, "usage: demo controlplane|token|drainlog|get|freeport|local ...")
 		os.Exit(2)
 	}
 	var err error
@@ -56,6 +61,8 @@ func main() {
 		err = get(os.Args[2:])
 	case "freeport":
 		err = freePort()
+	case "local":
+		err = local(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

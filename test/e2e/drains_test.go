@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
 // drainSeen is one record of a Gateway's status.drains.
@@ -101,13 +103,13 @@ func int64At(m map[string]any, key string) int64 {
 
 // waitDrainsReported waits until every ended pod's drain is in the status (seen by w),
 // then stops w and returns what it saw.
-func (s *e2e) waitDrainsReported(t *testing.T, w *drainWatch, ended []podEnd) map[string]drainSeen {
+func (s *e2e) waitDrainsReported(t *testing.T, w *drainWatch, ended []rollout.PodEnd) map[string]drainSeen {
 	t.Helper()
 	eventually(t, time.Minute, "every replaced pod's drain in status.drains", func(context.Context) (bool, string, error) {
 		var missing []string
 		for _, e := range ended {
-			if _, ok := w.get(e.name); !ok {
-				missing = append(missing, e.name)
+			if _, ok := w.get(e.Name); !ok {
+				missing = append(missing, e.Name)
 			}
 		}
 		return len(missing) == 0, fmt.Sprintf("not reported yet: %v", missing), nil
@@ -123,16 +125,16 @@ func (s *e2e) checkDrainsCompleted(t *testing.T, name string, run rolloutRun) st
 	ctx := context.Background()
 	completed := 0
 	for _, e := range run.ended {
-		d, ok := run.drains[e.name]
+		d, ok := run.drains[e.Name]
 		switch {
 		case !ok:
-			t.Errorf("pod %s: its drain never reached status.drains of Gateway %s", e.name, name)
+			t.Errorf("pod %s: its drain never reached status.drains of Gateway %s", e.Name, name)
 		case d.outcome != "completed":
-			t.Errorf("pod %s: status.drains outcome %q (exit code %d, %d ms), want completed", e.name, d.outcome, d.exitCode, d.durationMS)
-		case d.grace != e.grace:
-			t.Errorf("pod %s: status.drains grace period %d s, want the pod's %d s", e.name, d.grace, e.grace)
+			t.Errorf("pod %s: status.drains outcome %q (exit code %d, %d ms), want completed", e.Name, d.outcome, d.exitCode, d.durationMS)
+		case d.grace != e.Grace:
+			t.Errorf("pod %s: status.drains grace period %d s, want the pod's %d s", e.Name, d.grace, e.Grace)
 		case d.durationMS <= 0 || d.durationMS >= d.grace*1000:
-			t.Errorf("pod %s: status.drains duration %d ms, want above 0 and under the grace period of %d s", e.name, d.durationMS, d.grace)
+			t.Errorf("pod %s: status.drains duration %d ms, want above 0 and under the grace period of %d s", e.Name, d.durationMS, d.grace)
 		default:
 			completed++
 		}
@@ -146,7 +148,7 @@ func (s *e2e) checkDrainsCompleted(t *testing.T, name string, run rolloutRun) st
 	for _, e := range run.ended {
 		found := false
 		for _, ev := range evs.Items {
-			if ev.Regarding.Kind == "Gateway" && ev.Regarding.Name == name && ev.Reason == "Drained" && strings.Contains(ev.Note, "Pod "+e.name+" drained in ") {
+			if ev.Regarding.Kind == "Gateway" && ev.Regarding.Name == name && ev.Reason == "Drained" && strings.Contains(ev.Note, "Pod "+e.Name+" drained in ") {
 				found = true
 				break
 			}
@@ -154,7 +156,7 @@ func (s *e2e) checkDrainsCompleted(t *testing.T, name string, run rolloutRun) st
 		if found {
 			evented++
 		} else {
-			t.Errorf("pod %s: no Drained Event on Gateway %s names it", e.name, name)
+			t.Errorf("pod %s: no Drained Event on Gateway %s names it", e.Name, name)
 		}
 	}
 	gw, err := s.c.getGateway(ctx, cfg.namespace, name)
@@ -165,7 +167,7 @@ func (s *e2e) checkDrainsCompleted(t *testing.T, name string, run rolloutRun) st
 	if want := min(10, len(run.ended)); held < want {
 		t.Errorf("status.drains holds %d records after %d drains, want at least %d", held, len(run.ended), want)
 	}
-	if st, reason := condition(gw, "DrainsComplete"); st != "True" {
+	if st, reason := rollout.Condition(gw, "DrainsComplete"); st != "True" {
 		t.Errorf("DrainsComplete=%s %s after completed drains", st, reason)
 	}
 	return fmt.Sprintf("status-drains-completed=%d/%d drained-events=%d/%d status-holds=%d", completed, len(run.ended), evented, len(run.ended), held)
@@ -200,7 +202,7 @@ func (s *e2e) killedMidDrain(t *testing.T) {
 		if d, ok = drainsOf(gw)[victim]; !ok {
 			return false, "pod " + victim + " not in status.drains yet", nil
 		}
-		st, reason := condition(gw, "DrainsComplete")
+		st, reason := rollout.Condition(gw, "DrainsComplete")
 		message = reason
 		return st == "False", "DrainsComplete=" + st + " " + reason, nil
 	})
@@ -240,7 +242,7 @@ func (s *e2e) killedMidDrain(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		ok, detail := rolledOut(dep)
+		ok, detail := rollout.RolledOut(dep)
 		return ok && len(pods.Items) == 2, fmt.Sprintf("%s, %d pods", detail, len(pods.Items)), nil
 	})
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
 // The gateway under test: 2 replicas, a readiness poll of 2 s × 2 (the derived
@@ -42,13 +43,13 @@ const (
 // e2e is the state the steps share, in order.
 type e2e struct {
 	c        *cluster
-	members  []*member
-	issuer   *issuer
+	members  []*rollout.Member
+	issuer   *rollout.Issuer
 	pushes   *pushReceiver // where the gateway pods push their metrics at the end of the drain
 	gateway  *unstructured.Unstructured
 	service  *corev1.Service
-	baseURL  string    // http://<ClusterIP>:<port>, empty when not on this machine
-	recorder *recorder // of the rollout run in progress, for log tails
+	baseURL  string            // http://<ClusterIP>:<port>, empty when not on this machine
+	recorder *rollout.Recorder // of the rollout run in progress, for log tails
 	summary  []string
 }
 
@@ -90,7 +91,7 @@ func TestEndToEnd(t *testing.T) {
 func (s *e2e) cleanup(t *testing.T) func() {
 	return func() {
 		if s.issuer != nil {
-			s.issuer.close()
+			s.issuer.Close()
 		}
 		if s.pushes != nil {
 			s.pushes.close()
@@ -137,7 +138,7 @@ func (s *e2e) installChart(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		ok, detail := rolledOut(d)
+		ok, detail := rollout.RolledOut(d)
 		return ok, detail, nil
 	})
 	pods, err := s.c.kube.CoreV1().Pods(cfg.operatorNS).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(op.Spec.Selector)})
@@ -150,7 +151,7 @@ func (s *e2e) installChart(t *testing.T) {
 				t.Errorf("operator pod %s container %s lacks its own probes (readiness %v, liveness %v)", p.Name, c.Name, c.ReadinessProbe != nil, c.LivenessProbe != nil)
 			}
 		}
-		if !podReady(&p) {
+		if !rollout.PodReady(&p) {
 			t.Errorf("operator pod %s is not Ready", p.Name)
 		}
 	}
@@ -292,7 +293,7 @@ func (s *e2e) scaleOperator(t *testing.T, name string, n int32) {
 		if n == 0 {
 			return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items)), nil
 		}
-		ok, detail := rolledOut(d)
+		ok, detail := rollout.RolledOut(d)
 		return ok, detail, nil
 	})
 	if n > 0 {
@@ -309,22 +310,22 @@ func (s *e2e) scaleOperator(t *testing.T, name string, n int32) {
 
 func (s *e2e) deployMembers(t *testing.T) {
 	ctx := context.Background()
-	s.members = []*member{{id: "node-a"}, {id: "node-b", delay: slowMemberDelay}}
+	s.members = []*rollout.Member{{ID: "node-a"}, {ID: "node-b", Delay: slowMemberDelay}}
 	for _, m := range s.members {
-		if err := s.c.deployMember(ctx, cfg.namespace, m); err != nil {
+		if err := rollout.DeployMember(ctx, s.c.kube, cfg.namespace, cfg.memberImage, m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, m := range s.members {
-		eventually(t, cfg.stepTimeout, "member "+m.id+" Ready", func(ctx context.Context) (bool, string, error) {
-			d, err := s.c.kube.AppsV1().Deployments(cfg.namespace).Get(ctx, "member-"+m.id, metav1.GetOptions{})
+		eventually(t, cfg.stepTimeout, "member "+m.ID+" Ready", func(ctx context.Context) (bool, string, error) {
+			d, err := s.c.kube.AppsV1().Deployments(cfg.namespace).Get(ctx, "member-"+m.ID, metav1.GetOptions{})
 			if err != nil {
 				return false, "", err
 			}
-			ok, detail := rolledOut(d)
+			ok, detail := rollout.RolledOut(d)
 			return ok, detail, nil
 		})
-		t.Logf("member %s at %s (answers after %s)", m.id, m.url, m.delay)
+		t.Logf("member %s at %s (answers after %s)", m.ID, m.URL, m.Delay)
 	}
 }
 
@@ -332,10 +333,10 @@ func (s *e2e) deployMembers(t *testing.T) {
 func (s *e2e) gatewaySpec(extra string) map[string]any {
 	var b strings.Builder
 	for _, m := range s.members {
-		fmt.Fprintf(&b, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n\n", m.id, m.url)
+		fmt.Fprintf(&b, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n\n", m.ID, m.URL)
 	}
 	if s.issuer != nil {
-		b.WriteString(s.issuer.tomlIssuer())
+		b.WriteString(s.issuer.TOMLIssuer())
 	}
 	if s.pushes != nil {
 		b.WriteString(s.pushes.tomlMetrics())
@@ -355,15 +356,15 @@ func (s *e2e) gatewaySpec(extra string) map[string]any {
 
 func (s *e2e) gatewayReady(t *testing.T) {
 	ctx := context.Background()
-	host, err := s.nodeAddressOnThisMachine(ctx)
+	host, err := rollout.NodeAddressOnThisMachine(ctx, s.c.kube)
 	if err != nil {
 		t.Logf("no token issuer and no metrics push receiver: %v (the dependency report step will skip)", err)
-	} else if s.issuer, err = startIssuer(host); err != nil {
+	} else if s.issuer, err = rollout.StartIssuer(host); err != nil {
 		t.Fatal(err)
 	} else if s.pushes, err = startPushReceiver(host); err != nil {
 		t.Fatal(err)
 	} else {
-		t.Logf("token issuer key set at %s; metrics pushes (metrics.push_url) received at %s", s.issuer.jwksURL, s.pushes.url)
+		t.Logf("token issuer key set at %s; metrics pushes (metrics.push_url) received at %s", s.issuer.JWKSURL, s.pushes.url)
 	}
 	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, gatewayName, s.gatewaySpec(""))); err != nil {
 		t.Fatalf("create Gateway: %v", err)
@@ -379,7 +380,7 @@ func (s *e2e) gatewayReady(t *testing.T) {
 			// Not there yet is what this poll waits out: the error is its reason, not its end.
 			return false, err.Error(), nil //nolint:nilerr // see above
 		}
-		ok, detail := rolledOut(dep)
+		ok, detail := rollout.RolledOut(dep)
 		return ok, detail, nil
 	})
 	eventually(t, time.Minute, "the Gateway's Ready condition", func(ctx context.Context) (bool, string, error) {
@@ -388,7 +389,7 @@ func (s *e2e) gatewayReady(t *testing.T) {
 			return false, "", err
 		}
 		s.gateway = gw
-		st, reason := condition(gw, "Ready")
+		st, reason := rollout.Condition(gw, "Ready")
 		return st == "True", "Ready=" + st + " " + reason, nil
 	})
 	c := dep.Spec.Template.Spec.Containers[0]
@@ -418,7 +419,7 @@ func (s *e2e) gatewayReady(t *testing.T) {
 	}
 	ready := 0
 	for i := range pods.Items {
-		if podReady(&pods.Items[i]) {
+		if rollout.PodReady(&pods.Items[i]) {
 			ready++
 		}
 	}
@@ -430,10 +431,10 @@ func (s *e2e) gatewayReady(t *testing.T) {
 	}
 	var addrs []string
 	eventually(t, time.Minute, "both gateway pods in the Service's endpoints", func(ctx context.Context) (bool, string, error) {
-		addrs, err = s.c.endpointAddrs(ctx, s.service)
+		addrs, err = rollout.EndpointAddrs(ctx, s.c.kube, s.service)
 		return len(addrs) == 2, fmt.Sprintf("endpoints %v", addrs), err
 	})
-	if local, why := onThisMachine(addrs); local {
+	if local, why := rollout.OnThisMachine(addrs); local {
 		s.baseURL = fmt.Sprintf("http://%s", net.JoinHostPort(s.service.Spec.ClusterIP, fmt.Sprint(s.service.Spec.Ports[0].Port)))
 		t.Logf("gateway Service %s at %s (endpoints %v, on this machine)", s.service.Name, s.baseURL, addrs)
 	} else {
@@ -506,7 +507,7 @@ func (s *e2e) dependencyReport(t *testing.T) {
 	if code, _, err := ask(""); err != nil || code != http.StatusUnauthorized {
 		t.Errorf("without a token: status %d (%v), want 401", code, err)
 	}
-	if code, _, err := ask(s.issuer.token("openid")); err != nil || code != http.StatusForbidden {
+	if code, _, err := ask(s.issuer.Token("openid", time.Hour)); err != nil || code != http.StatusForbidden {
 		t.Errorf("with a token lacking the operator scope: status %d (%v), want 403", code, err)
 	}
 	// The report is passive: each replica knows only the members its own client
@@ -528,7 +529,7 @@ func (s *e2e) dependencyReport(t *testing.T) {
 						}
 					}
 					errs <- err
-				}(m.id)
+				}(m.ID)
 			}
 		}
 		for i := 0; i < 8*len(s.members); i++ {
@@ -537,15 +538,15 @@ func (s *e2e) dependencyReport(t *testing.T) {
 			}
 		}
 		for i := 0; i < 6; i++ {
-			code, body, err := ask(s.issuer.token(s.issuer.scope))
+			code, body, err := ask(s.issuer.Token(s.issuer.Scope, time.Hour))
 			if err != nil || code != http.StatusOK {
 				return false, fmt.Sprintf("with an operator token: status %d (%v) %v", code, err, body), nil
 			}
 			last = body
 			eps, _ := body["endpoints"].(map[string]any)
 			for _, m := range s.members {
-				if st := endpointState(eps, m.id); st != "up" {
-					return false, fmt.Sprintf("answer %d: member %s is %q (report %v)", i+1, m.id, st, body), nil
+				if st := endpointState(eps, m.ID); st != "up" {
+					return false, fmt.Sprintf("answer %d: member %s is %q (report %v)", i+1, m.ID, st, body), nil
 				}
 			}
 		}
@@ -577,8 +578,8 @@ func endpointState(eps map[string]any, id string) string {
 
 type rolloutRun struct {
 	rollouts int
-	load     loadResult
-	ended    []podEnd
+	load     rollout.LoadResult
+	ended    []rollout.PodEnd
 	// drains are the records status.drains held during the run, by pod.
 	drains map[string]drainSeen
 }
@@ -590,34 +591,34 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 	run := s.rolloutRun(t, cfg.rollouts, true)
 	grace := budgets(nil).Plan().GracePeriodSeconds
 	drainDelay := lifecycle.ReadinessPoll(readinessPeriod, readinessFailure)
-	var longest podEnd
+	var longest rollout.PodEnd
 	if s.pushes == nil {
 		t.Errorf("no metrics push receiver on this machine: the drain outcome the pods push cannot be checked")
 	}
 	pushedCompleted := 0
 	for _, e := range run.ended {
-		if e.took > longest.took {
+		if e.Took > longest.Took {
 			longest = e
 		}
 		switch {
-		case !e.terminated:
-			t.Errorf("pod %s went away without a terminated container state", e.name)
-		case e.exitCode != 0:
-			t.Errorf("pod %s did not end on its own: exit code %d (%s) after %s, grace %d s\n%s", e.name, e.exitCode, e.reason, e.took, e.grace, s.tailOf(e.name))
-		case e.took >= time.Duration(e.grace)*time.Second:
-			t.Errorf("pod %s ended after %s, not before its grace period of %d s", e.name, e.took, e.grace)
-		case e.took < drainDelay:
+		case !e.Terminated:
+			t.Errorf("pod %s went away without a terminated container state", e.Name)
+		case e.ExitCode != 0:
+			t.Errorf("pod %s did not end on its own: exit code %d (%s) after %s, grace %d s\n%s", e.Name, e.ExitCode, e.Reason, e.Took, e.Grace, s.tailOf(e.Name))
+		case e.Took >= time.Duration(e.Grace)*time.Second:
+			t.Errorf("pod %s ended after %s, not before its grace period of %d s", e.Name, e.Took, e.Grace)
+		case e.Took < drainDelay:
 			// Both times are whole seconds, truncated: a real drain of d ≥ drainDelay
 			// never reads shorter than drainDelay.
-			t.Errorf("pod %s ended %s after SIGTERM, before its drain delay of %s", e.name, e.took, drainDelay)
+			t.Errorf("pod %s ended %s after SIGTERM, before its drain delay of %s", e.Name, e.Took, drainDelay)
 		}
-		if e.drain != "completed" {
-			t.Errorf("pod %s: drain outcome %q, want completed", e.name, e.drain)
+		if e.Drain != "completed" {
+			t.Errorf("pod %s: drain outcome %q, want completed", e.Name, e.Drain)
 		}
 		// The metric itself, as the pod pushed it after its drain (metrics.push_url).
 		if s.pushes != nil {
-			if problem := s.pushes.pushedCompleted(e.name); problem != "" {
-				t.Errorf("pod %s: %s\n%s", e.name, problem, s.tailOf(e.name))
+			if problem := s.pushes.pushedCompleted(e.Name); problem != "" {
+				t.Errorf("pod %s: %s\n%s", e.Name, problem, s.tailOf(e.Name))
 			} else {
 				pushedCompleted++
 			}
@@ -627,18 +628,18 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 		t.Errorf("%d old pods seen ending, want %d (2 per rollout)", len(run.ended), want)
 	}
 	reported := s.checkDrainsCompleted(t, gatewayName, run)
-	if float64(cfg.rps) >= 200 && run.load.rate() < 200 {
-		t.Errorf("the load ran at %.0f requests/s, under the 200/s asked of it (FERROFED_E2E_RPS=%d)", run.load.rate(), cfg.rps)
+	if float64(cfg.rps) >= 200 && run.load.Rate() < 200 {
+		t.Errorf("the load ran at %.0f requests/s, under the 200/s asked of it (FERROFED_E2E_RPS=%d)", run.load.Rate(), cfg.rps)
 	}
-	if run.load.failures != 0 {
-		t.Errorf("%d of %d requests failed: %v", run.load.failures, run.load.requests, run.load.examples)
+	if run.load.Failures != 0 {
+		t.Errorf("%d of %d requests failed: %v", run.load.Failures, run.load.Requests, run.load.Examples)
 	}
-	if run.load.slowRequests == 0 || run.load.slowFailures != 0 {
-		t.Errorf("slow requests (longer than the drain delay): %d sent, %d failed", run.load.slowRequests, run.load.slowFailures)
+	if run.load.SlowRequests == 0 || run.load.SlowFailures != 0 {
+		t.Errorf("slow requests (longer than the drain delay): %d sent, %d failed", run.load.SlowRequests, run.load.SlowFailures)
 	}
 	s.summary = append(s.summary, fmt.Sprintf("e2e summary: rollouts=%d (pods replaced %d) requests=%d in %s (%.0f/s; %d slow, each longer than drainDelay %s) failures=%d longest-termination=%s (%s) vs grace=%ds pushed-drain-completed=%d/%d %s",
-		run.rollouts, len(run.ended), run.load.requests, run.load.elapsed.Round(time.Second), run.load.rate(), run.load.slowRequests,
-		lifecycle.ReadinessPoll(readinessPeriod, readinessFailure), run.load.failures, longest.took, longest.name, grace, pushedCompleted, len(run.ended), reported))
+		run.rollouts, len(run.ended), run.load.Requests, run.load.Elapsed.Round(time.Second), run.load.Rate(), run.load.SlowRequests,
+		lifecycle.ReadinessPoll(readinessPeriod, readinessFailure), run.load.Failures, longest.Took, longest.Name, grace, pushedCompleted, len(run.ended), reported))
 }
 
 func (s *e2e) negativeControl(t *testing.T) {
@@ -657,15 +658,15 @@ func (s *e2e) negativeControl(t *testing.T) {
 	// The requests it drops are the balancer's (new connections routed to a closed
 	// listener), not the drain's: every drain still completes.
 	reported := s.checkDrainsCompleted(t, gatewayName, run)
-	line := fmt.Sprintf("e2e negative control (drainDelay 0s): rollouts=%d requests=%d (%.0f/s) failures=%d %s", run.rollouts, run.load.requests, run.load.rate(), run.load.failures, reported)
+	line := fmt.Sprintf("e2e negative control (drainDelay 0s): rollouts=%d requests=%d (%.0f/s) failures=%d %s", run.rollouts, run.load.Requests, run.load.Rate(), run.load.Failures, reported)
 	s.summary = append(s.summary, line)
 	t.Log(line + ": " + run.load.String())
-	if run.load.failures > 0 {
+	if run.load.Failures > 0 {
 		t.Logf("the window the drain delay covers: with drainDelay 0 the listener closes at SIGTERM, while the Service " +
 			"keeps routing new connections to the pod until the EndpointSlice drops it and kube-proxy rewrites its rules; " +
 			"the load's fresh connections landing there are refused")
 	}
-	if run.load.failures == 0 {
+	if run.load.Failures == 0 {
 		t.Errorf("with drainDelay 0 no request failed: the suite cannot see the window between SIGTERM and the " +
 			"Service dropping the endpoint, so its 0 failures above prove nothing; see the load's fresh-connection share")
 	}
@@ -680,15 +681,18 @@ func (s *e2e) rolloutRun(t *testing.T, n int, configChanges bool) rolloutRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := s.c.record(t, cfg.namespace, metav1.FormatLabelSelector(dep.Spec.Selector))
+	rec, err := rollout.Record(s.c.kube, cfg.namespace, metav1.FormatLabelSelector(dep.Spec.Selector), rollout.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.recorder = rec
 	drains := s.c.watchDrains(cfg.namespace, gatewayName)
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	results := make(chan loadResult, 1)
+	results := make(chan rollout.LoadResult, 1)
 	go func() {
-		results <- runLoad(loadCtx, loadSpec{
-			url: s.baseURL + cfg.loadPath, slowURL: s.baseURL + cfg.slowLoadPath,
-			rps: cfg.rps, slowRPS: 4, maxLength: cfg.loadMaxLength, timeout: 30 * time.Second,
+		results <- rollout.RunLoad(loadCtx, rollout.LoadSpec{
+			URL: s.baseURL + cfg.loadPath, SlowURL: s.baseURL + cfg.slowLoadPath,
+			RPS: cfg.rps, SlowRPS: 4, MaxLength: cfg.loadMaxLength, Timeout: 30 * time.Second,
 		})
 	}()
 	time.Sleep(3 * time.Second)
@@ -724,15 +728,15 @@ func (s *e2e) rolloutRun(t *testing.T, n int, configChanges bool) rolloutRun {
 	time.Sleep(2 * time.Second)
 	stopLoad()
 	res := <-results
-	ended := rec.stop()
+	ended := rec.Stop()
 	t.Logf("%d rollouts in %s; load: %s", n, time.Since(start).Round(time.Second), res)
 	for _, e := range ended {
 		pushed := "no push receiver"
 		if s.pushes != nil {
-			drains, _ := s.pushes.pushes(e.name)
+			drains, _ := s.pushes.pushes(e.Name)
 			pushed = fmt.Sprintf("pushed ferrofed_drain_total %v", drains)
 		}
-		t.Logf("  %s: exit %d (%s) %s after SIGTERM, grace %d s, drain %q, %s", e.name, e.exitCode, e.reason, e.took, e.grace, e.drain, pushed)
+		t.Logf("  %s: exit %d (%s) %s after SIGTERM, grace %d s, drain %q, %s", e.Name, e.ExitCode, e.Reason, e.Took, e.Grace, e.Drain, pushed)
 	}
 	return rolloutRun{rollouts: n, load: res, ended: ended, drains: s.waitDrainsReported(t, drains, ended)}
 }
@@ -758,7 +762,7 @@ func (s *e2e) waitRollout(t *testing.T, before int64) {
 		if dep.Generation <= before {
 			return false, "the operator has not changed the Deployment yet", nil
 		}
-		ok, detail := rolledOut(dep)
+		ok, detail := rollout.RolledOut(dep)
 		return ok, detail, nil
 	})
 }
@@ -769,58 +773,12 @@ func (s *e2e) tailOf(pod string) string {
 	if s.recorder == nil {
 		return ""
 	}
-	return s.recorder.logTail(pod)
-}
-
-// nodeAddressOnThisMachine is a node InternalIP that is an address of this machine: the
-// pods reach this process there (the local cluster's node IP is its bridge address).
-func (s *e2e) nodeAddressOnThisMachine(ctx context.Context) (string, error) {
-	nodes, err := s.c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", err
-	}
-	local, err := net.InterfaceAddrs()
-	if err != nil {
-		return "", err
-	}
-	for _, n := range nodes.Items {
-		for _, a := range n.Status.Addresses {
-			if a.Type != corev1.NodeInternalIP {
-				continue
-			}
-			for _, la := range local {
-				if ipn, ok := la.(*net.IPNet); ok && ipn.IP.Equal(net.ParseIP(a.Address)) {
-					return a.Address, nil
-				}
-			}
-		}
-	}
-	return "", fmt.Errorf("no node InternalIP is an address of this machine")
+	return s.recorder.LogTail(pod)
 }
 
 func (s *e2e) dumpNamespace(t *testing.T, ns string) {
 	out, _ := exec.Command(filepath.Join(cfg.repoRoot, "bin", "cluster", "kubectl"), "--kubeconfig", cfg.kubeconfig, "-n", ns, "get", "all,events", "-o", "wide").CombinedOutput()
 	t.Logf("namespace %s:\n%s", ns, out)
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func condition(obj *unstructured.Unstructured, typ string) (status, reason string) {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			return fmt.Sprint(m["status"]), fmt.Sprint(m["reason"], ": ", m["message"])
-		}
-	}
-	return "Unknown", "not reported yet"
 }
 
 func stringAt(obj *unstructured.Unstructured, path ...string) string {

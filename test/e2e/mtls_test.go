@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
 const mtlsGatewayName = "e2e-mtls"
@@ -74,7 +76,7 @@ func (s *e2e) mutualTLS(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		st, reason := condition(gw, "Ready")
+		st, reason := rollout.Condition(gw, "Ready")
 		return st == "True", "Ready=" + st + " " + reason, nil
 	})
 	ready := time.Since(created)
@@ -96,7 +98,7 @@ func (s *e2e) mutualTLS(t *testing.T) {
 		}
 		t.Logf("%s probe: exec %s (timeoutSeconds %d)", name, strings.Join(p.Exec.Command, " "), p.TimeoutSeconds)
 	}
-	if !podReady(&pod) {
+	if !rollout.PodReady(&pod) {
 		t.Errorf("pod %s is not Ready", pod.Name)
 	}
 	if cs := pod.Status.ContainerStatuses; len(cs) == 0 || cs[0].RestartCount != 0 {
@@ -109,10 +111,10 @@ func (s *e2e) mutualTLS(t *testing.T) {
 	}
 	var addrs []string
 	eventually(t, time.Minute, "the mutual-TLS gateway pod in its Service's endpoints", func(ctx context.Context) (bool, string, error) {
-		addrs, err = s.c.endpointAddrs(ctx, svc)
+		addrs, err = rollout.EndpointAddrs(ctx, s.c.kube, svc)
 		return len(addrs) == 1, fmt.Sprintf("endpoints %v", addrs), err
 	})
-	if local, why := onThisMachine(addrs); !local {
+	if local, why := rollout.OnThisMachine(addrs); !local {
 		skipOffMachine(t, "the mutual-TLS gateway's Service is not reachable from this machine: "+why)
 	}
 	url := "https://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(svc.Spec.Ports[0].Port)) + "/health"

@@ -23,6 +23,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
 // tlsAuthority signs the e2e gateway's serving certificates; the load trusts it alone.
@@ -116,7 +118,7 @@ func (s *e2e) tlsRotation(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		st, reason := condition(gw, "Ready")
+		st, reason := rollout.Condition(gw, "Ready")
 		return st == "True", "Ready=" + st + " " + reason, nil
 	})
 	gw, err := s.c.getGateway(ctx, cfg.namespace, tlsGatewayName)
@@ -129,10 +131,10 @@ func (s *e2e) tlsRotation(t *testing.T) {
 	}
 	var addrs []string
 	eventually(t, time.Minute, "the TLS gateway pod in its Service's endpoints", func(ctx context.Context) (bool, string, error) {
-		addrs, err = s.c.endpointAddrs(ctx, svc)
+		addrs, err = rollout.EndpointAddrs(ctx, s.c.kube, svc)
 		return len(addrs) == 1, fmt.Sprintf("endpoints %v", addrs), err
 	})
-	if local, why := onThisMachine(addrs); !local {
+	if local, why := rollout.OnThisMachine(addrs); !local {
 		skipOffMachine(t, "the TLS gateway's Service is not reachable from this machine: "+why)
 	}
 	pods, err := s.c.kube.CoreV1().Pods(cfg.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + tlsGatewayName})
@@ -260,7 +262,7 @@ func (s *e2e) opaqueSecretIsNeverMounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, reason := condition(gw, "Ready"); st == "True" {
+	if st, reason := rollout.Condition(gw, "Ready"); st == "True" {
 		t.Errorf("a Gateway whose Secret holds no key pair is Ready (%s)", reason)
 	}
 	_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(ctx, name, metav1.DeleteOptions{})

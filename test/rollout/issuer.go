@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package rollout
 
 import (
 	"crypto/ecdsa"
@@ -15,25 +13,25 @@ import (
 	"time"
 )
 
-// issuer signs operator tokens (ES256) and serves its key set, so that the gateway
+// Issuer signs operator tokens (ES256) and serves its key set, so that the gateway
 // pods can verify them through jwks_url.
-type issuer struct {
-	name, audience, scope string
+type Issuer struct {
+	Name, Audience, Scope string
+	JWKSURL               string
 	key                   *ecdsa.PrivateKey
-	jwksURL               string
 	srv                   *http.Server
 }
 
 const issuerKid = "e2e"
 
-// startIssuer serves the key set on host:0, an address of this machine the pods reach
+// StartIssuer serves the key set on host:0, an address of this machine the pods reach
 // (the node's InternalIP on the local cluster).
-func startIssuer(host string) (*issuer, error) {
+func StartIssuer(host string) (*Issuer, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	iss := &issuer{name: "https://e2e.ferrofed.local", audience: "ferrofed", scope: "ferrofed.operator", key: key}
+	iss := &Issuer{Name: "https://e2e.ferrofed.local", Audience: "ferrofed", Scope: "ferrofed.operator", key: key}
 	jwks, err := json.Marshal(map[string]any{"keys": []any{map[string]string{
 		"kty": "EC", "crv": "P-256", "kid": issuerKid, "alg": "ES256", "use": "sig",
 		"x": b64(key.X.FillBytes(make([]byte, 32))), "y": b64(key.Y.FillBytes(make([]byte, 32))),
@@ -52,19 +50,20 @@ func startIssuer(host string) (*issuer, error) {
 	})
 	iss.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = iss.srv.Serve(ln) }()
-	iss.jwksURL = "http://" + ln.Addr().String() + "/jwks.json"
+	iss.JWKSURL = "http://" + ln.Addr().String() + "/jwks.json"
 	return iss, nil
 }
 
-func (i *issuer) close() { _ = i.srv.Close() }
+// Close stops serving the key set.
+func (i *Issuer) Close() { _ = i.srv.Close() }
 
-// token is a signed JWT with the given scope.
-func (i *issuer) token(scope string) string {
+// Token is a signed JWT with the given scope, valid for validity.
+func (i *Issuer) Token(scope string, validity time.Duration) string {
 	now := time.Now()
 	header, _ := json.Marshal(map[string]string{"alg": "ES256", "typ": "JWT", "kid": issuerKid})
 	claims, _ := json.Marshal(map[string]any{
-		"iss": i.name, "aud": i.audience, "sub": "e2e", "scope": scope,
-		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(time.Hour).Unix(),
+		"iss": i.Name, "aud": i.Audience, "sub": "e2e", "scope": scope,
+		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(validity).Unix(),
 	})
 	signing := b64(header) + "." + b64(claims)
 	sum := sha256.Sum256([]byte(signing))
@@ -76,10 +75,10 @@ func (i *issuer) token(scope string) string {
 	return signing + "." + b64(sig)
 }
 
-// tomlIssuer is the [[auth.issuers]] table of the gateway configuration.
-func (i *issuer) tomlIssuer() string {
+// TOMLIssuer is the [[auth.issuers]] table of the gateway configuration.
+func (i *Issuer) TOMLIssuer() string {
 	return fmt.Sprintf("[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_url = %q\noperator_scope = %q\nalgorithms = [\"ES256\"]\n",
-		i.name, i.audience, i.jwksURL, i.scope)
+		i.Name, i.Audience, i.JWKSURL, i.Scope)
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
