@@ -230,7 +230,7 @@ func New(opts Options) (*Server, error) {
 
 // Answer answers one request.
 func (s *Server) Answer(r double.Request) double.Answer {
-	if !jsonAccepted(r.Header.Get("Accept"), r.Query.Get("_format")) {
+	if !double.JSONAccepted(r.Header.Get("Accept"), r.Query.Get("_format")) {
 		return s.outcome(http.StatusNotAcceptable, "error", "not-supported", "this supplier answers application/fhir+json only")
 	}
 	switch rest, _ := strings.CutPrefix(r.Path, "/fhir/Patient"); {
@@ -253,7 +253,7 @@ func (s *Server) Answer(r double.Request) double.Answer {
 	case strings.HasPrefix(rest, "/") && !strings.Contains(rest[1:], "/") && r.Method == http.MethodGet:
 		for _, p := range s.patients {
 			if p.v.ID == rest[1:] {
-				return s.json(http.StatusOK, p.raw)
+				return double.FHIRJSON(http.StatusOK, p.raw)
 			}
 		}
 		return s.outcome(http.StatusNotFound, "error", "not-found", "no Patient "+rest[1:])
@@ -427,7 +427,7 @@ func (s *Server) match(r double.Request) double.Answer {
 	if len(entries) > 0 {
 		b["entry"] = entries
 	}
-	return s.json(http.StatusOK, b)
+	return double.FHIRJSON(http.StatusOK, b)
 }
 
 // Query is a search's criteria, parsed.
@@ -703,7 +703,7 @@ func (s *Server) search(params url.Values) double.Answer {
 	if len(entries) > 0 {
 		b["entry"] = entries
 	}
-	return s.json(http.StatusOK, b)
+	return double.FHIRJSON(http.StatusOK, b)
 }
 
 // restrict is a Patient with only the identifiers of the domains (all without).
@@ -741,39 +741,5 @@ func (s *Server) Malformed() double.Answer {
 }
 
 func (s *Server) outcome(status int, severity, code, text string) double.Answer {
-	return s.json(status, map[string]any{
-		"resourceType": "OperationOutcome",
-		"issue":        []any{map[string]any{"severity": severity, "code": code, "diagnostics": text + " " + s.opts.Marker}},
-	})
-}
-
-func (s *Server) json(status int, v any) double.Answer {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // fixtures were JSON when they came in
-	}
-	return double.Answer{Status: status, ContentType: "application/fhir+json", Body: b}
-}
-
-// jsonAccepted reports whether Accept and _format allow FHIR JSON.
-func jsonAccepted(accept, format string) bool {
-	switch format {
-	case "", "json", "application/json", "application/fhir+json":
-	default:
-		return false
-	}
-	if strings.TrimSpace(accept) == "" {
-		return true
-	}
-	for part := range strings.SplitSeq(accept, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mt {
-		case "*/*", "application/*", "application/json", "application/fhir+json":
-			return true
-		}
-	}
-	return false
+	return double.OperationOutcome(status, severity, code, text, s.opts.Marker)
 }

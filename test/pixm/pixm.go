@@ -23,7 +23,6 @@ package pixm
 import (
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -126,14 +125,14 @@ func (s *Server) Answer(r double.Request) double.Answer {
 	if r.Method != http.MethodGet {
 		return s.outcome(http.StatusMethodNotAllowed, "error", "not-supported", "ITI-83 is a GET")
 	}
-	if !jsonAccepted(r.Header.Get("Accept"), r.Query.Get("_format")) {
+	if !double.JSONAccepted(r.Header.Get("Accept"), r.Query.Get("_format")) {
 		return s.outcome(http.StatusNotAcceptable, "error", "not-supported", "this manager answers application/fhir+json only")
 	}
 	res, e := s.Resolve(r.Query["sourceIdentifier"], r.Query["targetSystem"])
 	if e != nil {
 		return s.outcome(e.Status, "error", e.Code, e.Text)
 	}
-	return s.json(http.StatusOK, s.parameters(res))
+	return double.FHIRJSON(http.StatusOK, s.parameters(res))
 }
 
 // Error is a Resolve failure: the status and issue code ITI-83 gives it.
@@ -266,39 +265,5 @@ func (s *Server) Malformed() double.Answer {
 }
 
 func (s *Server) outcome(status int, severity, code, text string) double.Answer {
-	return s.json(status, map[string]any{
-		"resourceType": "OperationOutcome",
-		"issue":        []map[string]any{{"severity": severity, "code": code, "diagnostics": text + " " + s.opts.Marker}},
-	})
-}
-
-func (s *Server) json(status int, v any) double.Answer {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only maps of strings are marshalled
-	}
-	return double.Answer{Status: status, ContentType: "application/fhir+json", Body: b}
-}
-
-// jsonAccepted reports whether Accept and _format allow FHIR JSON.
-func jsonAccepted(accept, format string) bool {
-	switch format {
-	case "", "json", "application/json", "application/fhir+json":
-	default:
-		return false
-	}
-	if strings.TrimSpace(accept) == "" {
-		return true
-	}
-	for part := range strings.SplitSeq(accept, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mt {
-		case "*/*", "application/*", "application/json", "application/fhir+json":
-			return true
-		}
-	}
-	return false
+	return double.OperationOutcome(status, severity, code, text, s.opts.Marker)
 }
