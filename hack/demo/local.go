@@ -137,6 +137,9 @@ func (d *localDemo) run(ctx context.Context, samplePath string, exitAfter int) e
 	if err := d.showDerived(ctx, gws); err != nil {
 		return err
 	}
+	if err := d.waitRouted(ctx, gws); err != nil {
+		return err
+	}
 	d.tryRoutes(ctx, gws[0])
 
 	step("A rolling restart under load, twice: the sample's drainDelay, then drainDelay 0s")
@@ -295,6 +298,45 @@ func (d *localDemo) waitReady(ctx context.Context, gws []*demoGateway) error {
 					done = false
 					parts[len(parts)-1] += " (" + err.Error() + ")"
 				}
+			}
+		}
+		return done, strings.Join(parts, "; ")
+	})
+}
+
+// waitRouted waits until each Gateway's Service really reaches its gateway pods: the
+// EndpointSlice lists them once they are ready, but kube-proxy writes its rules a
+// moment later, and a ClusterIP freed a moment ago (by an earlier run) can still lead
+// to the old pods until it does. Routed means 20 fresh connections in a row answered
+// by a serving gateway's readiness.
+func (d *localDemo) waitRouted(ctx context.Context, gws []*demoGateway) error {
+	step("Waiting for the Services to route to the gateway pods (kube-proxy's rules)")
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	return d.poll(ctx, 2*time.Minute, "the Services routing to the gateway pods", func(ctx context.Context) (bool, string) {
+		var parts []string
+		done := true
+		for _, g := range gws {
+			ok, why := 0, ""
+			for ok < 20 {
+				res, err := client.Get(g.baseURL + "/health/readiness")
+				if err != nil {
+					why = err.Error()
+					break
+				}
+				body, _ := io.ReadAll(io.LimitReader(res.Body, 300))
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"phase":"serving"`) {
+					why = res.Status + " " + strings.Join(strings.Fields(string(body)), " ")
+					break
+				}
+				ok++
+			}
+			if ok < 20 {
+				done = false
+				parts = append(parts, fmt.Sprintf("%s: %d in a row, then %.80s", g.name, ok, why))
+			} else {
+				parts = append(parts, g.name+": routed")
 			}
 		}
 		return done, strings.Join(parts, "; ")
