@@ -292,7 +292,9 @@ func renderedDeployment(t *testing.T, gw *ferrofedv1alpha1.Gateway) (appsv1.Depl
 
 func TestAuditSpoolVolumeFollowsTheRepositoryDestination(t *testing.T) {
 	inline := func(toml string) func(*ferrofedv1alpha1.Gateway) {
-		return func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(toml)} }
+		return func(g *ferrofedv1alpha1.Gateway) {
+			g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(toml)}
+		}
 	}
 	const repo = "[audit]\ndestination = 'repository'\nurl = 'https://a.example/fhir'\n"
 	tests := []struct {
