@@ -102,6 +102,9 @@ func spoolProblems(s *GatewaySpec, cfg *config.Config, spools int) error {
 			cfg.Audit.SpoolBytes(), spools, need, limit.String(), limit.Value())}}}
 }
 
+// MaxSecretMounts is spec.secretMounts' MaxItems.
+const MaxSecretMounts = 16
+
 // The CEL rules of the audit spool and of secretMounts, word for word.
 const (
 	sizeLimitMessage      = "spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"
@@ -120,6 +123,9 @@ func validateAuditAndMounts(s *GatewaySpec) field.ErrorList {
 		}
 	}
 	path := field.NewPath("spec", "secretMounts")
+	if len(s.SecretMounts) > MaxSecretMounts {
+		errs = append(errs, field.TooMany(path, len(s.SecretMounts), MaxSecretMounts))
+	}
 	seen := map[string]bool{}
 	for i, m := range s.SecretMounts {
 		if !mountPathValid(m.MountPath) {
