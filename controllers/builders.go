@@ -7,6 +7,7 @@ package controllers
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"path"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
@@ -149,8 +151,10 @@ func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1a
 
 // Deployment runs the gateway pods. Its grace period is the plan's; no preStop hook is
 // needed, since the process itself keeps accepting for drainDelay after SIGTERM.
-// configHash is ConfigHash of the rendered configuration.
-func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash string) *appsv1ac.DeploymentApplyConfiguration {
+// rendered is the rendered configuration: its ConfigHash rolls the pods, and an [audit]
+// table with destination "repository" in it gets the spool emptyDir.
+func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte) *appsv1ac.DeploymentApplyConfiguration {
+	configHash := ConfigHash(rendered)
 	startup, readiness, liveness := probes(gw)
 	container := corev1ac.Container().
 		WithName(ContainerName).
@@ -189,6 +193,20 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, configHash st
 	volumes = append(volumes, corev1ac.Volume().WithName("page-token").WithSecret(corev1ac.SecretVolumeSource().
 		WithSecretName(ferrofedv1alpha1.PageTokenSecretName(gw.Name)).
 		WithItems(corev1ac.KeyToPath().WithKey(ferrofedv1alpha1.PageTokenKey).WithPath(ferrofedv1alpha1.PageTokenKey))))
+	// The audit spools (audit.spool_dir): an emptyDir, which outlives the container's
+	// restarts within the pod, bounded by spec.audit.spool.sizeLimit.
+	if config.AuditSpools(rendered) > 0 {
+		limit := gw.Spec.SpoolSizeLimit()
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("audit-spool").WithMountPath(ferrofedv1alpha1.AuditSpoolDir))
+		volumes = append(volumes, corev1ac.Volume().WithName("audit-spool").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(limit)))
+	}
+	// spec.secretMounts: each Secret whole, read-only; the kubelet reads it, not the
+	// operator.
+	for i, m := range gw.Spec.SecretMounts {
+		name := fmt.Sprintf("secret-mount-%d", i)
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName(name).WithMountPath(m.MountPath).WithReadOnly(true))
+		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(m.SecretName)))
+	}
 	if tls := gw.Spec.TLS; tls != nil {
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(ferrofedv1alpha1.TLSDir).WithReadOnly(true))
 		// Only the key pair: a Secret without both keys fails the mount (the pod says

@@ -89,6 +89,20 @@ var goldenCases = map[string]func(*ferrofedv1alpha1.Gateway){
 			}}},
 		}}
 	},
+	"audit-spool-and-secret-mounts": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("2Gi"))}}
+		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-client", MountPath: "/etc/ferrofed/secrets/audit"}}
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(`
+[audit]
+destination = "repository"
+url = "https://audit.example.org/fhir"
+client_certificate_file = "/etc/ferrofed/secrets/audit/tls.crt"
+client_key_file = "/etc/ferrofed/secrets/audit/tls.key"
+
+[audit.feed]
+url = "https://feed.example.org/fhir"
+`)}
+	},
 	"inline-config-merged": func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(`
 [server]
@@ -122,7 +136,7 @@ func TestGoldenBuilders(t *testing.T) {
 				t.Fatalf("render: %v", err)
 			}
 			var out bytes.Buffer
-			for _, obj := range []any{ConfigMap(gw, rendered), Deployment(gw, plan, ConfigHash(rendered)), Service(gw), PodDisruptionBudget(gw)} {
+			for _, obj := range []any{ConfigMap(gw, rendered), Deployment(gw, plan, rendered), Service(gw), PodDisruptionBudget(gw)} {
 				data, err := yaml.Marshal(obj)
 				if err != nil {
 					t.Fatal(err)
@@ -195,7 +209,7 @@ func TestProbesFollowClientCertificates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			gw := gateway(tt.mutate)
 			var dep appsv1.Deployment
-			raw, err := json.Marshal(Deployment(gw, gw.Spec.Plan(), "hash"))
+			raw, err := json.Marshal(Deployment(gw, gw.Spec.Plan(), nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,7 +243,7 @@ func TestMutualTLSMountsOnlyTheNamedKeys(t *testing.T) {
 		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "s", ClientCASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca"}, HealthcheckIdentitySecret: ptr.To("id")}
 	})
 	var dep appsv1.Deployment
-	raw, _ := json.Marshal(Deployment(gw, gw.Spec.Plan(), "hash"))
+	raw, _ := json.Marshal(Deployment(gw, gw.Spec.Plan(), nil))
 	if err := json.Unmarshal(raw, &dep); err != nil {
 		t.Fatal(err)
 	}
@@ -252,5 +266,100 @@ func TestMutualTLSMountsOnlyTheNamedKeys(t *testing.T) {
 		if !m.ReadOnly && m.Name != "tmp" {
 			t.Errorf("mount %s at %s is writable", m.Name, m.MountPath)
 		}
+	}
+}
+
+func renderedDeployment(t *testing.T, gw *ferrofedv1alpha1.Gateway) (appsv1.Deployment, []byte) {
+	t.Helper()
+	var user []byte
+	if c := gw.Spec.Config; c != nil && c.Inline != nil {
+		user = []byte(*c.Inline)
+	}
+	rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, gw.Spec.Plan(), user)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	var dep appsv1.Deployment
+	raw, err := json.Marshal(Deployment(gw, gw.Spec.Plan(), rendered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &dep); err != nil {
+		t.Fatal(err)
+	}
+	return dep, rendered
+}
+
+func TestAuditSpoolVolumeFollowsTheRepositoryDestination(t *testing.T) {
+	inline := func(toml string) func(*ferrofedv1alpha1.Gateway) {
+		return func(g *ferrofedv1alpha1.Gateway) {
+			g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(toml)}
+		}
+	}
+	const repo = "[audit]\ndestination = 'repository'\nurl = 'https://a.example/fhir'\n"
+	tests := []struct {
+		name      string
+		mutate    func(*ferrofedv1alpha1.Gateway)
+		sizeLimit string // "" when no spool volume
+		spoolDirs int    // audit.spool_dir and audit.feed.spool_dir rendered
+	}{
+		{"no [audit]: no spool", nil, "", 0},
+		{"destination log: no spool", inline("[audit]\ndestination = 'log'\n"), "", 0},
+		{"destination repository: a 1Gi emptyDir and audit.spool_dir", inline(repo), "1Gi", 1},
+		{"with [audit.feed]: audit.feed.spool_dir too", inline(repo + "[audit.feed]\nurl = 'https://f.example/fhir'\n"), "1Gi", 2},
+		{"spec.audit.spool.sizeLimit sets the limit", func(g *ferrofedv1alpha1.Gateway) {
+			inline(repo)(g)
+			g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("300Mi"))}}
+		}, "300Mi", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dep, rendered := renderedDeployment(t, gateway(tt.mutate))
+			pod := dep.Spec.Template.Spec
+			var limit string
+			for _, v := range pod.Volumes {
+				if v.Name == "audit-spool" && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+					limit = v.EmptyDir.SizeLimit.String()
+				}
+			}
+			if limit != tt.sizeLimit {
+				t.Errorf("spool emptyDir sizeLimit %q, want %q", limit, tt.sizeLimit)
+			}
+			mounted := false
+			for _, m := range pod.Containers[0].VolumeMounts {
+				mounted = mounted || (m.Name == "audit-spool" && m.MountPath == ferrofedv1alpha1.AuditSpoolDir && !m.ReadOnly)
+			}
+			if mounted != (tt.sizeLimit != "") {
+				t.Errorf("spool mounted writable at %s: %v, want %v", ferrofedv1alpha1.AuditSpoolDir, mounted, tt.sizeLimit != "")
+			}
+			if n := strings.Count(string(rendered), "spool_dir = '"+ferrofedv1alpha1.AuditSpoolDir+"'"); n != tt.spoolDirs {
+				t.Errorf("rendered %d spool_dir keys, want %d:\n%s", n, tt.spoolDirs, rendered)
+			}
+		})
+	}
+}
+
+func TestSecretMountsAreWholeSecretsReadOnly(t *testing.T) {
+	dep, _ := renderedDeployment(t, gateway(func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{
+			{SecretName: "member-a", MountPath: "/etc/ferrofed/secrets/member-a"},
+			{SecretName: "token", MountPath: "/etc/ferrofed/secrets/tokens/b"},
+		}
+	}))
+	pod := dep.Spec.Template.Spec
+	got := map[string]string{}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.Secret != nil && strings.HasPrefix(m.Name, "secret-mount-") {
+				if !m.ReadOnly || len(v.Secret.Items) != 0 {
+					t.Errorf("%s: readOnly %v, items %v; want read-only, the whole Secret", m.Name, m.ReadOnly, v.Secret.Items)
+				}
+				got[v.Secret.SecretName] = m.MountPath
+			}
+		}
+	}
+	want := map[string]string{"member-a": "/etc/ferrofed/secrets/member-a", "token": "/etc/ferrofed/secrets/tokens/b"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("secret mounts %v, want %v", got, want)
 	}
 }

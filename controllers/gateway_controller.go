@@ -248,10 +248,10 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), extract: func(o client.Object) (any, error) {
 			return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), FieldOwner)
 		}, uncached: true}, // see ManagerOptions' client options
-		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, ConfigHash(rendered)), extract: func(o client.Object) (any, error) {
+		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, rendered), extract: func(o client.Object) (any, error) {
 			return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
 		}, createOnly: func() runtime.ApplyConfiguration {
-			return Deployment(gw, plan, ConfigHash(rendered)).WithResourceVersion(createOnlyVersion)
+			return Deployment(gw, plan, rendered).WithResourceVersion(createOnlyVersion)
 		}},
 		{kind: "Service", live: &corev1.Service{}, desired: Service(gw), extract: func(o client.Object) (any, error) {
 			return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)

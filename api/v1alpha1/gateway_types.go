@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -99,6 +100,55 @@ type GatewaySpec struct {
 	// affinity of the gateway pods. Default: none.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// audit sizes what the operator gives an [audit] table with destination
+	// "repository": an emptyDir spool volume. Default: every field at its own default.
+	// +optional
+	Audit *Audit `json:"audit,omitempty"`
+
+	// secretMounts mounts Secrets read-only into the gateway container, under
+	// /etc/ferrofed/secrets/, for the files the configuration names (client
+	// certificates, CA bundles, bearer token files of bindings and of [audit]). The
+	// operator never reads these Secrets. Default: none; at most 16, no two at one path.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(o, o.mountPath == m.mountPath))",message="spec.secretMounts: two entries have the same mountPath"
+	SecretMounts []SecretMount `json:"secretMounts,omitempty"`
+}
+
+// Audit is what the operator gives the gateway's audit spools.
+type Audit struct {
+	// spool is the spool volume of an [audit] table with destination "repository".
+	// +optional
+	Spool *AuditSpool `json:"spool,omitempty"`
+}
+
+// AuditSpool is the emptyDir the audit spools live in, mounted at
+// /var/lib/ferrofed/audit and rendered as audit.spool_dir (and audit.feed.spool_dir). It
+// survives the container's restarts, not the pod's deletion.
+type AuditSpool struct {
+	// sizeLimit is the emptyDir's size limit. Default 1Gi, from 4Mi to 128Gi;
+	// audit.max_spool_bytes times the number of spools (2 with [audit.feed]) must fit.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('4Mi')) >= 0 && quantity(string(self)).compareTo(quantity('128Gi')) <= 0",message="spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+}
+
+// SecretMount mounts one Secret, read-only, into the gateway container.
+type SecretMount struct {
+	// secretName names a Secret in the Gateway's namespace. Required.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+	// mountPath is the directory the Secret's keys appear in, as files: under
+	// /etc/ferrofed/secrets/, with no "." or ".." segment. Required.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/etc/ferrofed/secrets/') && size(self) > size('/etc/ferrofed/secrets/') && !self.matches('(^|/)[.][.]?(/|$)') && !self.contains('//') && !self.endsWith('/')",message="mountPath must be a directory under /etc/ferrofed/secrets/, with no . or .. segment, no // and no trailing /"
+	MountPath string `json:"mountPath,omitempty"`
 }
 
 // Lifecycle holds the budgets of the gateway's four-step drain (see gateway/lifecycle).

@@ -38,6 +38,11 @@ const (
 	// server.termination_message_path: the drain's outcome, which the kubelet copies
 	// into the pod's status for the operator.
 	TerminationMessagePath = "/dev/termination-log"
+	// AuditSpoolDir is where the audit spool emptyDir (spec.audit.spool) is mounted,
+	// rendered as audit.spool_dir and audit.feed.spool_dir.
+	AuditSpoolDir = "/var/lib/ferrofed/audit"
+	// SecretMountsDir is the directory every spec.secretMounts mountPath is under.
+	SecretMountsDir = ConfigDir + "/secrets/"
 )
 
 // PageTokenSecretName is the Secret of a Gateway's page-token key.
@@ -56,6 +61,21 @@ var ownedFields = map[string]string{
 	"server.tls":                              "spec.tls (secretName, and clientCASecret with healthcheckIdentitySecret for client certificates)",
 	"server.termination_message_path":         "the pod's terminationMessagePath, where the kubelet reads each drain's outcome for the Gateway's status",
 	"federation.page_token_key_file":          "every replica reads the key of the Secret <name>-page-token the operator makes for the Gateway",
+	"audit.spool_dir":                         "spec.audit.spool: the operator mounts an emptyDir at " + AuditSpoolDir,
+	"audit.feed.spool_dir":                    "spec.audit.spool: the operator mounts an emptyDir at " + AuditSpoolDir,
+}
+
+// AuditOwned is the part of [audit] the operator renders for spools spools
+// (config.AuditSpools of the user's configuration): the directory of its emptyDir.
+func AuditOwned(spools int) config.Audit {
+	var a config.Audit
+	if spools > 0 {
+		a.SpoolDir = AuditSpoolDir
+	}
+	if spools > 1 {
+		a.Feed = &config.AuditFeed{SpoolDir: AuditSpoolDir}
+	}
+	return a
 }
 
 // Owned is the part of ferrofed.toml the spec sets, with plan's budgets in

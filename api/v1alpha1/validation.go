@@ -3,6 +3,10 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,6 +27,7 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	plan := s.Plan()
 	errs := validateMilliseconds(s)
 	errs = append(errs, validateTLS(s.TLS)...)
+	errs = append(errs, validateAuditAndMounts(s)...)
 	errs = append(errs, s.ValidateLifecycle()...)
 	cfgPath := field.NewPath("spec", "config")
 	if c := s.Config; c != nil && c.Inline != nil && c.ConfigMapRef != nil {
@@ -41,18 +46,128 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	if _, err := RenderAndCheck(s, plan, user); err != nil {
 		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
 	}
+	warnings = append(warnings, auditWarnings(s, plan, config.AuditSpools(user))...)
 	return errs, warnings
+}
+
+// auditWarnings are the warnings of a configuration with spools audit spools: a
+// bindingsDrainTimeout too short for the spools' final sync, and what an emptyDir
+// spool loses with its pod.
+func auditWarnings(s *GatewaySpec, plan lifecycle.Plan, spools int) []string {
+	if spools == 0 {
+		return nil
+	}
+	var out []string
+	if plan.BindingsDrainTimeout < time.Second {
+		out = append(out, fmt.Sprintf(
+			"spec.lifecycle.bindingsDrainTimeout (%s) leaves less than 1s for the audit spool's final sync at shutdown: raise it to at least 1s",
+			plan.BindingsDrainTimeout))
+	}
+	limit := s.SpoolSizeLimit()
+	out = append(out, fmt.Sprintf(
+		"the audit spool is an emptyDir (spec.audit.spool, %s): it survives container restarts but not the pod's deletion; records a deleted pod has not delivered are lost, counted in its drain's log line and in ferrofed_audit_undelivered_at_exit",
+		limit.String()))
+	return out
+}
+
+// DefaultAuditSpoolSizeLimit is spec.audit.spool.sizeLimit's default.
+var DefaultAuditSpoolSizeLimit = resource.MustParse("1Gi")
+
+// Bounds of spec.audit.spool.sizeLimit, as its CEL rule has them.
+var (
+	MinAuditSpoolSizeLimit = resource.MustParse("4Mi")
+	MaxAuditSpoolSizeLimit = resource.MustParse("128Gi")
+)
+
+// SpoolSizeLimit is spec.audit.spool.sizeLimit with its default applied.
+func (s *GatewaySpec) SpoolSizeLimit() resource.Quantity {
+	if s.Audit == nil || s.Audit.Spool == nil || s.Audit.Spool.SizeLimit == nil {
+		return DefaultAuditSpoolSizeLimit
+	}
+	return *s.Audit.Spool.SizeLimit
+}
+
+// spoolProblems refuses an audit.max_spool_bytes whose spools do not fit the emptyDir.
+func spoolProblems(s *GatewaySpec, cfg *config.Config, spools int) error {
+	if spools == 0 || cfg.Audit == nil {
+		return nil
+	}
+	limit := s.SpoolSizeLimit()
+	need := cfg.Audit.SpoolBytes() * int64(spools)
+	if need <= limit.Value() {
+		return nil
+	}
+	return &config.Problems{Source: "rendered ferrofed.toml", List: []config.Problem{{Key: "audit.max_spool_bytes",
+		Message: fmt.Sprintf("audit.max_spool_bytes (%d) × %d spool(s) is %d bytes, more than spec.audit.spool.sizeLimit (%s, %d bytes): lower audit.max_spool_bytes or raise spec.audit.spool.sizeLimit",
+			cfg.Audit.SpoolBytes(), spools, need, limit.String(), limit.Value())}}}
+}
+
+// MaxSecretMounts is spec.secretMounts' MaxItems.
+const MaxSecretMounts = 16
+
+// The CEL rules of the audit spool and of secretMounts, word for word.
+const (
+	sizeLimitMessage      = "spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"
+	mountPathMessage      = "mountPath must be a directory under /etc/ferrofed/secrets/, with no . or .. segment, no // and no trailing /"
+	duplicateMountMessage = "spec.secretMounts: two entries have the same mountPath"
+)
+
+// validateAuditAndMounts is the Go twin of the CEL rules on spec.audit and
+// spec.secretMounts.
+func validateAuditAndMounts(s *GatewaySpec) field.ErrorList {
+	var errs field.ErrorList
+	if s.Audit != nil && s.Audit.Spool != nil && s.Audit.Spool.SizeLimit != nil {
+		q := *s.Audit.Spool.SizeLimit
+		if q.Cmp(MinAuditSpoolSizeLimit) < 0 || q.Cmp(MaxAuditSpoolSizeLimit) > 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "audit", "spool", "sizeLimit"), q.String(), sizeLimitMessage))
+		}
+	}
+	path := field.NewPath("spec", "secretMounts")
+	if len(s.SecretMounts) > MaxSecretMounts {
+		errs = append(errs, field.TooMany(path, len(s.SecretMounts), MaxSecretMounts))
+	}
+	seen := map[string]bool{}
+	for i, m := range s.SecretMounts {
+		if !mountPathValid(m.MountPath) {
+			errs = append(errs, field.Invalid(path.Index(i).Child("mountPath"), m.MountPath, mountPathMessage))
+		}
+		if seen[m.MountPath] {
+			errs = append(errs, field.Invalid(path, m.MountPath, duplicateMountMessage))
+		}
+		seen[m.MountPath] = true
+	}
+	return errs
+}
+
+func mountPathValid(p string) bool {
+	rest, ok := strings.CutPrefix(p, SecretMountsDir)
+	if !ok || rest == "" || strings.Contains(p, "//") || strings.HasSuffix(p, "/") {
+		return false
+	}
+	for _, seg := range strings.Split(rest, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // RenderAndCheck renders ferrofed.toml from the spec's plan and user, the rest of the
 // configuration, and runs `config check` on it: what the webhook and the controller
 // both call, so that they refuse the same documents.
 func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
-	rendered, err := config.Render(s.Owned(plan), user)
+	spools := config.AuditSpools(user)
+	owned := s.Owned(plan)
+	owned.Audit = AuditOwned(spools)
+	rendered, err := config.Render(owned, user)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ParseRendered(rendered); err != nil {
+	cfg, err := ParseRendered(rendered)
+	if err != nil {
+		return nil, err
+	}
+	if err := spoolProblems(s, cfg, spools); err != nil {
 		return nil, err
 	}
 	return rendered, nil

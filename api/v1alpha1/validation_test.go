@@ -2,10 +2,12 @@ package v1alpha1
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -85,7 +87,9 @@ func TestValidateNamesFieldPaths(t *testing.T) {
 func TestEveryKeyTheSpecOwnsIsAKeyOfTheSchema(t *testing.T) {
 	// A key named here but absent from config.Server would reserve nothing.
 	spec := &GatewaySpec{TLS: &TLS{SecretName: "s"}, Lifecycle: Lifecycle{TerminationGracePeriodSeconds: ptr.To[int64](90)}}
-	rendered, err := config.Render(spec.Owned(spec.Plan()), nil)
+	owned := spec.Owned(spec.Plan())
+	owned.Audit = AuditOwned(2) // what a configuration with [audit.feed] gets
+	rendered, err := config.Render(owned, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +180,112 @@ func TestMutualTLSRendersTheMountedFilesAndNeedsBothSecrets(t *testing.T) {
 				if !strings.Contains(string(rendered), want) {
 					t.Errorf("rendered file lacks %q:\n%s", want, rendered)
 				}
+			}
+		})
+	}
+}
+
+const repositoryAudit = "[audit]\ndestination = 'repository'\nurl = 'https://a.example/fhir'\n"
+
+func TestSpoolsMustFitTheSizeLimit(t *testing.T) {
+	tests := []struct {
+		name      string
+		inline    string
+		sizeLimit string
+		refused   bool
+	}{
+		{"the default 256Mi spool fits the default 1Gi", repositoryAudit, "", false},
+		{"two default spools fit 512Mi exactly", repositoryAudit + "[audit.feed]\nurl = 'https://f.example/fhir'\n", "512Mi", false},
+		{"two default spools do not fit 511Mi", repositoryAudit + "[audit.feed]\nurl = 'https://f.example/fhir'\n", "511Mi", true},
+		{"a 2GiB max_spool_bytes does not fit 1Gi", repositoryAudit + "max_spool_bytes = 2147483648\n", "", true},
+		{"destination log has no spool to fit", "[audit]\ndestination = 'log'\n", "4Mi", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Gateway{Spec: GatewaySpec{Image: "i", Config: &GatewayConfig{Inline: ptr.To(tt.inline)}}}
+			if tt.sizeLimit != "" {
+				g.Spec.Audit = &Audit{Spool: &AuditSpool{SizeLimit: ptr.To(resource.MustParse(tt.sizeLimit))}}
+			}
+			errs, _ := g.Validate()
+			msg := errs.ToAggregate()
+			if tt.refused != (msg != nil) {
+				t.Fatalf("refused = %v, want %v", msg, tt.refused)
+			}
+			if tt.refused && (!strings.Contains(msg.Error(), "audit.max_spool_bytes") || !strings.Contains(msg.Error(), "spec.audit.spool.sizeLimit")) {
+				t.Errorf("refusal %q names neither audit.max_spool_bytes nor spec.audit.spool.sizeLimit", msg)
+			}
+		})
+	}
+}
+
+func TestAuditWarnings(t *testing.T) {
+	tests := []struct {
+		name      string
+		inline    string
+		drain     string
+		wantShort bool
+		wantLoss  bool
+	}{
+		{"no [audit]: no warning", "", "500ms", false, false},
+		{"repository with the default 5s drain: the emptyDir warning", repositoryAudit, "", false, true},
+		{"repository with a 999ms drain: both", repositoryAudit, "999ms", true, true},
+		{"repository with a 1s drain: only the emptyDir warning", repositoryAudit, "1s", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Gateway{Spec: GatewaySpec{Image: "i", Config: &GatewayConfig{Inline: ptr.To(tt.inline)}}}
+			if tt.drain != "" {
+				d, _ := time.ParseDuration(tt.drain)
+				g.Spec.Lifecycle.BindingsDrainTimeout = &metav1.Duration{Duration: d}
+			}
+			errs, warnings := g.Validate()
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			all := strings.Join(warnings, "\n")
+			if got := strings.Contains(all, "less than 1s for the audit spool's final sync"); got != tt.wantShort {
+				t.Errorf("short-drain warning %v, want %v: %q", got, tt.wantShort, all)
+			}
+			if got := strings.Contains(all, "ferrofed_audit_undelivered_at_exit"); got != tt.wantLoss {
+				t.Errorf("emptyDir warning %v, want %v: %q", got, tt.wantLoss, all)
+			}
+		})
+	}
+}
+
+func TestSecretMountsAndSizeLimitGoTwins(t *testing.T) {
+	tests := []struct {
+		name   string
+		mounts []string
+		limit  string
+		want   string // the field refused, "" for none
+	}{
+		{"paths under /etc/ferrofed/secrets/", []string{"/etc/ferrofed/secrets/a", "/etc/ferrofed/secrets/b/c"}, "", ""},
+		{"the directory itself", []string{"/etc/ferrofed/secrets/"}, "", "spec.secretMounts[0].mountPath"},
+		{"outside", []string{"/etc/ferrofed/secrets/a", "/etc/passwd"}, "", "spec.secretMounts[1].mountPath"},
+		{"a .. segment", []string{"/etc/ferrofed/secrets/../tls"}, "", "spec.secretMounts[0].mountPath"},
+		{"a trailing /", []string{"/etc/ferrofed/secrets/a/"}, "", "spec.secretMounts[0].mountPath"},
+		{"a duplicate", []string{"/etc/ferrofed/secrets/a", "/etc/ferrofed/secrets/a"}, "", "spec.secretMounts"},
+		{"a 2Mi sizeLimit", nil, "2Mi", "spec.audit.spool.sizeLimit"},
+		{"a 129Gi sizeLimit", nil, "129Gi", "spec.audit.spool.sizeLimit"},
+		{"a 4Mi sizeLimit", nil, "4Mi", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Gateway{Spec: GatewaySpec{Image: "i"}}
+			for i, p := range tt.mounts {
+				g.Spec.SecretMounts = append(g.Spec.SecretMounts, SecretMount{SecretName: fmt.Sprint("s", i), MountPath: p})
+			}
+			if tt.limit != "" {
+				g.Spec.Audit = &Audit{Spool: &AuditSpool{SizeLimit: ptr.To(resource.MustParse(tt.limit))}}
+			}
+			errs, _ := g.Validate()
+			var got string
+			if len(errs) > 0 {
+				got = errs[0].Field
+			}
+			if got != tt.want || len(errs) > 1 {
+				t.Errorf("refused %v, want field %q", errs, tt.want)
 			}
 		})
 	}

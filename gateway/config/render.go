@@ -20,7 +20,10 @@ import (
 type Owned struct {
 	Server     Server
 	Federation Federation
-	Fields     map[string]string
+	// Audit holds the spool directories the operator mounts (audit.spool_dir and
+	// audit.feed.spool_dir); its other fields stay the user's.
+	Audit  Audit
+	Fields map[string]string
 }
 
 // Render writes the ferrofed.toml of owned merged with user, the rest of the
@@ -39,6 +42,7 @@ func Render(owned Owned, user []byte) ([]byte, error) {
 	for name, t := range map[string]map[string]any{
 		"server":     table(reflect.ValueOf(owned.Server)),
 		"federation": table(reflect.ValueOf(owned.Federation)),
+		"audit":      table(reflect.ValueOf(owned.Audit)),
 	} {
 		for _, key := range flatKeys(name, t) {
 			if !reserves(owned.Fields, key) {
@@ -159,6 +163,26 @@ func merge(dst, src map[string]any) {
 		}
 		dst[k] = v
 	}
+}
+
+// AuditSpools is the number of spools a ferrofed.toml's [audit] table asks for: 0
+// without [audit] or with destination "log", 1 with destination "repository", 2 when
+// [audit.feed] is there too. A document that is not TOML has none (Render and Parse
+// report it).
+func AuditSpools(doc []byte) int {
+	var d struct {
+		Audit *struct {
+			Destination string    `toml:"destination"`
+			Feed        *struct{} `toml:"feed"`
+		} `toml:"audit"`
+	}
+	if err := toml.Unmarshal(doc, &d); err != nil || d.Audit == nil || d.Audit.Destination != AuditToRepository {
+		return 0
+	}
+	if d.Audit.Feed != nil {
+		return 2
+	}
+	return 1
 }
 
 // userProblems reports a user document that is not TOML the way `config check` would,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 func i64(v int64) *int64 { return &v }
@@ -61,5 +63,46 @@ func TestRenderRefusesAnOwnerThatSetsAKeyItDoesNotReserve(t *testing.T) {
 	_, err := Render(Owned{Server: Server{BasePath: "/x"}, Fields: map[string]string{}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "server.base_path is set but not reserved") {
 		t.Fatalf("Render = %v, want the unreserved key named", err)
+	}
+}
+
+func TestAuditSpoolsCountsTheSpoolsOfARepositoryDestination(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		want int
+	}{
+		{"", 0},
+		{"[audit]\ndestination = 'log'\n", 0},
+		{"[audit]\n", 0},
+		{"[audit]\ndestination = 'repository'\nurl = 'https://a.example/fhir'\n", 1},
+		{"[audit]\ndestination = 'repository'\n[audit.feed]\nurl = 'https://f.example/fhir'\n", 2},
+		{"[audit\n", 0},
+	} {
+		if got := AuditSpools([]byte(c.doc)); got != c.want {
+			t.Errorf("AuditSpools(%q) = %d, want %d", c.doc, got, c.want)
+		}
+	}
+}
+
+func TestRenderMergesTheOwnedSpoolDirsIntoTheUsersAuditTable(t *testing.T) {
+	owned := Owned{Audit: Audit{SpoolDir: "/var/spool", Feed: &AuditFeed{SpoolDir: "/var/spool"}},
+		Fields: map[string]string{"audit.spool_dir": "spec.audit.spool", "audit.feed.spool_dir": "spec.audit.spool"}}
+	out, err := Render(owned, []byte("[audit]\ndestination = 'repository'\nurl = 'https://a.example/fhir'\n[audit.feed]\nurl = 'https://f.example/fhir'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Audit Audit `toml:"audit"`
+	}
+	if err := toml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Audit.SpoolDir != "/var/spool" || got.Audit.URL != "https://a.example/fhir" || got.Audit.Feed == nil ||
+		got.Audit.Feed.SpoolDir != "/var/spool" || got.Audit.Feed.URL != "https://f.example/fhir" {
+		t.Fatalf("rendered audit = %+v\n%s", got.Audit, out)
+	}
+	_, err = Render(owned, []byte("[audit]\nspool_dir = '/elsewhere'\n"))
+	if err == nil || !strings.Contains(err.Error(), "spec.audit.spool") {
+		t.Fatalf("a user spool_dir: err = %v, want it refused naming spec.audit.spool", err)
 	}
 }

@@ -386,3 +386,64 @@ func TestMutualTLSGatewayRendersExecProbes(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditGatewayGetsTheSpoolVolume: an [audit] table with destination "repository"
+// gets an emptyDir of spec.audit.spool.sizeLimit at the spool directory the operator
+// renders; spec.secretMounts are mounted read-only; without [audit] the volume goes.
+func TestAuditGatewayGetsTheSpoolVolume(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "reconcile", Name: "audited"}
+	gw := newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\nbearer_token_file = \"/etc/ferrofed/secrets/audit/token\"\n")}
+		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("512Mi"))}}
+		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-token", MountPath: "/etc/ferrofed/secrets/audit"}}
+	})
+	if err := k8s.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, gw) }()
+	gw, dep := reconciled(ctx, t, key)
+	if c := condition(gw, ferrofedv1alpha1.ConditionConfigValid); c.Status != metav1.ConditionTrue {
+		t.Fatalf("ConfigValid = %s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	spool := func(dep *appsv1.Deployment) (limit string, mounted bool) {
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == "audit-spool" && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+				limit = v.EmptyDir.SizeLimit.String()
+			}
+		}
+		for _, m := range gatewayContainer(dep).VolumeMounts {
+			mounted = mounted || (m.Name == "audit-spool" && m.MountPath == ferrofedv1alpha1.AuditSpoolDir && !m.ReadOnly)
+		}
+		return limit, mounted
+	}
+	if limit, mounted := spool(dep); limit != "512Mi" || !mounted {
+		t.Errorf("spool emptyDir sizeLimit %q, mounted writable at %s: %v; want 512Mi, true", limit, ferrofedv1alpha1.AuditSpoolDir, mounted)
+	}
+	var token bool
+	for _, m := range gatewayContainer(dep).VolumeMounts {
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			token = token || (v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "audit-token" && m.MountPath == "/etc/ferrofed/secrets/audit" && m.ReadOnly)
+		}
+	}
+	if !token {
+		t.Error("Secret audit-token is not mounted read-only at /etc/ferrofed/secrets/audit")
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, key, cm); err != nil {
+		t.Fatal(err)
+	}
+	if rendered := cm.Data[ferrofedv1alpha1.ConfigFileName]; !strings.Contains(rendered, "spool_dir = '"+ferrofedv1alpha1.AuditSpoolDir+"'") {
+		t.Errorf("rendered ferrofed.toml has no audit.spool_dir %s:\n%s", ferrofedv1alpha1.AuditSpoolDir, rendered)
+	}
+
+	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = nil })
+	eventually(t, settle, "the spool volume removed with [audit]", func() error {
+		_, dep := reconciled(ctx, t, key)
+		if limit, mounted := spool(dep); limit != "" || mounted {
+			return fmt.Errorf("spool volume %q, mounted %v", limit, mounted)
+		}
+		return nil
+	})
+}

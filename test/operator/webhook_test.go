@@ -2,10 +2,12 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +63,51 @@ var apiCases = []apiCase{
 	{"headroom under 5s draws a warning", func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Lifecycle.TerminationHeadroom = dur("2s")
 	}, true, true, "spec.lifecycle.terminationHeadroom leaves 2s of headroom"},
+	{"an audit repository draws the emptyDir warning", inline(auditRepository), true, true,
+		"the audit spool is an emptyDir (spec.audit.spool, 1Gi): it survives container restarts but not the pod's deletion"},
+	{"an audit repository with a 500ms bindingsDrainTimeout draws the final-sync warning", func(g *ferrofedv1alpha1.Gateway) {
+		inline(auditRepository)(g)
+		g.Spec.Lifecycle.BindingsDrainTimeout = dur("500ms")
+	}, true, true, "spec.lifecycle.bindingsDrainTimeout (500ms) leaves less than 1s for the audit spool's final sync"},
+	{"an inline audit.spool_dir the spec owns", inline(auditRepository + "spool_dir = \"/data\"\n"), true, false,
+		"audit.spool_dir: is set by the Gateway from spec.audit.spool"},
+	{"an inline audit.feed.spool_dir the spec owns", inline(auditRepository + "[audit.feed]\nurl = \"https://f.example.org/fhir\"\nspool_dir = \"/data\"\n"), true, false,
+		"audit.feed.spool_dir: is set by the Gateway from spec.audit.spool"},
+	{"two spools of max_spool_bytes over spec.audit.spool.sizeLimit", func(g *ferrofedv1alpha1.Gateway) {
+		inline(auditRepository + "max_spool_bytes = 134217728\n[audit.feed]\nurl = \"https://f.example.org/fhir\"\n")(g)
+		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("200Mi"))}}
+	}, true, false, "audit.max_spool_bytes (134217728) × 2 spool(s) is 268435456 bytes, more than spec.audit.spool.sizeLimit (200Mi"},
+	{"a sizeLimit under 4Mi", func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("1Mi"))}}
+	}, false, false, "spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"},
+	{"a sizeLimit over 128Gi", func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("200Gi"))}}
+	}, false, false, "spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"},
+	{"secretMounts under /etc/ferrofed/secrets/", secretMounts("/etc/ferrofed/secrets/audit", "/etc/ferrofed/secrets/members/a"), true, true, ""},
+	{"a secretMount outside /etc/ferrofed/secrets/", secretMounts("/etc/ferrofed/secrets/a", "/etc/ferrofed/tls"), false, false,
+		"spec.secretMounts[1].mountPath"},
+	{"a secretMount with a dot-dot segment", secretMounts("/etc/ferrofed/secrets/../tls"), false, false, "spec.secretMounts[0].mountPath"},
+	{"two secretMounts at one path", secretMounts("/etc/ferrofed/secrets/a", "/etc/ferrofed/secrets/a"), false, false,
+		"two entries have the same mountPath"},
+	{"17 secretMounts", secretMounts(seventeenPaths()...), false, false, "spec.secretMounts: Too many: 17"},
+}
+
+const auditRepository = "[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\n"
+
+func secretMounts(paths ...string) func(*ferrofedv1alpha1.Gateway) {
+	return func(g *ferrofedv1alpha1.Gateway) {
+		for i, p := range paths {
+			g.Spec.SecretMounts = append(g.Spec.SecretMounts, ferrofedv1alpha1.SecretMount{SecretName: fmt.Sprint("s", i), MountPath: p})
+		}
+	}
+}
+
+func seventeenPaths() []string {
+	var out []string
+	for i := range 17 {
+		out = append(out, fmt.Sprint("/etc/ferrofed/secrets/m", i))
+	}
+	return out
 }
 
 func TestAPIRulesOnCELAndWebhook(t *testing.T) {
