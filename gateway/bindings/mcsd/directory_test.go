@@ -398,4 +398,3 @@ func TestHostileDirectory(t *testing.T) {
 		})
 	}
 }
-

@@ -267,4 +267,3 @@ func (g *gateway) registryReady() error {
 	g.t.Fatal("no registry check")
 	return nil
 }
-
