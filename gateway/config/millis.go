@@ -150,7 +150,11 @@ func (c *Config) msBoundsProblems() (ps []Problem, budgetsOK bool) {
 		check(fmt.Sprintf("auth.issuers[%d].jwks_refresh_ms", i), is.JWKSRefreshMS)
 	}
 	for i, m := range c.Registry.Members {
-		check(fmt.Sprintf("registry.members[%d].timeout_ms", i), m.TimeoutMS)
+		// 0 (unset) is always in range: a registry of thousands read from a
+		// directory is checked at every refresh, without a key built per member.
+		if m.TimeoutMS != 0 {
+			check(fmt.Sprintf("registry.members[%d].timeout_ms", i), m.TimeoutMS)
+		}
 	}
 	check("federation.capability_ttl_ms", c.Federation.CapabilityTTLMS)
 	return ps, budgetsOK
