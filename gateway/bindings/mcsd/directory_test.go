@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/double"
 	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
@@ -397,4 +398,39 @@ func TestHostileDirectory(t *testing.T) {
 			want(t, g.asked(), "a")
 		})
 	}
+}
+
+// A reload (SIGHUP) of a configuration with [registry.mcsd] keeps serving the
+// directory's registry, and later candidates are checked against the reloaded
+// configuration.
+func TestReloadKeepsTheDirectorysRegistry(t *testing.T) {
+	g := newGateway(t, gatewayOptions{})
+	g.member("a")
+	g.member("b")
+	g.refresh()
+	s := g.dir.Surface(nil).(interface {
+		PrepareReload(*config.Config) (func(), error)
+	})
+	apply, err := s.PrepareReload(g.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	if err := g.fed.Reload(g.cfg); err != nil {
+		t.Fatal(err)
+	}
+	want(t, g.asked(), "a", "b")
+	if err := g.registryReady(); err != nil {
+		t.Fatal(err)
+	}
+	// The reloaded configuration allows 2 members: a third is refused.
+	limited := *g.cfg
+	limited.Limits.MaxRegistryMembers = 2
+	apply, _ = s.PrepareReload(&limited)
+	apply()
+	g.member("c")
+	if o := g.refresh(); o.Fault != mcsd.FaultConfigurationMismatch {
+		t.Fatalf("%+v", o)
+	}
+	want(t, g.asked(), "a", "b")
 }

@@ -49,6 +49,7 @@ type gateway struct {
 	members map[string]*members.Server
 	token   string
 	rec     *recorder
+	cfg     *config.Config
 }
 
 type gatewayOptions struct {
@@ -122,6 +123,7 @@ member_identifier_system = %q
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.cfg = cfg
 	g.fed, err = federation.New(cfg, federation.Options{})
 	if err != nil {
 		t.Fatal(err)
