@@ -2,6 +2,7 @@ package mcsd_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/double"
 	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
+	"github.com/ferrofed/ferrofed/test/members"
 )
 
 func want(t *testing.T, got []string, ids ...string) {
@@ -433,4 +435,38 @@ func TestReloadKeepsTheDirectorysRegistry(t *testing.T) {
 		t.Fatalf("%+v", o)
 	}
 	want(t, g.asked(), "a", "b")
+}
+
+// Searches running while refreshes swap registries see one registry or the other,
+// whole (run with -race).
+func TestSearchesDuringSwaps(t *testing.T) {
+	g := newGateway(t, gatewayOptions{})
+	g.member("a")
+	g.member("b")
+	b2 := members.Start(t, members.Options{ID: "b2"})
+	g.refresh()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20 {
+			addr := g.members["b"].URL
+			if i%2 == 0 {
+				addr = b2.URL
+			}
+			if err := g.double.Put(mcsddouble.Endpoint("ep-b", addr)); err != nil {
+				t.Error(err)
+				return
+			}
+			g.dir.Refresh(context.Background())
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			want(t, g.asked(), "a", "b")
+			return
+		default:
+			want(t, g.asked(), "a", "b")
+		}
+	}
 }
