@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -80,8 +81,8 @@ refresh_ms = 1000`, "registry.mcsd.refresh_ms", "unknown key"},
 				}
 				return
 			}
-			ps, ok := err.(*Problems)
-			if !ok {
+			var ps *Problems
+			if !errors.As(err, &ps) {
 				t.Fatalf("want problems, got %v", err)
 			}
 			for _, p := range ps.List {

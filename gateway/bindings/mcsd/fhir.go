@@ -31,18 +31,12 @@ type entry struct {
 		Method string `json:"method"`
 		URL    string `json:"url"`
 	} `json:"request"`
-	Search *struct {
-		Mode string `json:"mode"`
-	} `json:"search"`
 }
 
 // resource is an Organization or an Endpoint, the fields of both in one struct.
 type resource struct {
 	ResourceType string `json:"resourceType"`
 	ID           string `json:"id"`
-	Meta         struct {
-		VersionID string `json:"versionId"`
-	} `json:"meta"`
 	// Organization
 	Active     *bool        `json:"active"`
 	Identifier []identifier `json:"identifier"`
