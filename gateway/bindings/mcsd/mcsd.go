@@ -363,10 +363,12 @@ func (d *Directory) refresh(ctx context.Context) Outcome {
 
 // swap checks members and swaps them in; fault is the class of a refusal.
 func (d *Directory) swap(members []config.Member) (fault, why string) {
-	if ps := config.MemberProblems(members); len(ps) > 0 {
-		return FaultRegistryInvalid, problemsText(ps)
-	}
-	if ps := d.cfg.Load().WithMembers(members).Validate(config.Options{SkipFiles: true}); len(ps) > 0 {
+	// Validate checks the members' own rules too: they are asked apart only to
+	// class a refusal, so that an accepted registry is checked once.
+	if ps := d.cfg.Load().WithMembers(members).Validate(config.Options{SkipFiles: true}); len(ps) > 0 || len(members) == 0 {
+		if own := config.MemberProblems(members); len(own) > 0 {
+			return FaultRegistryInvalid, problemsText(own)
+		}
 		return FaultConfigurationMismatch, problemsText(ps)
 	}
 	apply, err := d.reg.PrepareDirectory(members)
