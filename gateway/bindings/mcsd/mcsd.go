@@ -628,13 +628,22 @@ func (d *Directory) under(link string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	u := d.base.ResolveReference(ref)
+	// A relative link is read against the base as a directory ("Organization?…" is
+	// {url}/Organization?…).
+	dirBase := *d.base
+	dirBase.Path = strings.TrimSuffix(dirBase.Path, "/") + "/"
+	dirBase.RawPath = ""
+	u := dirBase.ResolveReference(ref)
 	if u.Scheme != d.base.Scheme || u.Host != d.base.Host || u.User != nil || u.Fragment != "" {
 		return "", false
 	}
-	p := u.EscapedPath()
-	bp := d.base.EscapedPath()
-	if p != bp && !strings.HasPrefix(p, bp+"/") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
+	for seg := range strings.SplitSeq(u.Path, "/") {
+		if seg == ".." || seg == "." {
+			return "", false // %2e%2e too: the path is read decoded
+		}
+	}
+	p, bp := u.EscapedPath(), strings.TrimSuffix(d.base.EscapedPath(), "/")
+	if p != bp && !strings.HasPrefix(p, bp+"/") {
 		return "", false
 	}
 	return u.String(), true
