@@ -3,6 +3,7 @@ package mcsd_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -469,4 +470,34 @@ func TestSearchesDuringSwaps(t *testing.T) {
 			want(t, g.asked(), "a", "b")
 		}
 	}
+}
+
+// IHE's published examples in a directory: Organizations without the member
+// identifier and an XCA Endpoint are no members; alone they leave no member (refused,
+// registry-invalid), beside a member the registry is that member.
+func TestPublishedExamplesAreNoMembers(t *testing.T) {
+	g := newGateway(t, gatewayOptions{})
+	files, _ := filepath.Glob("../../../test/mcsd/testdata/ihe/*.json")
+	if len(files) != 4 {
+		t.Fatalf("the published examples: %v", files)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r map[string]any
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		g.double.MustPut(t, r)
+	}
+	if o := g.refresh(); o.State != dependencies.Degraded || o.Fault != mcsd.FaultRegistryInvalid {
+		t.Fatalf("%+v", o)
+	}
+	g.member("a")
+	if o := g.refresh(); o.State != dependencies.Up || o.Members != 1 {
+		t.Fatalf("%+v", o)
+	}
+	want(t, g.asked(), "a")
 }
