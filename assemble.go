@@ -7,6 +7,7 @@ import (
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
+	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
@@ -22,6 +23,9 @@ type assembled struct {
 	// audit is the audit trail; nil without [audit]. Its spools are opened by start,
 	// never by assemble: `config check` must not touch a running gateway's spool.
 	audit *audit.Trail
+	// directory reads the registry from [registry.mcsd]; nil without it. Its refresh
+	// loop is started by start, never by assemble.
+	directory *mcsd.Directory
 }
 
 // assemble loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -63,23 +67,47 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	for _, b := range trail.Surfaces() {
 		surfaces = append(surfaces, b)
 	}
+	exported := trail != nil
 	if trail == nil {
 		if b := flow.Surface(metrics); b != nil {
 			surfaces = append(surfaces, b)
+			exported = true
 		}
+	}
+	// The registry from an mCSD directory ([registry.mcsd]): swapped into the
+	// federation surface, its exchanges audited through the trail.
+	var dir *mcsd.Directory
+	if cfg.Registry.MCSD != nil {
+		dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: fed, Recorder: trail, Metrics: metrics, Logger: log.WithName("directory")})
+		if err != nil {
+			return nil, buildError{fmt.Errorf("the directory could not be built: %w", err)}
+		}
+		dir.Attach(fed.Tracker())
+		var m *binding.Metrics
+		if !exported {
+			m = metrics
+		}
+		surfaces = append(surfaces, dir.Surface(m))
 	}
 	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &assembled{cfg: cfg, srv: srv, audit: trail}, nil
+	return &assembled{cfg: cfg, srv: srv, audit: trail, directory: dir}, nil
 }
 
-// start starts the bindings' processes (the audit spools and their deliveries); serve
+// start starts the bindings' processes (the audit spools and their deliveries, the
+// directory's refresh loop, which first serves its cache file); serve
 // calls it once the listener is bound and before the first request is served. Drain
 // step 4 stops them.
 func (g *assembled) start() error {
-	return g.audit.Start()
+	if err := g.audit.Start(); err != nil {
+		return err
+	}
+	if g.directory != nil {
+		return g.directory.Start()
+	}
+	return nil
 }
 
 // buildError is a configuration config.Load accepted but a part of the gateway refused.

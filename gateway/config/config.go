@@ -206,6 +206,9 @@ type Registry struct {
 	// federated search or the ask-all probe (routed requests are streamed, not capped);
 	// a larger answer is that member's node-error. Default DefaultMaxMemberBodyBytes.
 	MaxMemberBodyBytes int64 `toml:"max_member_body_bytes"`
+	// MCSD is the [registry.mcsd] table (directory.go): the members read from an mCSD
+	// directory instead of Members; nil when absent.
+	MCSD *MCSD `toml:"mcsd"`
 }
 
 // Member is one [[registry.members]] entry.
@@ -232,8 +235,9 @@ type Member struct {
 	endpointIDDerived bool
 }
 
-// Configured reports whether a registry is configured (it gates readiness then).
-func (r Registry) Configured() bool { return len(r.Members) > 0 }
+// Configured reports whether a registry is configured, as a document or from a
+// directory (it gates readiness then).
+func (r Registry) Configured() bool { return len(r.Members) > 0 || r.MCSD != nil }
 
 // Problem is one thing wrong with a configuration, named by its key.
 type Problem struct {

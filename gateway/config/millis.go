@@ -81,6 +81,10 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "how often an issuer's jwks_url is fetched again (0: the default)"},
 	{Key: "registry.members[].timeout_ms", Default: "0 (the request's budget)", Min: 0, Max: MaxBudgetMS, MaxNote: "and at most server.request_timeout_ms",
 		Bounds: "one member's budget within a federated request"},
+	{Key: "registry.mcsd.refresh_interval_ms", Default: fmt.Sprint(DefaultDirectoryRefreshIntervalMS), Min: MinDirectoryRefreshIntervalMS, Max: MaxDirectoryRefreshIntervalMS,
+		Bounds: "the time between two refreshes (ITI-91) of the registry from the mCSD directory"},
+	{Key: "registry.mcsd.timeout_ms", Default: fmt.Sprint(DefaultDirectoryTimeoutMS), Min: 1, Max: MaxDirectoryTimeoutMS, MaxNote: "and at most `registry.mcsd.refresh_interval_ms`",
+		Bounds: "one whole refresh of the registry from the mCSD directory, every page included"},
 	{Key: "federation.capability_ttl_ms", Default: fmt.Sprint(DefaultCapabilityTTLMS), Min: 0, Max: MaxCapabilityTTLMS,
 		Bounds: "how long the gateway's CapabilityStatement is reused (0: the members are asked every time)"},
 }
@@ -146,7 +150,11 @@ func (c *Config) msBoundsProblems() (ps []Problem, budgetsOK bool) {
 		check(fmt.Sprintf("auth.issuers[%d].jwks_refresh_ms", i), is.JWKSRefreshMS)
 	}
 	for i, m := range c.Registry.Members {
-		check(fmt.Sprintf("registry.members[%d].timeout_ms", i), m.TimeoutMS)
+		// 0 (unset) is always in range: a registry of thousands read from a
+		// directory is checked at every refresh, without a key built per member.
+		if m.TimeoutMS != 0 {
+			check(fmt.Sprintf("registry.members[%d].timeout_ms", i), m.TimeoutMS)
+		}
 	}
 	check("federation.capability_ttl_ms", c.Federation.CapabilityTTLMS)
 	return ps, budgetsOK

@@ -54,7 +54,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	warnings = append(warnings, tlsWarnings...)
 
 	if c.Health.MemberReadyCheck && !c.Registry.Configured() {
-		add("health.member_ready_check", "is on but no [[registry.members]] is configured")
+		add("health.member_ready_check", "is on but no [[registry.members]] or [registry.mcsd] is configured")
 	}
 	if msg := metricsPathProblem(c.Metrics.Path); msg != "" {
 		add("metrics.path", "%q %s", c.Metrics.Path, msg)
@@ -93,6 +93,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, c.validBounds()...)
 	ps = append(ps, c.Audit.validate(opts)...)
 	ps = append(ps, c.patientProblems(opts)...)
+	ps = append(ps, c.directoryProblems(opts)...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings

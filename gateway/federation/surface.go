@@ -68,6 +68,9 @@ type Surface struct {
 	// lim bounds the member calls (limits.go); replaced by a reload that changes the
 	// call limits.
 	lim atomic.Pointer[limiter]
+	// directory are the members last accepted from [registry.mcsd] (nil before the
+	// first): a reload of a configuration with [registry.mcsd] keeps serving them.
+	directory atomic.Pointer[[]config.Member]
 }
 
 // settings is everything a reload replaces at once: a request reads one snapshot and
@@ -188,6 +191,11 @@ func (s *Surface) Authorize() gin.HandlerFunc {
 // removed one leaves it. On error the surface keeps what it had. It is the surface's
 // half of the server's all-or-nothing reload (server.Reloader).
 func (s *Surface) PrepareReload(cfg *config.Config) (func(), error) {
+	if ms := s.directory.Load(); ms != nil && cfg.Registry.MCSD != nil {
+		withDir := *cfg
+		withDir.Registry.Members = *ms
+		cfg = &withDir
+	}
 	st, err := buildSettings(cfg, s.opts, s.ownKey)
 	if err != nil {
 		return nil, err
@@ -201,6 +209,55 @@ func (s *Surface) PrepareReload(cfg *config.Config) (func(), error) {
 		s.state.Store(st)
 		s.log.Info("Applied the reloaded registry and issuers", "members", len(st.reg.members), "issuers", len(cfg.Auth.Issuers))
 	}, nil
+}
+
+// PrepareDirectory builds the surface's state for members read from the [registry.mcsd]
+// directory, with the rest of the configuration in force, and applies nothing; the
+// function it returns swaps the registry in at once (a request reads the old or the
+// new one, never half of each): a member kept keeps its state in the report, a new
+// one is unknown, a removed one leaves it. The caller has checked members by the
+// rules of config (config.MemberProblems, Validate); the error is what the surface
+// refuses beyond them (limits.max_registry_members), and the surface then keeps what
+// it had.
+func (s *Surface) PrepareDirectory(members []config.Member) (func(), error) {
+	cur := s.state.Load()
+	r := cur.cfg.Registry
+	r.Members = members
+	reg, err := loadRegistry(r)
+	if err != nil {
+		return nil, fmt.Errorf("federation: %w", err)
+	}
+	if n := len(reg.members); n > cur.limits.MaxRegistryMembers {
+		return nil, fmt.Errorf("federation: the directory names %d members, more than limits.max_registry_members (%d)", n, cur.limits.MaxRegistryMembers)
+	}
+	// Only the registry changes: the issuers' verifier (and the keys it fetched) and
+	// every other setting are the ones in force when the swap happens, a reload that
+	// came in between included.
+	return func() {
+		kept := members
+		s.directory.Store(&kept)
+		// New ids are known (unknown) before a request can reach them.
+		s.tracker.SetEndpoints(reg.endpointIDs())
+		for {
+			cur := s.state.Load()
+			cfg := *cur.cfg
+			cfg.Registry.Members = members
+			st := *cur
+			st.cfg, st.reg = &cfg, reg
+			if s.state.CompareAndSwap(cur, &st) {
+				break
+			}
+		}
+	}, nil
+}
+
+// DirectoryMembers are the members last accepted from the directory, nil before the
+// first; read only.
+func (s *Surface) DirectoryMembers() []config.Member {
+	if ms := s.directory.Load(); ms != nil {
+		return *ms
+	}
+	return nil
 }
 
 // Reload prepares and applies a reloaded configuration at once; on error the surface

@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	"gateway/bindings/xcpd":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/patient": {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm",
 		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/mcsd": {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 }
 
 type pkg struct {

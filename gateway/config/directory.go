@@ -1,0 +1,132 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// The [registry.mcsd] table (BINDINGS.md §2.5): the member registry read from an IHE
+// mCSD directory instead of [[registry.members]]. An initial ITI-90 load, then ITI-91
+// refreshes on an interval; each candidate registry is checked by the rules of
+// [[registry.members]] (MemberProblems) and the rest of the configuration against it
+// (WithMembers, then Validate) before it is swapped in.
+
+// Defaults and limits of [registry.mcsd].
+const (
+	DefaultDirectoryRefreshIntervalMS = 60000
+	DefaultDirectoryTimeoutMS         = 30000
+	// MinDirectoryRefreshIntervalMS keeps a refresh loop from hammering the directory.
+	MinDirectoryRefreshIntervalMS = 100
+	MaxDirectoryRefreshIntervalMS = 86400000
+	MaxDirectoryTimeoutMS         = 300000
+	// MaxDirectoryMembers bounds the members one directory may name (BINDINGS.md: 5,000).
+	MaxDirectoryMembers = 5000
+)
+
+// MCSD is the [registry.mcsd] table.
+type MCSD struct {
+	// URL is the directory's FHIR base; ITI-90 and ITI-91 are asked under it, and a
+	// next link is followed only under it.
+	URL string `toml:"url"`
+	// RefreshIntervalMS is the time between two refreshes (ITI-91); default 60000.
+	RefreshIntervalMS *int64 `toml:"refresh_interval_ms"`
+	// TimeoutMS is the deadline of one whole refresh, every page of every type
+	// included; default 30000, at most refresh_interval_ms.
+	TimeoutMS *int64 `toml:"timeout_ms"`
+	// MemberIdentifierSystem is the system of the Organization identifier that is a
+	// member's id; required. An Organization without one is not a member.
+	MemberIdentifierSystem string `toml:"member_identifier_system"`
+	// CacheFile, when set, keeps the last accepted registry (an absolute path), so
+	// that a restart with the directory down still becomes ready.
+	CacheFile string `toml:"cache_file"`
+	// Credentials of the directory.
+	Credentials
+}
+
+// RefreshInterval is refresh_interval_ms resolved.
+func (m *MCSD) RefreshInterval() int64 {
+	if m == nil || m.RefreshIntervalMS == nil {
+		return DefaultDirectoryRefreshIntervalMS
+	}
+	return *m.RefreshIntervalMS
+}
+
+// Timeout is timeout_ms resolved.
+func (m *MCSD) Timeout() int64 {
+	if m == nil || m.TimeoutMS == nil {
+		return DefaultDirectoryTimeoutMS
+	}
+	return *m.TimeoutMS
+}
+
+// directoryProblems checks [registry.mcsd].
+func (c *Config) directoryProblems(opts Options) []Problem {
+	d := c.Registry.MCSD
+	if d == nil {
+		return nil
+	}
+	var ps []Problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+	if len(c.Registry.Members) > 0 {
+		add("registry.mcsd", "is set with [[registry.members]]: set only one of [[registry.members]] and [registry.mcsd], the registry is a document or read from a directory")
+	}
+	if msg := bindingURLProblem(d.URL); msg != "" {
+		add("registry.mcsd.url", "%s", msg)
+	}
+	intervalOK := true
+	if d.RefreshIntervalMS != nil {
+		if msg := msProblem("registry.mcsd.refresh_interval_ms", *d.RefreshIntervalMS); msg != "" {
+			add("registry.mcsd.refresh_interval_ms", "%s", msg)
+			intervalOK = false
+		}
+	}
+	if d.TimeoutMS != nil {
+		if msg := msProblem("registry.mcsd.timeout_ms", *d.TimeoutMS); msg != "" {
+			add("registry.mcsd.timeout_ms", "%s", msg)
+		} else if intervalOK && *d.TimeoutMS > d.RefreshInterval() {
+			add("registry.mcsd.timeout_ms", "%d is longer than registry.mcsd.refresh_interval_ms (%d): one refresh must end before the next", *d.TimeoutMS, d.RefreshInterval())
+		}
+	}
+	if msg := domainProblem(d.MemberIdentifierSystem); d.MemberIdentifierSystem == "" {
+		add("registry.mcsd.member_identifier_system", "is required: the system of the Organization identifier that is a member's id")
+	} else if msg != "" {
+		add("registry.mcsd.member_identifier_system", "%s", msg)
+	}
+	if d.CacheFile != "" {
+		switch {
+		case !filepath.IsAbs(d.CacheFile):
+			add("registry.mcsd.cache_file", "%q must be an absolute path", d.CacheFile)
+		case len(d.CacheFile) > MaxTerminationMessagePathBytes:
+			add("registry.mcsd.cache_file", "is longer than %d bytes", MaxTerminationMessagePathBytes)
+		}
+	}
+	ps = append(ps, d.credentialProblems("registry.mcsd.", opts)...)
+	return ps
+}
+
+// MemberProblems are the problems of a registry read from a directory by the rules
+// of [[registry.members]] (ids and endpoint ids well formed and unique, query
+// endpoints absolute http(s) URLs), and an empty one: a registry that breaks them
+// breaks a rule of its own (directory_fault = "registry-invalid").
+func MemberProblems(members []Member) []Problem {
+	if len(members) == 0 {
+		return []Problem{{Key: "registry.members", Message: "the directory names no member"}}
+	}
+	return Registry{Members: members}.validate()
+}
+
+// WithMembers is c with members as its [[registry.members]], for checking the rest
+// of the configuration against a registry read from a directory: any problem of
+// Validate on it is a configuration that does not fit the registry
+// (directory_fault = "configuration-mismatch"). The [registry.mcsd] table is left
+// out of the copy (it is the source of the members, not a second registry). c is
+// not changed; the copy shares its tables, read only.
+func (c *Config) WithMembers(members []Member) *Config {
+	cp := *c
+	cp.Registry.Members = members
+	cp.Registry.MCSD = nil
+	cp.warnings = nil
+	return &cp
+}

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const directoryBase = `
+[server]
+termination_message_path = ""
+`
+
+// Each key of [registry.mcsd] is checked, and each problem names its key.
+func TestDirectoryTable(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		wantKey   string
+		wantText  string
+	}{
+		{"a minimal table is valid", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"`, "", ""},
+		{"both registries are refused, naming both", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+[[registry.members]]
+id = "a"
+query_endpoint = "https://a.example/fhir"`, "registry.mcsd", "[[registry.members]] and [registry.mcsd]"},
+		{"the url is required", `[registry.mcsd]
+member_identifier_system = "urn:oid:1.2.3"`, "registry.mcsd.url", "is required"},
+		{"the url carries no credentials", `[registry.mcsd]
+url = "https://u:p@dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"`, "registry.mcsd.url", "credentials"},
+		{"the url is http(s)", `[registry.mcsd]
+url = "ftp://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"`, "registry.mcsd.url", "absolute http or https"},
+		{"the member identifier system is required", `[registry.mcsd]
+url = "https://dir.example/fhir"`, "registry.mcsd.member_identifier_system", "is required"},
+		{"the member identifier system is a URI", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "not a uri"`, "registry.mcsd.member_identifier_system", "visible ASCII"},
+		{"a refresh interval under its minimum", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+refresh_interval_ms = 10`, "registry.mcsd.refresh_interval_ms", "greater than zero"},
+		{"a refresh interval over its maximum", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+refresh_interval_ms = 86400001`, "registry.mcsd.refresh_interval_ms", "more than the maximum"},
+		{"a timeout of zero", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+timeout_ms = 0`, "registry.mcsd.timeout_ms", "greater than zero"},
+		{"a timeout longer than the interval names both", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+refresh_interval_ms = 1000
+timeout_ms = 2000`, "registry.mcsd.timeout_ms", "registry.mcsd.refresh_interval_ms"},
+		{"the cache file is an absolute path", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+cache_file = "cache.json"`, "registry.mcsd.cache_file", "absolute path"},
+		{"the token file is read", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+bearer_token_file = "/nonexistent/token"`, "registry.mcsd.bearer_token_file", ""},
+		{"an unknown key is refused", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+refresh_ms = 1000`, "registry.mcsd.refresh_ms", "unknown key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(directoryBase+tc.doc), "test.toml", Options{})
+			if tc.wantKey == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !cfg.Registry.Configured() {
+					t.Fatal("a [registry.mcsd] registry is a configured registry (it gates readiness)")
+				}
+				return
+			}
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want problems, got %v", err)
+			}
+			for _, p := range ps.List {
+				if p.Key == tc.wantKey && strings.Contains(p.Message, tc.wantText) {
+					return
+				}
+			}
+			t.Fatalf("no problem on %s with %q in %v", tc.wantKey, tc.wantText, ps)
+		})
+	}
+}
+
+// A directory's registry is checked by the rules of [[registry.members]], and the
+// rest of the configuration against it.
+func TestDirectoryMembers(t *testing.T) {
+	ok := []Member{{ID: "a", QueryEndpoint: "https://a.example/fhir", EndpointID: "a-query"}}
+	if ps := MemberProblems(ok); len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	for name, ms := range map[string][]Member{
+		"no member":         nil,
+		"a duplicate id":    {ok[0], ok[0]},
+		"an ftp address":    {{ID: "a", QueryEndpoint: "ftp://a.example/fhir", EndpointID: "a-query"}},
+		"an id not an id":   {{ID: "A B", QueryEndpoint: "https://a.example/fhir", EndpointID: "x-query"}},
+		"a relative adress": {{ID: "a", QueryEndpoint: "/fhir", EndpointID: "a-query"}},
+	} {
+		if ps := MemberProblems(ms); len(ps) == 0 {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	cfg, err := Parse([]byte(directoryBase+`[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+[resolver]
+url = "https://pix.example/fhir"
+`), "test.toml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := cfg.WithMembers(ok).Validate(Options{SkipFiles: true})
+	if len(ps) == 0 || !strings.Contains(ps[0].Key, "identifier_system") {
+		t.Fatalf("[resolver] needs each member's identifier_system; got %v", ps)
+	}
+	if cfg.Registry.Members != nil || cfg.Registry.MCSD == nil {
+		t.Fatal("WithMembers changed the configuration it was asked of")
+	}
+}
