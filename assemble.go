@@ -8,6 +8,7 @@ import (
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
@@ -22,6 +23,9 @@ type assembled struct {
 	// audit is the audit trail; nil without [audit]. Its spools are opened by start,
 	// never by assemble: `config check` must not touch a running gateway's spool.
 	audit *audit.Trail
+	// feed is the PMIR identity feed; nil without [pmir]. start starts its
+	// subscription, never assemble.
+	feed *pmir.Feed
 }
 
 // assemble loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -55,10 +59,17 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
+	// The identity feed ([pmir]): its merges and updates clear the flow's caches.
+	feed, err := pmir.New(cfg, pmir.Options{Logger: log.WithName("pmir"), Recorder: trail, Metrics: metrics,
+		ExportMetrics: trail == nil && flow == nil, Invalidate: flow.InvalidateCaches})
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the identity feed could not be built: %w", err)}
+	}
 	// The bindings report into the federation's dependency report, and their
 	// operator routes take the same operator token.
 	trail.Attach(fed.Tracker(), fed.Authorize())
 	flow.Attach(fed.Tracker())
+	feed.Attach(fed.Tracker())
 	surfaces := []server.Surface{fed}
 	for _, b := range trail.Surfaces() {
 		surfaces = append(surfaces, b)
@@ -68,18 +79,24 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 			surfaces = append(surfaces, b)
 		}
 	}
+	if b := feed.Surface(); b != nil {
+		surfaces = append(surfaces, b)
+	}
 	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &assembled{cfg: cfg, srv: srv, audit: trail}, nil
+	return &assembled{cfg: cfg, srv: srv, audit: trail, feed: feed}, nil
 }
 
-// start starts the bindings' processes (the audit spools and their deliveries); serve
-// calls it once the listener is bound and before the first request is served. Drain
-// step 4 stops them.
+// start starts the bindings' processes (the audit spools and their deliveries, then
+// the PMIR subscription, whose exchanges are audited); serve calls it once the
+// listener is bound and before the first request is served. Drain step 4 stops them.
 func (g *assembled) start() error {
-	return g.audit.Start()
+	if err := g.audit.Start(); err != nil {
+		return err
+	}
+	return g.feed.Start()
 }
 
 // buildError is a configuration config.Load accepted but a part of the gateway refused.
