@@ -157,11 +157,15 @@ func (f *Feed) create(ctx context.Context) {
 		f.hold(held, id)
 		f.log.Info("Created the PMIR subscription", "subscription", id)
 	}
-	if fault == FaultUnmanageable {
+	if held == "" && ex.Answered && ex.Status/100 == 2 {
+		// A create answered 2xx that names nothing the gateway can read or delete: it
+		// may have created one all the same, so it is not repeated (each would leave
+		// one more behind); later checks search for it.
 		f.mu.Lock()
 		f.unmanageable, f.searched = true, false
 		f.mu.Unlock()
-		f.log.Error(nil, "Warning: the PMIR registry created a subscription the gateway cannot read or delete (no Location and no id, or a Location on another origin); it is not created again, later checks search for it")
+		f.log.Error(nil, "Warning: the PMIR registry answered a create with no subscription the gateway can read or delete (no Location and no id, a Location on another origin, or a body that is not the Subscription); it is not created again, later checks search for it",
+			"fault", fault)
 	}
 	if !stored {
 		state, fault = dependencies.Failing, FaultAuditFailed
@@ -179,25 +183,23 @@ func (f *Feed) created(ex binding.Exchange) (held, id string, s dependencies.Sta
 	body := bytes.TrimSpace(ex.Body)
 	hasBody := len(body) > 0
 	if hasBody && json.Unmarshal(body, &sub) != nil {
-		sub = Subscription{}
+		sub = Subscription{ResourceType: "not JSON"}
 	}
 	if loc := ex.Header.Get("Location"); loc != "" {
 		held, id = f.locate(loc)
-		if held == "" {
-			return "", "", dependencies.Failing, FaultUnmanageable
-		}
-	} else if idPattern.MatchString(sub.ID) && sub.ResourceType == "Subscription" {
+	} else if sub.ResourceType == "Subscription" && idPattern.MatchString(sub.ID) {
 		held, id = f.base+"/Subscription/"+sub.ID, sub.ID
-	} else {
-		return "", "", dependencies.Failing, FaultUnmanageable
 	}
-	if !hasBody {
+	switch {
+	case hasBody && (!f.ours(sub) || id != "" && sub.ID != "" && sub.ID != id):
+		// Not our Subscription: whatever the Location says, the answer breaks ITI-94.
+		return held, id, dependencies.Failing, FaultMalformed
+	case held == "":
+		return "", "", dependencies.Failing, FaultUnmanageable
+	case !hasBody:
 		// Prefer: return=minimal, or a registry that sends none: the Location names it,
 		// the next check reads it.
 		return held, id, dependencies.Up, ""
-	}
-	if !f.ours(sub) || sub.ID != "" && sub.ID != id {
-		return held, id, dependencies.Failing, FaultMalformed
 	}
 	s, fault = statusState(sub.Status)
 	return held, id, s, fault
