@@ -151,6 +151,18 @@ func TestSIGTERMDeletesThePMIRSubscriptionOnce(t *testing.T) {
 		t.Fatalf("the registry's feed: %v %v", statuses, err)
 	}
 
+	// Without [audit] and the patient-scoped bindings, the feed's own surface exports
+	// the binding metrics.
+	res, err := http.Get(g.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(metrics), `ferrofed_binding_requests_total{binding="identity_registry",outcome="success"}`) {
+		t.Fatal("no exchange of identity_registry in the metrics")
+	}
+
 	sent := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
