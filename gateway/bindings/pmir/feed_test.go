@@ -130,3 +130,32 @@ func TestTheFeedRoute(t *testing.T) {
 		t.Fatalf("state %s", s)
 	}
 }
+
+// Hostile messages within the cap: deep nesting is refused, a history of as many
+// entries as 1 MiB holds is read, neither panics.
+func TestHostileFeedMessages(t *testing.T) {
+	deep := strings.Repeat("[", 200000) + strings.Repeat("]", 200000)
+	if _, err := pmir.ParseMessage([]byte(deep)); err == nil {
+		t.Fatal("200,000 levels of nesting accepted")
+	}
+	merge := string(published(t, "ex-PMIRBundleMerge.json"))
+	i := strings.Index(merge, `{"fullUrl":"https://profiles.ihe.net/ITI/PMIR/Patient/ex-patient-merge"`)
+	j := strings.LastIndex(merge, "]}}]}")
+	entry := merge[i:j]
+	n := (pmir.MaxFeedBytes - len(merge)) / (len(entry) + 1)
+	many := merge[:i] + strings.TrimSuffix(strings.Repeat(entry+",", n), ",") + merge[j:]
+	if len(many) > pmir.MaxFeedBytes {
+		t.Fatalf("the message is %d bytes", len(many))
+	}
+	m, err := pmir.ParseMessage([]byte(many))
+	if err != nil || m.Changes.Merges < 1000 {
+		t.Fatalf("a long history: %+v %v", m, err)
+	}
+	g := startGateway(t, harnessOptions{})
+	if status, _ := g.do(http.MethodPost, "/pmir/$process-message", g.feedToken, []byte(many)); status != http.StatusOK {
+		t.Fatalf("a long history within the cap answered %d", status)
+	}
+	if status, _ := g.do(http.MethodPost, "/pmir/$process-message", g.feedToken, []byte(strings.Repeat("[", pmir.MaxFeedBytes/2)+strings.Repeat("]", pmir.MaxFeedBytes/2))); status != http.StatusBadRequest {
+		t.Fatalf("deep nesting answered %d", status)
+	}
+}

@@ -85,8 +85,12 @@ func answerState(ex binding.Exchange) (s dependencies.State, fault string, ok bo
 	return "", "", true
 }
 
-// idPattern is FHIR's id: what a subscription's id must be to be put in a URL.
+// idPattern is FHIR's id.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+
+// validID reports whether id is a FHIR id the gateway puts in a URL: "." and ".."
+// match FHIR's pattern but would name another path.
+func validID(id string) bool { return idPattern.MatchString(id) && strings.Trim(id, ".") != "" }
 
 // adopt searches for subscriptions of this gateway a previous instance left: the
 // first in requested or active is held, every other is deleted. It returns false
@@ -127,7 +131,7 @@ func (f *Feed) adopt(ctx context.Context) bool {
 	keep := ""
 	for _, e := range b.Entry {
 		var s Subscription
-		if json.Unmarshal(e.Resource, &s) != nil || !f.ours(s) || !idPattern.MatchString(s.ID) {
+		if json.Unmarshal(e.Resource, &s) != nil || !f.ours(s) || !validID(s.ID) {
 			continue
 		}
 		u := f.base + "/Subscription/" + s.ID
@@ -187,7 +191,7 @@ func (f *Feed) created(ex binding.Exchange) (held, id string, s dependencies.Sta
 	}
 	if loc := ex.Header.Get("Location"); loc != "" {
 		held, id = f.locate(loc)
-	} else if sub.ResourceType == "Subscription" && idPattern.MatchString(sub.ID) {
+	} else if sub.ResourceType == "Subscription" && validID(sub.ID) {
 		held, id = f.base+"/Subscription/"+sub.ID, sub.ID
 	}
 	switch {
@@ -222,7 +226,7 @@ func (f *Feed) locate(loc string) (held, id string) {
 	}
 	path, _, _ := strings.Cut(u.Path, "/_history/")
 	rest, ok := strings.CutPrefix(path, created.Path+"/")
-	if !ok || !idPattern.MatchString(rest) {
+	if !ok || !validID(rest) {
 		return "", ""
 	}
 	return f.base + "/Subscription/" + rest, rest
