@@ -111,6 +111,8 @@ func msProblem(key string, v int64) string {
 	switch {
 	case v < 0 && m.Min == 0:
 		return fmt.Sprintf("must not be negative: it is from 0 to %s", limit)
+	case v < m.Min && m.Min > 1:
+		return fmt.Sprintf("%d is less than the minimum, %d: it is from %d to %s", v, m.Min, m.Min, limit)
 	case v < m.Min:
 		return fmt.Sprintf("must be greater than zero: it is from %d to %s", m.Min, limit)
 	}

@@ -34,7 +34,7 @@ func TestThePMIRTable(t *testing.T) {
 		{"criteria of another type", issuer + table + "criteria = \"Observation\"\n", "pmir.criteria", "ITI-94"},
 		{"criteria by another parameter", issuer + table + "criteria = \"Patient?name=x\"\n", "pmir.criteria", "\"name\""},
 		{"criteria with two parameters", issuer + table + "criteria = \"Patient?_id=1&_id=2\"\n", "pmir.criteria", "ITI-94"},
-		{"a check interval under 100 ms", issuer + table + "check_interval_ms = 99\n", "pmir.check_interval_ms", "greater than zero: it is from 100"},
+		{"a check interval under 100 ms", issuer + table + "check_interval_ms = 99\n", "pmir.check_interval_ms", "99 is less than the minimum, 100"},
 		{"a check interval past a day", issuer + table + "check_interval_ms = 86400001\n", "pmir.check_interval_ms", "more than the maximum, 86400000"},
 		{"a zero timeout", issuer + table + "timeout_ms = 0\n", "pmir.timeout_ms", "greater than zero"},
 		{"a timeout past a minute", issuer + table + "timeout_ms = 60001\n", "pmir.timeout_ms", "more than the maximum, 60000"},
