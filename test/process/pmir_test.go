@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/test/auditrepo"
 	"github.com/ferrofed/ferrofed/test/members"
 	"github.com/ferrofed/ferrofed/test/pixm"
 	pmirdouble "github.com/ferrofed/ferrofed/test/pmir"
@@ -329,5 +330,46 @@ func TestAPMIRMergeClearsTheResolverCache(t *testing.T) {
 		t.Fatalf("the manager was asked %d times, want 2: the merge did not clear the cache", n)
 	}
 	p.waitLog(t, `"merges":1`, `"invalidatedCaches":true`)
+	p.stop(t)
+}
+
+// With [audit] delivering to a repository, every exchange with the registry reaches
+// it as a BALP AuditEvent with ITI-94, the search with its query, and a feed message
+// with ITI-93.
+func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	g := writePMIRConfig(t, reg, "", fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n", arr.URL, t.TempDir()))
+	p := serve(t, g.path)
+	waitReady(t, g.base)
+	waitFor(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
+	if statuses, err := reg.SendToSubscribers(g.feedToken, pmirExample(t, "ex-PMIRBundleUpdate.json")); err != nil || len(statuses) != 1 || statuses[0] != http.StatusOK {
+		t.Fatalf("the registry's feed: %v %v", statuses, err)
+	}
+	has := func(substrs ...string) bool {
+		for _, e := range arr.Received() {
+			all := true
+			for _, s := range substrs {
+				all = all && strings.Contains(string(e.Body), s)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "the create, the search, a read and the feed message delivered", func() bool {
+		return has(`"code":"ITI-94"`, `"code":"create"`) && has(`"code":"ITI-94"`, `"code":"search"`) &&
+			has(`"code":"ITI-94"`, `"code":"read"`) && has(`"code":"ITI-93"`, "MessageHeader/ex-messageheader-update")
+	})
+	searched := false
+	for _, e := range arr.Received() {
+		for _, q := range e.Queries {
+			searched = searched || strings.Contains(q, "criteria=Patient")
+		}
+	}
+	if !searched {
+		t.Fatal("the search's event carries no query")
+	}
 	p.stop(t)
 }

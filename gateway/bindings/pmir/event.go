@@ -1,6 +1,7 @@
 package pmir
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"time"
@@ -45,6 +46,9 @@ type restEvent struct {
 	// What is the resource the exchange is about ("Subscription/12", or the search
 	// "Subscription?url=…"), or the feed message's id.
 	What string
+	// Query, for a search, is its query string: the entity's query (base64), as
+	// BALP's Query profile has it.
+	Query []byte
 	// Outcome is AuditEvent.outcome ("0", "4", "8").
 	Outcome string
 	// Inbound is true for the feed: the registry is the source, the gateway the
@@ -80,9 +84,10 @@ func (e restEvent) Event() ([]byte, error) {
 		Requestor bool      `json:"requestor"`
 	}
 	type entity struct {
-		What *reference `json:"what,omitempty"`
-		Type coding     `json:"type"`
-		Role coding     `json:"role"`
+		What  *reference `json:"what,omitempty"`
+		Type  coding     `json:"type"`
+		Role  coding     `json:"role"`
+		Query string     `json:"query,omitempty"`
 	}
 	const dcm = "http://dicom.nema.org/resources/ontology/DCM"
 	gateway := reference{Display: "ferrofed gateway"}
@@ -128,6 +133,10 @@ func (e restEvent) Event() ([]byte, error) {
 			Type: coding{System: "http://terminology.hl7.org/CodeSystem/audit-entity-type", Code: "2", Display: "System Object"},
 			Role: coding{System: "http://terminology.hl7.org/CodeSystem/object-role", Code: "4", Display: "Domain Resource"},
 		}},
+	}
+	if len(e.Query) > 0 {
+		ev.Entity[0].Role = coding{System: "http://terminology.hl7.org/CodeSystem/object-role", Code: "24", Display: "Query"}
+		ev.Entity[0].Query = base64.StdEncoding.EncodeToString(e.Query)
 	}
 	return json.Marshal(ev)
 }

@@ -98,7 +98,7 @@ func validID(id string) bool { return idPattern.MatchString(id) && strings.Trim(
 // means the registry does not support the search, and the gateway creates.
 func (f *Feed) adopt(ctx context.Context) bool {
 	q := url.Values{"url": {f.cfg.Endpoint}, "criteria": {f.cfg.Criteria}}
-	ex, stored := f.exchange(ctx, http.MethodGet, f.base+"/Subscription?"+q.Encode(), nil, interactionSearch, "Subscription?"+q.Encode())
+	ex, stored := f.exchange(ctx, http.MethodGet, f.base+"/Subscription?"+q.Encode(), nil, interactionSearch, "Subscription")
 	switch {
 	case !ex.Sent:
 		return false
@@ -288,8 +288,12 @@ func (f *Feed) exchange(ctx context.Context, method, u string, body []byte, inte
 	if !ex.Sent {
 		return ex, true
 	}
-	return ex, f.record(ctx, restEvent{Interaction: interaction, Transaction: TransactionSubscribe,
-		Time: start, What: what, Outcome: ex.AuditOutcome()})
+	ev := restEvent{Interaction: interaction, Transaction: TransactionSubscribe, Time: start, What: what, Outcome: ex.AuditOutcome()}
+	if interaction == interactionSearch {
+		_, query, _ := strings.Cut(u, "?")
+		ev.Query = []byte(query)
+	}
+	return ex, f.record(ctx, ev)
 }
 
 // record stores one AuditEvent within pmir.timeout_ms, whatever ctx says.
