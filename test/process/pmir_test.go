@@ -373,3 +373,32 @@ func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
 	}
 	p.stop(t)
 }
+
+// `config check` builds the feed and sends nothing to the registry; a SIGHUP that
+// changes [pmir] logs that it needs a restart and keeps the subscription.
+func TestConfigCheckAndReloadLeaveTheSubscriptionAlone(t *testing.T) {
+	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	g := writePMIRConfig(t, reg, "", "")
+	if code, out, errOut := configCheck(t, g.path); code != 0 {
+		t.Fatalf("config check exited %d: %s %s", code, out, errOut)
+	}
+	if n := reg.Requests(); n != 0 {
+		t.Fatalf("config check sent %d requests to the registry", n)
+	}
+	p := serve(t, g.path)
+	waitReady(t, g.base)
+	waitFor(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
+	data, err := os.ReadFile(g.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, g.path, strings.Replace(string(data), "check_interval_ms = 200", "check_interval_ms = 300", 1))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(t, "Configuration changed but needs a restart: pmir")
+	if n := reg.Count(http.MethodPost, "/Subscription"); n != 1 || len(reg.Subscriptions()) != 1 {
+		t.Fatalf("the reload touched the subscription: %d creates", n)
+	}
+	p.stop(t)
+}
