@@ -71,7 +71,9 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	flow.Attach(fed.Tracker())
 	feed.Attach(fed.Tracker())
 	surfaces := []server.Surface{fed}
-	for _, b := range trail.Surfaces() {
+	// The audit destinations close their spools once the feed deleted its
+	// subscription, so that the delete is audited too.
+	for _, b := range feed.StopBefore(trail.Surfaces()) {
 		surfaces = append(surfaces, b)
 	}
 	if trail == nil {

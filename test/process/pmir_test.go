@@ -335,7 +335,7 @@ func TestAPMIRMergeClearsTheResolverCache(t *testing.T) {
 
 // With [audit] delivering to a repository, every exchange with the registry reaches
 // it as a BALP AuditEvent with ITI-94, the search with its query, and a feed message
-// with ITI-93.
+// with ITI-93; the delete of drain step 4 is stored before the spool closes.
 func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
 	arr := auditrepo.Start(t, auditrepo.Options{})
 	reg := pmirdouble.Start(t, pmirdouble.Options{})
@@ -371,7 +371,13 @@ func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
 	if !searched {
 		t.Fatal("the search's event carries no query")
 	}
+	// Drain step 4: the spool closes once the subscription is deleted, so that the
+	// delete's record is stored too (delivered after the next start).
 	p.stop(t)
+	p.waitLog(t, `"identity_registry_subscription":"deleted"`, `"audit_repository_undelivered":`)
+	if log := p.stderr.String(); strings.Contains(log, "could not be stored") {
+		t.Fatalf("an audit record of the feed was not stored:\n%s", log)
+	}
 }
 
 // `config check` builds the feed and sends nothing to the registry; a SIGHUP that

@@ -131,8 +131,10 @@ type Feed struct {
 	// repeated, later checks search for it.
 	unmanageable bool
 
-	cancel   context.CancelFunc
-	done     chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	// stopped is closed when Stop returned (StopBefore).
+	stopped  chan struct{}
 	stopOnce sync.Once
 	stopErr  error
 	// outcome is what drain step 4 did: "deleted", "none", "left".
@@ -167,7 +169,7 @@ func New(cfg *config.Config, o Options) (*Feed, error) {
 	}
 	return &Feed{cfg: p, base: base, origin: &url.URL{Scheme: u.Scheme, Host: u.Host}, client: c, verifier: v,
 		rec: o.Recorder, log: o.Logger, invalidate: o.Invalidate, metrics: o.Metrics, export: o.ExportMetrics,
-		done: make(chan struct{})}, nil
+		done: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
 // Attach reports the feed's state into tracker, "unknown" until its first exchange.
@@ -265,7 +267,10 @@ func (f *Feed) Stop(ctx context.Context) error {
 	if f == nil {
 		return nil
 	}
-	f.stopOnce.Do(func() { f.stopErr = f.stop(ctx) })
+	f.stopOnce.Do(func() {
+		defer close(f.stopped)
+		f.stopErr = f.stop(ctx)
+	})
 	return f.stopErr
 }
 

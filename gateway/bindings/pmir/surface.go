@@ -1,7 +1,9 @@
 package pmir
 
 import (
+	"context"
 	"reflect"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,3 +55,45 @@ type metricsSurface struct{ *surface }
 
 // Collector is the bindings' metrics.
 func (s metricsSurface) Collector() prometheus.Collector { return s.f.metrics }
+
+// StopBefore makes the feed stop before each process surface of ss (the audit
+// trail's destinations): drain step 4 stops every surface at once, and the spool
+// closing beside the subscription's delete would refuse the delete's audit record.
+// Each waits for the feed's Stop to return, for at most half of what is left of the
+// bindings budget, then stops. Other surfaces, and all of them without a feed, are
+// returned as they are.
+func (f *Feed) StopBefore(ss []binding.Surface) []binding.Surface {
+	if f == nil {
+		return ss
+	}
+	out := make([]binding.Surface, 0, len(ss))
+	for _, s := range ss {
+		if ps, ok := s.(*binding.ProcessSurface); ok {
+			out = append(out, stopAfter{ProcessSurface: ps, first: f.stopped})
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// stopAfter is a process surface that stops once first is closed.
+type stopAfter struct {
+	*binding.ProcessSurface
+	first <-chan struct{}
+}
+
+// Stop waits for first, at most half of what is left of ctx, then stops the process.
+func (s stopAfter) Stop(ctx context.Context) error {
+	wait := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+		defer cancel()
+	}
+	select {
+	case <-s.first:
+	case <-wait.Done():
+	}
+	return s.ProcessSurface.Stop(ctx)
+}
