@@ -51,7 +51,9 @@
 // record could not be stored (the registry sends it again).
 //
 // Every exchange records a BALP AuditEvent through the audit trail: create, read,
-// search and delete with ITI-94 as second subtype, each feed message with ITI-93.
+// search (with its query) and delete with ITI-94 as second subtype, each feed message
+// with ITI-93. In drain step 4 the audit destinations close their spools once the
+// delete ended (StopBefore), so that its record is stored too.
 package pmir
 
 import (
