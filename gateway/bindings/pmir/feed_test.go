@@ -159,3 +159,38 @@ func TestHostileFeedMessages(t *testing.T) {
 		t.Fatalf("deep nesting answered %d", status)
 	}
 }
+
+// The answer to the guide's create message reads as the guide's own response,
+// ex-messageheader-create-response: the same eventUri, identifier and code.
+func TestTheFeedAnswersAsThePublishedResponse(t *testing.T) {
+	g := startGateway(t, harnessOptions{})
+	status, body := g.do(http.MethodPost, "/pmir/$process-message", g.feedToken, published(t, "ex-PMIRBundleCreate.json"))
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, body)
+	}
+	type header struct {
+		ResourceType string `json:"resourceType"`
+		EventURI     string `json:"eventUri"`
+		Response     struct {
+			Identifier string `json:"identifier"`
+			Code       string `json:"code"`
+		} `json:"response"`
+	}
+	var want header
+	if err := json.Unmarshal(published(t, "ex-messageheader-create-response.json"), &want); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Type  string `json:"type"`
+		Entry []struct {
+			FullURL  string `json:"fullUrl"`
+			Resource header `json:"resource"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || got.Type != "message" || len(got.Entry) != 1 || got.Entry[0].FullURL == "" {
+		t.Fatalf("answer %s (%v)", body, err)
+	}
+	if got.Entry[0].Resource != want {
+		t.Fatalf("answered %+v, the guide's response is %+v", got.Entry[0].Resource, want)
+	}
+}
