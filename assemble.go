@@ -9,6 +9,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
@@ -26,6 +27,9 @@ type assembled struct {
 	// directory reads the registry from [registry.mcsd]; nil without it. Its refresh
 	// loop is started by start, never by assemble.
 	directory *mcsd.Directory
+	// feed is the PMIR identity feed; nil without [pmir]. start starts its
+	// subscription, never assemble.
+	feed *pmir.Feed
 }
 
 // assemble loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -59,15 +63,27 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
+	// The identity feed ([pmir]): its merges and updates clear the flow's caches.
+	// One surface registers the binding metrics: the trail's, else the flow's, else
+	// the feed's, else the directory's.
+	feedExports := trail == nil && flow == nil
+	feed, err := pmir.New(cfg, pmir.Options{Logger: log.WithName("pmir"), Recorder: trail, Metrics: metrics,
+		ExportMetrics: feedExports, Invalidate: flow.InvalidateCaches})
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the identity feed could not be built: %w", err)}
+	}
 	// The bindings report into the federation's dependency report, and their
 	// operator routes take the same operator token.
 	trail.Attach(fed.Tracker(), fed.Authorize())
 	flow.Attach(fed.Tracker())
+	feed.Attach(fed.Tracker())
 	surfaces := []server.Surface{fed}
-	for _, b := range trail.Surfaces() {
+	// The audit destinations close their spools once the feed deleted its
+	// subscription, so that the delete is audited too.
+	for _, b := range feed.StopBefore(trail.Surfaces()) {
 		surfaces = append(surfaces, b)
 	}
-	exported := trail != nil
+	exported := trail != nil || (feed != nil && feedExports)
 	if trail == nil {
 		if b := flow.Surface(metrics); b != nil {
 			surfaces = append(surfaces, b)
@@ -89,25 +105,30 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 		}
 		surfaces = append(surfaces, dir.Surface(m))
 	}
+	if b := feed.Surface(); b != nil {
+		surfaces = append(surfaces, b)
+	}
 	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &assembled{cfg: cfg, srv: srv, audit: trail, directory: dir}, nil
+	return &assembled{cfg: cfg, srv: srv, audit: trail, directory: dir, feed: feed}, nil
 }
 
 // start starts the bindings' processes (the audit spools and their deliveries, the
-// directory's refresh loop, which first serves its cache file); serve
-// calls it once the listener is bound and before the first request is served. Drain
-// step 4 stops them.
+// directory's refresh loop, which first serves its cache file, then the PMIR
+// subscription, whose exchanges are audited); serve calls it once the listener is
+// bound and before the first request is served. Drain step 4 stops them.
 func (g *assembled) start() error {
 	if err := g.audit.Start(); err != nil {
 		return err
 	}
 	if g.directory != nil {
-		return g.directory.Start()
+		if err := g.directory.Start(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return g.feed.Start()
 }
 
 // buildError is a configuration config.Load accepted but a part of the gateway refused.

@@ -189,6 +189,21 @@ type tokenClaims struct {
 // Verify checks the value of an Authorization header. ctx bounds a key fetch the
 // token may trigger.
 func (v *Verifier) Verify(ctx context.Context, authorization string) (*Principal, *Error) {
+	return v.verify(ctx, authorization, "")
+}
+
+// VerifyScope is Verify for another surface than the operator's: the token must carry
+// scope (the PMIR feed's pmir.feed_scope) instead of its issuer's operator_scope.
+func (v *Verifier) VerifyScope(ctx context.Context, authorization, scope string) (*Principal, *Error) {
+	if scope == "" {
+		return nil, ErrNoIssuer
+	}
+	return v.verify(ctx, authorization, scope)
+}
+
+// verify checks authorization for scope, or for the issuer's operator_scope when
+// scope is empty.
+func (v *Verifier) verify(ctx context.Context, authorization, scope string) (*Principal, *Error) {
 	if !v.Configured() {
 		return nil, ErrNoIssuer
 	}
@@ -235,7 +250,7 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (*Principal
 	}
 	refusal := ErrAlgorithm
 	for _, is := range candidates {
-		p, e := v.verifyWith(ctx, is, tok, hdr)
+		p, e := v.verifyWith(ctx, is, tok, hdr, scope)
 		if e == nil {
 			return p, nil
 		}
@@ -249,7 +264,7 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (*Principal
 	return nil, refusal
 }
 
-func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebToken, hdr jose.Header) (*Principal, *Error) {
+func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebToken, hdr jose.Header, scope string) (*Principal, *Error) {
 	if !slices.Contains(is.algs, hdr.Algorithm) {
 		return nil, ErrAlgorithm
 	}
@@ -290,8 +305,15 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebT
 		return nil, ErrClaims
 	}
 	scopes := Scopes(claims.Scope, claims.Scp)
-	if !HasScope(scopes, is.cfg.OperatorScope) {
-		return nil, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Description: errInsufficient, Scope: is.cfg.OperatorScope}
+	if scope == "" {
+		scope = is.cfg.OperatorScope
+	}
+	if !HasScope(scopes, scope) {
+		desc := errInsufficient
+		if scope != is.cfg.OperatorScope {
+			desc = "the token lacks the scope this route requires"
+		}
+		return nil, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Description: desc, Scope: scope}
 	}
 	return &Principal{Issuer: claims.Issuer, Subject: claims.Subject, Scopes: scopes}, nil
 }

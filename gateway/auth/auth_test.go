@@ -454,3 +454,34 @@ func writeFile(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// A route of its own scope (the PMIR feed's) takes a token with that scope, whether or
+// not it carries the operator scope, and refuses the operator's token without it.
+func TestVerifyScopeAsksForTheRoutesScope(t *testing.T) {
+	_, ek := testKeys(t)
+	now := time.Now()
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(file, jwks(t, jose.JSONWebKey{Key: ek, KeyID: "ec-1", Use: "sig"}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := New([]config.Issuer{{Issuer: testIssuer, Audience: testAudience, JWKSFile: file, OperatorScope: testScope}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := func(scope string) string {
+		return "Bearer " + sign(t, jose.ES256, ek, "ec-1", with(goodClaims(now), "scope", scope))
+	}
+	ctx := context.Background()
+	if _, e := v.VerifyScope(ctx, tok("pmir.feed"), "pmir.feed"); e != nil {
+		t.Fatalf("a token with the feed scope was refused: %v", e)
+	}
+	if _, e := v.VerifyScope(ctx, tok(testScope), "pmir.feed"); e == nil || e.Status != http.StatusForbidden || e.Scope != "pmir.feed" {
+		t.Fatalf("the operator's token without the feed scope: %v", e)
+	}
+	if _, e := v.Verify(ctx, tok("pmir.feed")); e == nil || e.Status != http.StatusForbidden {
+		t.Fatalf("the feed's token on the operator surface: %v", e)
+	}
+	if _, e := v.VerifyScope(ctx, tok("pmir.feed"), ""); e == nil {
+		t.Fatal("an empty scope verified a token")
+	}
+}

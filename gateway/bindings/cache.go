@@ -76,6 +76,17 @@ func (c *Cache[V]) Put(key string, v V) {
 	c.m[key] = cached[V]{v: v, expires: now.Add(c.ttl)}
 }
 
+// Clear drops every entry: what the cache holds may be wrong now (a PMIR feed
+// message merged or updated a patient), and its keys do not say which entries.
+func (c *Cache[V]) Clear() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}
+
 // Len is how many entries the cache holds, expired ones included.
 func (c *Cache[V]) Len() int {
 	if c == nil {

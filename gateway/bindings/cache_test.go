@@ -54,3 +54,19 @@ func TestCacheKeysAreUnambiguous(t *testing.T) {
 		t.Fatal("two lists of parts share a key")
 	}
 }
+
+func TestClearDropsEveryEntry(t *testing.T) {
+	c := NewCache[int](time.Minute, nil)
+	c.Put("a", 1)
+	c.Put("b", 2)
+	c.Clear()
+	if _, ok := c.Get("a"); ok || c.Len() != 0 {
+		t.Fatalf("after Clear: %d entries", c.Len())
+	}
+	c.Put("a", 3)
+	if v, ok := c.Get("a"); !ok || v != 3 {
+		t.Fatal("a cleared cache keeps nothing new")
+	}
+	var off *Cache[int]
+	off.Clear()
+}

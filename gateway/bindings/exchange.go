@@ -28,6 +28,8 @@ type Exchange struct {
 	Answered bool
 	// Status is the service's status, 0 without an answer.
 	Status int
+	// Header is the answer's header (a create's Location), nil without an answer.
+	Header http.Header
 	// Body is what was read of the answer, at most the binding's cap.
 	Body []byte
 	// TooLarge is true when the body went past the cap: answered, but unusable.
@@ -57,11 +59,11 @@ func (c *Client) Do(ctx context.Context, r *http.Request) Exchange {
 	body, err := io.ReadAll(resp.Body)
 	switch {
 	case errors.Is(err, ErrResponseTooLarge):
-		return Exchange{Sent: true, Answered: true, Status: resp.StatusCode, Body: body, TooLarge: true}
+		return Exchange{Sent: true, Answered: true, Status: resp.StatusCode, Header: resp.Header, Body: body, TooLarge: true}
 	case err != nil:
 		return Exchange{Sent: true, Status: resp.StatusCode, Expired: expired(ctx, err), Err: err}
 	}
-	return Exchange{Sent: true, Answered: true, Status: resp.StatusCode, Body: body}
+	return Exchange{Sent: true, Answered: true, Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 
 func expired(ctx context.Context, err error) bool {

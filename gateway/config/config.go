@@ -59,6 +59,8 @@ type Config struct {
 	Resolver  *Resolver  `toml:"resolver"`
 	Consent   *Consent   `toml:"consent"`
 	Localizer *Localizer `toml:"localizer"`
+	// PMIR is the [pmir] table, the identity feed (pmir.go); nil when absent.
+	PMIR *PMIR `toml:"pmir"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -392,6 +394,7 @@ func defaults() Config {
 func (c *Config) applyDefaults() {
 	c.Audit.applyDefaults()
 	c.applyPatientDefaults()
+	c.PMIR.applyDefaults()
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

@@ -77,6 +77,10 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "how long a resolver mapping is reused, per caller and patient (0: every search asks)"},
 	{Key: "consent.cache_ttl_ms", Default: "0 (off)", Min: 0, Max: MaxConsentCacheTTLMS,
 		Bounds: "how long consent decisions are reused, per caller, patient, type and members (0: every search asks)"},
+	{Key: "pmir.check_interval_ms", Default: fmt.Sprint(DefaultPMIRCheckIntervalMS), Min: MinPMIRCheckIntervalMS, Max: MaxPMIRCheckIntervalMS,
+		Bounds: "how often the PMIR subscription is read back at the registry (ITI-94)"},
+	{Key: "pmir.timeout_ms", Default: fmt.Sprint(DefaultPMIRTimeoutMS), Min: 1, Max: MaxPMIRTimeoutMS,
+		Bounds: "one exchange with the PMIR registry: create, read, search or delete of the subscription"},
 	{Key: "auth.issuers[].jwks_refresh_ms", Default: fmt.Sprint(DefaultJWKSRefreshMS), Min: 0, Max: MaxJWKSRefreshMS,
 		Bounds: "how often an issuer's jwks_url is fetched again (0: the default)"},
 	{Key: "registry.members[].timeout_ms", Default: "0 (the request's budget)", Min: 0, Max: MaxBudgetMS, MaxNote: "and at most server.request_timeout_ms",
@@ -111,6 +115,8 @@ func msProblem(key string, v int64) string {
 	switch {
 	case v < 0 && m.Min == 0:
 		return fmt.Sprintf("must not be negative: it is from 0 to %s", limit)
+	case v < m.Min && m.Min > 1:
+		return fmt.Sprintf("%d is less than the minimum, %d: it is from %d to %s", v, m.Min, m.Min, limit)
 	case v < m.Min:
 		return fmt.Sprintf("must be greater than zero: it is from %d to %s", m.Min, limit)
 	}

@@ -94,6 +94,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, c.Audit.validate(opts)...)
 	ps = append(ps, c.patientProblems(opts)...)
 	ps = append(ps, c.directoryProblems(opts)...)
+	ps = append(ps, c.pmirProblems(opts)...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings

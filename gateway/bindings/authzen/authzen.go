@@ -75,6 +75,9 @@ func New(o Options) (*Client, error) {
 		cache: binding.NewCache[map[string]bool](o.CacheTTL, nil)}, nil
 }
 
+// Invalidate drops every cached set of decisions (a PMIR merge or update).
+func (c *Client) Invalidate() { c.cache.Clear() }
+
 // Attach reports the client's state into tracker, "unknown" until its first exchange.
 func (c *Client) Attach(tracker *dependencies.Tracker) {
 	c.tracker.Store(tracker)

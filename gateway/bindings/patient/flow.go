@@ -171,6 +171,21 @@ func (f *Flow) Attach(tracker *dependencies.Tracker) {
 	}
 }
 
+// InvalidateCaches drops every cached resolver mapping and consent decision: the PMIR
+// identity feed calls it for each message that merges, updates or deletes a patient.
+// A nil flow has nothing cached.
+func (f *Flow) InvalidateCaches() {
+	if f == nil {
+		return
+	}
+	if f.resolver != nil {
+		f.resolver.Invalidate()
+	}
+	if f.consent != nil {
+		f.consent.Invalidate()
+	}
+}
+
 // Query is a search's first page as the federation holds it.
 type Query struct {
 	ResourceType string

@@ -98,6 +98,9 @@ func (c *Consumer) Attach(tracker *dependencies.Tracker) {
 	tracker.SetService(c.key, dependencies.Unknown, "")
 }
 
+// Invalidate drops every cached mapping (a PMIR merge or update).
+func (c *Consumer) Invalidate() { c.cache.Clear() }
+
 // Mapping is what a resolution found: each requested domain's identifier value of the
 // patient (the first one, when the manager gives several in one domain). A domain
 // absent from it holds no identifier of the patient.
