@@ -50,6 +50,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
@@ -75,6 +76,8 @@ type Options struct {
 	Recorder binding.Recorder
 	// Metrics counts every binding exchange.
 	Metrics *binding.Metrics
+	// Logger says why the localizer failed open (never its body); discarded when unset.
+	Logger logr.Logger
 }
 
 // Flow runs the configured patient-scoped bindings.
@@ -88,6 +91,7 @@ type Flow struct {
 	// domain is each member's identifier_system, community its home_community_id,
 	// by member id.
 	domain, community map[string]string
+	log               logr.Logger
 }
 
 // New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
@@ -96,7 +100,10 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	if cfg.Resolver == nil && cfg.PDQm == nil && cfg.Consent == nil && cfg.Localizer == nil {
 		return nil, nil
 	}
-	f := &Flow{domain: map[string]string{}, community: map[string]string{}}
+	f := &Flow{domain: map[string]string{}, community: map[string]string{}, log: o.Logger}
+	if f.log.GetSink() == nil {
+		f.log = logr.Discard()
+	}
 	var domains []string
 	for _, m := range cfg.Registry.Members {
 		if m.IdentifierSystem != "" {
@@ -332,18 +339,32 @@ func (f *Flow) localize(ctx context.Context, system, value string, candidates bo
 	if f.xcpdLocalizer != nil {
 		a, err := f.xcpdLocalizer.Locate(ctx, system, value)
 		if err != nil {
+			f.failedOpen(err)
 			return nil
 		}
 		return func(member string) bool { return a.Holds(f.community[member]) }
 	}
 	m, err := f.pixmLocalizer.Resolve(ctx, "", system, value)
 	if err != nil {
+		f.failedOpen(err)
 		return nil
 	}
 	return func(member string) bool {
 		_, held := m[f.domain[member]]
 		return held || f.domain[member] == system
 	}
+}
+
+// failedOpen logs why the localizer gave no answer the flow could use: every permitted
+// member is then asked. The error names the failure (a SOAP fault, a DOCTYPE, no answer
+// in time), never the service's body or URL.
+func (f *Flow) failedOpen(err error) {
+	if errors.Is(err, xcpd.ErrNotAsked) {
+		// Every search for a patient of that system: said once per search at V(1).
+		f.log.V(1).Info("Localizer not asked: every permitted member is asked", "binding", ByLocalizer, "reason", err.Error())
+		return
+	}
+	f.log.Info("Localizer failed open: every permitted member is asked", "binding", ByLocalizer, "reason", err.Error())
 }
 
 // excludeAll is the plan that asks no member: every candidate excluded by step.

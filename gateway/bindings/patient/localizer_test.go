@@ -47,25 +47,30 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 		patient    string
 		want       string
 		wantAsked  []string
+		// wantLog is what the flow logs of why the localizer failed open.
+		wantLog string
 	}{
 		{name: "a candidate set (cases 1 and 2) is up and asks the members that hold the patient", configured: true, patient: "MRN-1",
 			want: "up", wantAsked: []string{"a", "b"}},
 		{name: "more attributes requested (case 3) is up: no member holds the patient", configured: true, patient: "MRN-3", want: "up"},
 		{name: "no match (case 4) is up: no member holds the patient", configured: true, patient: "MRN-404", want: "up"},
-		{name: "an application error (case 5) is up and fails open", configured: true, patient: "MRN-5", want: "up", wantAsked: all},
+		{name: "an application error (case 5) is up and fails open", configured: true, patient: "MRN-5", want: "up", wantAsked: all, wantLog: "case 5"},
 		{name: "a Sender fault (400) is up and fails open", configured: true, patient: "MRN-7", want: "up", wantAsked: all},
 		{name: "a Receiver fault (500) is failing and fails open", configured: true, patient: "MRN-6", want: "failing", wantAsked: all},
 		{name: "a 503 is failing and fails open", configured: true, knobs: double.Knobs{Status: 503}, patient: "MRN-1", want: "failing", wantAsked: all},
 		{name: "a malformed answer is up and fails open", configured: true, knobs: double.Knobs{Fault: double.FaultMalformed}, patient: "MRN-1", want: "up", wantAsked: all},
 		{name: "a refused connection is down and fails open", configured: true, knobs: double.Knobs{Fault: double.FaultRefused}, patient: "MRN-1", want: "down", wantAsked: all},
+		{name: "a reset mid-answer is down and fails open", configured: true, knobs: double.Knobs{Fault: double.FaultReset}, patient: "MRN-1", want: "down", wantAsked: all},
+		{name: "a 404 is up and fails open", configured: true, knobs: double.Knobs{Status: 404}, patient: "MRN-1", want: "up", wantAsked: all},
+		{name: "an answer past max_body_bytes is up and fails open", configured: true, extra: "max_body_bytes = 64\n", patient: "MRN-1", want: "up", wantAsked: all},
 		{name: "a silent localizer is down and every permitted member is asked within the request's budget", configured: true,
 			knobs: double.Knobs{Fault: double.FaultHang}, patient: "MRN-1", want: "down", wantAsked: all},
 		{name: "an exchange whose audit record could not be stored is failing, its answer unused", configured: true, auditOnce: true,
 			patient: "MRN-1", want: "failing", wantAsked: all},
 		{name: "an entity expansion bomb is refused, up, and fails open", configured: true, hostile: testxcpd.HostileEntityBomb, patient: "MRN-1",
-			want: "up", wantAsked: all},
+			want: "up", wantAsked: all, wantLog: "DOCTYPE"},
 		{name: "10,000 nested elements are refused, up, and fail open", configured: true, hostile: testxcpd.HostileDeep, patient: "MRN-1",
-			want: "up", wantAsked: all},
+			want: "up", wantAsked: all, wantLog: "nested deeper than 64"},
 		{name: "without [localizer] the key is absent", patient: "MRN-1", wantAsked: all},
 	}
 	for _, tc := range cases {
@@ -89,9 +94,15 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			if tc.auditOnce {
 				g.refuseOnce()
 			}
+			start := time.Now()
 			a := g.search("Observation?patient.identifier=" + mpi + "|" + tc.patient)
 			if a.status != http.StatusOK {
 				t.Fatalf("answered %d: %s", a.status, a.raw)
+			}
+			// Whatever the localizer does, the answer comes within the request's budget
+			// (2 s; the localizer's own, 2 s too, is cut to half of what is left).
+			if took := time.Since(start); took >= 2*time.Second {
+				t.Fatalf("the search took %s, past the request's budget of 2s", took)
 			}
 			report, raw := g.report()
 			got, present := report["localizer"]
@@ -101,7 +112,10 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("localizer is %q, want %q: %s", got, tc.want, raw)
 			}
-			if strings.Contains(string(raw), "XCPD-BODY") {
+			if logs := g.logged(); tc.wantLog != "" && (!strings.Contains(logs, tc.wantLog) || !strings.Contains(logs, "failed open")) {
+				t.Errorf("the flow logged %q, want why the localizer failed open (%q)", logs, tc.wantLog)
+			}
+			if strings.Contains(string(raw), "XCPD-BODY") || strings.Contains(g.logged(), "XCPD-BODY") {
 				t.Fatalf("the report carries the gateway's body: %s", raw)
 			}
 			for _, id := range all {
