@@ -1,13 +1,18 @@
 package patient_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/members/fhirschema"
 	"github.com/ferrofed/ferrofed/test/pixm"
@@ -62,6 +67,7 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 		{name: "an unknown source domain (400) is up and fails closed", opts: alice, search: "Observation?patient.identifier=urn:oid:9.9|X",
 			want: "up", wantStatus: 502},
 		{name: "a 403 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 403}, search: aliceSearch, want: "up", wantStatus: 502},
+		{name: "a 401 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 401}, search: aliceSearch, want: "up", wantStatus: 502},
 		{name: "a 200 that is no Parameters is up and fails closed", opts: alice, knobs: double.Knobs{Fault: double.FaultMalformed}, search: aliceSearch,
 			want: "up", wantStatus: 502},
 		{name: "an answer past max_body_bytes is up and fails closed", opts: alice, extra: "max_body_bytes = 16\n", search: aliceSearch,
@@ -212,5 +218,32 @@ func TestTheResolutionIsAudited(t *testing.T) {
 			t.Fatalf("no ITI-83 event reached the repository; it has %d events", len(g.arr.Received()))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A member the flow does not know (one a reload added: the flow keeps the members'
+// domains of the start until a restart) is excluded by the resolver, never asked with
+// the client's identifier or another member's id.
+func TestAMemberTheFlowDoesNotKnowIsExcludedByTheResolver(t *testing.T) {
+	p := pixm.Start(t, alice())
+	doc := fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a.example/fhir\"\nidentifier_system = %q\n"+
+		"[[registry.members]]\nid = \"b\"\nquery_endpoint = \"http://b.example/fhir\"\nidentifier_system = %q\n[resolver]\nurl = %q\n", domainA, domainB, p.URL)
+	cfg, err := config.Parse([]byte(doc), "t.toml", config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow, err := patient.New(cfg, patient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow.Attach(dependencies.NewTracker())
+	plan, scoped, err := flow.Plan(context.Background(), patient.Query{ResourceType: "Observation",
+		Params: []string{"patient.identifier=" + url.QueryEscape(mpi+"|MRN-1")}, Members: []string{"a", "z", "b"}})
+	if err != nil || !scoped || plan.Fail != nil {
+		t.Fatalf("Plan = %+v, %v, %v", plan, scoped, err)
+	}
+	want := []patient.Ask{{Member: "a", Param: "patient=Patient/pa-1"}, {Member: "b", Param: "patient=Patient/pb-1"}}
+	if fmt.Sprint(plan.Asks) != fmt.Sprint(want) || fmt.Sprint(plan.Excluded) != fmt.Sprint([]patient.Excluded{{Member: "z", By: patient.ByResolver}}) {
+		t.Fatalf("asks %v, excluded %v", plan.Asks, plan.Excluded)
 	}
 }
