@@ -177,3 +177,49 @@ func TestThePIXmLocalizer(t *testing.T) {
 		t.Errorf("report %s", raw)
 	}
 }
+
+// The PIXm localizer keeps the localizer's state rule and fails open like the XCPD
+// one: whatever goes wrong, every permitted member is asked.
+func TestThePIXmLocalizerFailsOpen(t *testing.T) {
+	cases := []struct {
+		name      string
+		knobs     double.Knobs
+		patient   string
+		want      string
+		wantAsked int
+	}{
+		{"an unknown patient (404) is up: no member holds it", double.Knobs{}, "MRN-404", "up", 0},
+		{"a 500 is failing and fails open", double.Knobs{Status: 500}, "MRN-1", "failing", 3},
+		{"a malformed answer is up and fails open", double.Knobs{Fault: double.FaultMalformed}, "MRN-1", "up", 3},
+		{"a refused connection is down and fails open", double.Knobs{Fault: double.FaultRefused}, "MRN-1", "down", 3},
+		{"a silent manager is down and fails open within the request's budget", double.Knobs{Fault: double.FaultHang}, "MRN-1", "down", 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pixm.Start(t, pixm.Options{Sets: []pixm.Set{{
+				{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}},
+				{ID: "x-a", Identifiers: []pixm.Identifier{{System: domainA, Value: "pa-1"}}},
+			}}, Domains: []string{domainB, domainC}})
+			g := newGateway(t, gatewayOptions{tables: fmt.Sprintf("[localizer]\nurl = %q\nprotocol = \"pixm\"\ntimeout_ms = 2000\n", p.URL),
+				requestTimeout: 2 * time.Second})
+			if err := p.SetKnobs(tc.knobs); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			a := g.search("Observation?patient.identifier=" + mpi + "|" + tc.patient)
+			if a.status != http.StatusOK || time.Since(start) >= 2*time.Second {
+				t.Fatalf("answered %d after %s: %s", a.status, time.Since(start), a.raw)
+			}
+			asked := 0
+			for _, n := range g.asked() {
+				asked += int(n)
+			}
+			if asked != tc.wantAsked {
+				t.Errorf("%d members asked, want %d", asked, tc.wantAsked)
+			}
+			if report, raw := g.report(); report["localizer"] != tc.want || strings.Contains(string(raw), "PIXM-BODY") {
+				t.Errorf("localizer is %q, want %q: %s", report["localizer"], tc.want, raw)
+			}
+		})
+	}
+}
