@@ -246,7 +246,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 	if f.demographics != nil {
 		res, err := f.demographics.Lookup(ctx, pdqm.Criteria{System: s.System, Value: s.Value, ID: s.ID})
 		if err != nil {
-			return failed(s, err), true, nil
+			return f.failed(ByDemographics, s, err), true, nil
 		}
 		switch res.Kind {
 		case pdqm.NoMatch:
@@ -258,7 +258,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 		if !s.Identified() {
 			if len(res.Identifiers) == 0 && (f.resolver != nil || f.consent != nil) {
-				return failed(s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
+				return f.failed(ByDemographics, s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
 					Diagnostics: "the demographics match carries no identifier the resolver or the consent pre-filter could be asked with"}), true, nil
 			}
 			if len(res.Identifiers) > 0 {
@@ -269,7 +269,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 	if f.resolver != nil {
 		mapping, err := f.resolver.Resolve(ctx, binding.CacheKey(q.Issuer, q.Subject), system, value)
 		if err != nil {
-			return failed(s, err), true, nil
+			return f.failed(ByResolver, s, err), true, nil
 		}
 		var kept []string
 		for _, id := range candidates {
@@ -293,7 +293,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		permitted, err := f.consent.Evaluate(ctx, authzen.Request{Issuer: q.Issuer, Subject: q.Subject, PatientSystem: system, PatientValue: value,
 			ResourceType: q.ResourceType, Members: candidates})
 		if err != nil {
-			return failed(s, err), true, nil
+			return f.failed(ByConsent, s, err), true, nil
 		}
 		var kept []string
 		for _, id := range candidates {
@@ -376,12 +376,15 @@ func excludeAll(s Scope, candidates []string, step string, nm *NoMatch) Plan {
 	return p
 }
 
-func failed(s Scope, err error) Plan {
-	var f *binding.Failure
-	if !errors.As(err, &f) {
-		f = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
+// failed is the plan of a step that failed closed; it logs why (the failure's
+// diagnostics name the step and the class of the failure, never a body or a URL).
+func (f *Flow) failed(step string, s Scope, err error) Plan {
+	var fail *binding.Failure
+	if !errors.As(err, &fail) {
+		fail = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
 	}
-	return Plan{Scope: s, Fail: f}
+	f.log.Info("Patient-scoped step failed closed: no member is asked", "binding", step, "status", fail.Status, "reason", fail.Diagnostics)
+	return Plan{Scope: s, Fail: fail}
 }
 
 // Surface is the flow's part of the server when no other binding exports the

@@ -57,6 +57,8 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 		wantStatus int
 		// wantAsked are the members asked (each once).
 		wantAsked []string
+		// wantWhy is in the client's OperationOutcome and in the flow's log line.
+		wantWhy string
 	}{
 		{name: "a resolution with a mapping is up and asks the mapped members", opts: alice, search: aliceSearch,
 			want: "up", wantStatus: 200, wantAsked: []string{"a", "b"}},
@@ -65,7 +67,9 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 		{name: "OpenCR's 200 with an empty Parameters is the same as the 404", opts: func() pixm.Options { o := alice(); o.OpenCR = true; return o },
 			search: "Observation?patient.identifier=" + mpi + "|MRN-404", want: "up", wantStatus: 200},
 		{name: "an unknown source domain (400) is up and fails closed", opts: alice, search: "Observation?patient.identifier=urn:oid:9.9|X",
-			want: "up", wantStatus: 502},
+			want: "up", wantStatus: 502, wantWhy: "does not know the sourceIdentifier's domain"},
+		{name: "an unknown target domain (403) is up and fails closed, naming the member key at fault", opts: func() pixm.Options { o := alice(); o.Domains = nil; return o },
+			search: aliceSearch, want: "up", wantStatus: 502, wantWhy: "registry.members[].identifier_system"},
 		{name: "a 403 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 403}, search: aliceSearch, want: "up", wantStatus: 502},
 		{name: "a 401 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 401}, search: aliceSearch, want: "up", wantStatus: 502},
 		{name: "a 200 that is no Parameters is up and fails closed", opts: alice, knobs: double.Knobs{Fault: double.FaultMalformed}, search: aliceSearch,
@@ -134,6 +138,10 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 				if state := report["endpoints."+id+"-query"]; want == 0 && state != "unknown" {
 					t.Errorf("member %s, never asked, is %q", id, state)
 				}
+			}
+			if tc.wantWhy != "" && (!strings.Contains(string(a.raw), tc.wantWhy) || !strings.Contains(g.logged(), tc.wantWhy) ||
+				!strings.Contains(g.logged(), "failed closed")) {
+				t.Errorf("neither the answer nor the log say %q: %s\n%s", tc.wantWhy, a.raw, g.logged())
 			}
 			if tc.wantStatus >= 500 && (len(a.Bundle.Issue) == 0 || a.Bundle.Issue[0].Code == "") {
 				t.Errorf("a failure without an OperationOutcome issue: %s", a.raw)
