@@ -66,6 +66,8 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 			want: "up", wantStatus: 200},
 		{name: "OpenCR's 200 with an empty Parameters is the same as the 404", opts: func() pixm.Options { o := alice(); o.OpenCR = true; return o },
 			search: "Observation?patient.identifier=" + mpi + "|MRN-404", want: "up", wantStatus: 200},
+		{name: "OpenCR's mapping (targetId a bare string) is read", opts: func() pixm.Options { o := alice(); o.OpenCR = true; return o },
+			search: aliceSearch, want: "up", wantStatus: 200, wantAsked: []string{"a", "b"}},
 		{name: "an unknown source domain (400) is up and fails closed", opts: alice, search: "Observation?patient.identifier=urn:oid:9.9|X",
 			want: "up", wantStatus: 502, wantWhy: "does not know the sourceIdentifier's domain"},
 		{name: "an unknown target domain (403) is up and fails closed, naming the member key at fault", opts: func() pixm.Options { o := alice(); o.Domains = nil; return o },
