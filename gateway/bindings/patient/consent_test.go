@@ -86,6 +86,10 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("consent is %q, want %q: %s", got, tc.want, raw)
 			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "AUTHZEN-BODY") || strings.Contains(g.logged(), "AUTHZEN-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			}
 			if strings.Contains(string(raw), "AUTHZEN-BODY") {
 				t.Fatalf("the report carries the PDP's body: %s", raw)
 			}

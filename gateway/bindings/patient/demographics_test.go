@@ -107,6 +107,10 @@ func TestTheDemographicsStatesThroughTheDependencyReport(t *testing.T) {
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("demographics is %q, want %q: %s", got, tc.want, raw)
 			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "PDQM-BODY") || strings.Contains(g.logged(), "PDQM-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			}
 			if strings.Contains(string(raw), "PDQM-BODY") {
 				t.Fatalf("the report carries the supplier's body: %s", raw)
 			}

@@ -115,6 +115,10 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			if logs := g.logged(); tc.wantLog != "" && (!strings.Contains(logs, tc.wantLog) || !strings.Contains(logs, "failed open")) {
 				t.Errorf("the flow logged %q, want why the localizer failed open (%q)", logs, tc.wantLog)
 			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "XCPD-BODY") || strings.Contains(g.logged(), "XCPD-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			}
 			if strings.Contains(string(raw), "XCPD-BODY") || strings.Contains(g.logged(), "XCPD-BODY") {
 				t.Fatalf("the report carries the gateway's body: %s", raw)
 			}

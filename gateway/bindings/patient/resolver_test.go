@@ -122,6 +122,10 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("resolver is %q, want %q: %s", got, tc.want, raw)
 			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "PIXM-BODY") || strings.Contains(g.logged(), "PIXM-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			}
 			if strings.Contains(string(raw), "PIXM-BODY") || strings.Contains(string(raw), "127.0.0.1") {
 				t.Fatalf("the report carries a body or an address: %s", raw)
 			}
