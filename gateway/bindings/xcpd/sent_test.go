@@ -2,6 +2,7 @@ package xcpd_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
@@ -28,7 +29,7 @@ func TestARequestThatNeverLeftChangesNothing(t *testing.T) {
 	if _, err := c.Locate(ctx, "urn:oid:1.2", "x"); err == nil {
 		t.Fatal("a localization with no budget succeeded")
 	}
-	if _, err := c.Locate(context.Background(), "https://mpi.example/id", "x"); err != xcpd.ErrNotAsked {
+	if _, err := c.Locate(context.Background(), "https://mpi.example/id", "x"); !errors.Is(err, xcpd.ErrNotAsked) {
 		t.Fatalf("a patient of no OID: %v", err)
 	}
 	if gw.Requests() != 0 {
