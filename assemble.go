@@ -55,7 +55,7 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	}
 	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
 	// credential files are read here; each exchange is audited through the trail.
-	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics})
+	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: log.WithName("patient")})
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
 	}

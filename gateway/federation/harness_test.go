@@ -21,6 +21,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/test/members"
 	"github.com/ferrofed/ferrofed/test/members/fhirschema"
@@ -70,6 +71,9 @@ type harnessOptions struct {
 	federation string
 	// tables are more tables ([limits], [forwarding]), as TOML.
 	tables string
+	// patient runs the patient-scoped flow of the tables ([consent], …) in front of
+	// the fan-out, as assemble does.
+	patient bool
 }
 
 func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
@@ -129,10 +133,17 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		t.Fatal(err)
 	}
 	h.registry = prometheus.NewPedanticRegistry()
-	s, err := New(cfg, Options{Registerer: h.registry, Transport: o.transport})
+	var flow *patient.Flow
+	if o.patient {
+		if flow, err = patient.New(cfg, patient.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(cfg, Options{Registerer: h.registry, Transport: o.transport, Patient: flow})
 	if err != nil {
 		t.Fatal(err)
 	}
+	flow.Attach(s.Tracker())
 	h.surface = s
 	h.cfg = cfg
 	gin.SetMode(gin.TestMode)

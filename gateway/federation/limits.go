@@ -54,6 +54,15 @@ func (l *limiter) admit(n int) (func(), bool) {
 	return func() { l.queued.Add(-int64(n)) }, true
 }
 
+// keep gives back what a request admitted for held calls no longer needs, keeping n
+// (n <= held), and returns what gives back the n.
+func (l *limiter) keep(held, n int) func() {
+	if d := held - n; d > 0 {
+		l.queued.Add(-int64(d))
+	}
+	return func() { l.queued.Add(-int64(n)) }
+}
+
 // ShedRetryAfter is the Retry-After of a request refused because its fan-out would
 // take the member calls past limits.max_queued_member_calls.
 const ShedRetryAfter = "1"

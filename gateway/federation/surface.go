@@ -506,6 +506,8 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
 	var tokenTotal *int
 	var self string
+	// admitted is true once the request holds its place in the member-call queue.
+	admitted := false
 	if q.page != "" {
 		t, err := st.key.decode(q.page, st.reg, st.fed.MaxCount)
 		if err == nil && t.Type != resourceType {
@@ -541,6 +543,16 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		}
 		self = mq
 		if s.opts.Patient != nil {
+			// A patient-scoped search is admitted by the fan-out it would have without
+			// the flow, before the flow spends a binding call: a request the queue
+			// sheds costs no exchange. What the flow drops is given back at once.
+			all := len(srch.positions)
+			release, ok := srch.cs.lim.admit(all)
+			if !ok {
+				shed(c.Writer, all, srch.cs.lim)
+				return
+			}
+			defer func() { release() }()
 			// The flow and the fan-out share the request's budget: the fan-out gets
 			// what the flow left.
 			pctx, cancel := context.WithTimeout(ctx, st.requestTimeout)
@@ -549,15 +561,19 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 			if s.planPatient(ctx, c, st, srch, q, resourceType) {
 				return
 			}
+			release = srch.cs.lim.keep(all, len(srch.positions))
+			admitted = true
 		}
 	}
 	srch.maxExtras = st.limits.MaxAnswerEntries - srch.count
-	done, ok := srch.cs.lim.admit(len(srch.positions))
-	if !ok {
-		shed(c.Writer, len(srch.positions), srch.cs.lim)
-		return
+	if !admitted {
+		done, ok := srch.cs.lim.admit(len(srch.positions))
+		if !ok {
+			shed(c.Writer, len(srch.positions), srch.cs.lim)
+			return
+		}
+		defer done()
 	}
-	defer done()
 	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
 	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
 	if errors.Is(ctx.Err(), context.Canceled) {

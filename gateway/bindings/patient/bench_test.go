@@ -1,10 +1,14 @@
 package patient_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"testing"
 
+	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
 	"github.com/ferrofed/ferrofed/test/authzen"
 	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
 	"github.com/ferrofed/ferrofed/test/pixm"
@@ -40,6 +44,57 @@ func BenchmarkPatientScopedQuery(b *testing.B) {
 			b.Fatalf("the bindings were not asked on every search: resolver %d, localizer %d, searches %d", pix.Requests(), x.Requests(), b.N)
 		}
 	})
+}
+
+// BenchmarkTheFourDoublesAlone is the doubles' share of the four-bindings figure: the
+// four exchanges of one search sent by a plain client, one after the other, to the same
+// doubles in the same process. It counts the client side of each exchange as well,
+// which the gateway pays too, so that four bindings − no bindings − this is a lower
+// bound of the bindings' own cost.
+func BenchmarkTheFourDoublesAlone(b *testing.B) {
+	sup := testpdqm.Start(b, supplier())
+	set := alice()
+	set.Sets[0] = append(set.Sets[0], pixm.Record{ID: "x-c", Identifiers: []pixm.Identifier{{System: domainC, Value: "pc-1"}}})
+	set.Domains = nil
+	pix := pixm.Start(b, set)
+	pdp := authzen.Start(b, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
+	x := testxcpd.Start(b, testxcpd.Options{Entries: []testxcpd.Entry{{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []testxcpd.Record{
+		{HomeCommunityID: memberCommunities["a"]}, {HomeCommunityID: memberCommunities["b"]}, {HomeCommunityID: memberCommunities["c"]},
+	}}}})
+	id := url.QueryEscape(mpi + "|MRN-1")
+	question := `{"subject":{"type":"client","id":"anonymous"},"action":{"name":"query"},"context":{"patient":{"system":"` + mpi +
+		`","value":"MRN-1"},"resourceType":"Observation"},"evaluations":[{"resource":{"type":"member","id":"a"}},{"resource":{"type":"member","id":"b"}},{"resource":{"type":"member","id":"c"}}]}`
+	soap := xcpd.Request("urn:uuid:00000000-0000-4000-8000-000000000000", x.URL, mpiOID, "MRN-1")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	exchange := func(method, u, contentType string, body []byte) {
+		var r io.Reader
+		if body != nil {
+			r = bytes.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, u, r)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		req.Header.Set("Accept", "application/fhir+json")
+		res, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body) //nolint:errcheck // a benchmark of the doubles.
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b.Fatalf("%s %s answered %d", method, u, res.StatusCode)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		exchange(http.MethodGet, sup.URL+"/Patient?_count=5&identifier="+id, "", nil)
+		exchange(http.MethodGet, pix.URL+"/Patient/$ihe-pix?sourceIdentifier="+id+"&targetSystem="+url.QueryEscape(domainA)+
+			"&targetSystem="+url.QueryEscape(domainB)+"&targetSystem="+url.QueryEscape(domainC), "", nil)
+		exchange(http.MethodPost, pdp.URL+authzen.EvaluationsPath, "application/json", []byte(question))
+		exchange(http.MethodPost, x.URL, `application/soap+xml; charset=utf-8; action="`+xcpd.RequestAction+`"`, soap)
+	}
 }
 
 func benchSearch(b *testing.B, g *gateway, search string) {

@@ -41,6 +41,7 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 		{name: "the earlier draft's decisions key is read", opts: &authzen.Options{Rules: permitAll, LegacyKey: true},
 			want: "up", wantStatus: 200, wantAsked: []string{"a", "b", "c"}},
 		{name: "a 401 is up and fails closed", opts: &authzen.Options{Rules: permitAll, Token: "secret"}, want: "up", wantStatus: 503},
+		{name: "a 403 is up and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Status: 403}, want: "up", wantStatus: 503},
 		{name: "a 400 is up and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Status: 400}, want: "up", wantStatus: 503},
 		{name: "a malformed answer is up and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultMalformed},
 			want: "up", wantStatus: 503},
@@ -48,6 +49,10 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 			want: "failing", wantStatus: 503},
 		{name: "a refused connection is down and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultRefused},
 			want: "down", wantStatus: 503},
+		{name: "a reset mid-answer is down and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultReset},
+			want: "down", wantStatus: 503},
+		{name: "an answer past max_body_bytes is up and fails closed", opts: &authzen.Options{Rules: permitAll}, extra: "max_body_bytes = 8\n",
+			want: "up", wantStatus: 503},
 		{name: "a silent PDP past its budget is down and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultHang},
 			extra: "timeout_ms = 200\n", want: "down", wantStatus: 503},
 		{name: "an exchange whose audit record could not be stored is failing, its answer unused", opts: &authzen.Options{Rules: permitAll}, audited: true,
@@ -80,6 +85,10 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 				t.Fatalf("consent is %q without [consent]: %s", got, raw)
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("consent is %q, want %q: %s", got, tc.want, raw)
+			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "AUTHZEN-BODY") || strings.Contains(g.logged(), "AUTHZEN-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
 			}
 			if strings.Contains(string(raw), "AUTHZEN-BODY") {
 				t.Fatalf("the report carries the PDP's body: %s", raw)

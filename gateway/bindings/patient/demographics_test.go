@@ -58,11 +58,21 @@ func TestTheDemographicsStatesThroughTheDependencyReport(t *testing.T) {
 			want: "up", wantStatus: 200, wantIssue: "not-found"},
 		{name: "a 400 is up and fails closed", configured: true, knobs: double.Knobs{Status: 400}, search: "Observation?patient.identifier=" + mpi + "|MRN-1",
 			want: "up", wantStatus: 502},
+		{name: "a 401 is up and fails closed", configured: true, knobs: double.Knobs{Status: 401}, search: "Observation?patient.identifier=" + mpi + "|MRN-1",
+			want: "up", wantStatus: 502},
+		{name: "a 403 is up and fails closed", configured: true, knobs: double.Knobs{Status: 403}, search: "Observation?patient.identifier=" + mpi + "|MRN-1",
+			want: "up", wantStatus: 502},
+		{name: "a 406 (Case 5, format) is up and fails closed", configured: true, knobs: double.Knobs{Status: 406}, search: "Observation?patient.identifier=" + mpi + "|MRN-1",
+			want: "up", wantStatus: 502},
+		{name: "an answer past max_body_bytes is up and fails closed", configured: true, extra: "max_body_bytes = 16\n",
+			search: "Observation?patient.identifier=" + mpi + "|MRN-1", want: "up", wantStatus: 502},
 		{name: "a 200 that is no searchset is up and fails closed", configured: true, knobs: double.Knobs{Fault: double.FaultMalformed},
 			search: "Observation?patient.identifier=" + mpi + "|MRN-1", want: "up", wantStatus: 502},
 		{name: "a 500 is failing and fails closed", configured: true, knobs: double.Knobs{Status: 500}, search: "Observation?patient.identifier=" + mpi + "|MRN-1",
 			want: "failing", wantStatus: 502},
 		{name: "a refused connection is down and fails closed", configured: true, knobs: double.Knobs{Fault: double.FaultRefused},
+			search: "Observation?patient.identifier=" + mpi + "|MRN-1", want: "down", wantStatus: 502},
+		{name: "a reset mid-answer is down and fails closed", configured: true, knobs: double.Knobs{Fault: double.FaultReset},
 			search: "Observation?patient.identifier=" + mpi + "|MRN-1", want: "down", wantStatus: 502},
 		{name: "a silent supplier past its budget is down and answers 504", configured: true, knobs: double.Knobs{Fault: double.FaultHang}, extra: "timeout_ms = 200\n",
 			search: "Observation?patient.identifier=" + mpi + "|MRN-1", want: "down", wantStatus: 504},
@@ -96,6 +106,10 @@ func TestTheDemographicsStatesThroughTheDependencyReport(t *testing.T) {
 				t.Fatalf("demographics is %q without [pdqm]: %s", got, raw)
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("demographics is %q, want %q: %s", got, tc.want, raw)
+			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "PDQM-BODY") || strings.Contains(g.logged(), "PDQM-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
 			}
 			if strings.Contains(string(raw), "PDQM-BODY") {
 				t.Fatalf("the report carries the supplier's body: %s", raw)

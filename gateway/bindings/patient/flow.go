@@ -50,6 +50,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
@@ -75,6 +76,8 @@ type Options struct {
 	Recorder binding.Recorder
 	// Metrics counts every binding exchange.
 	Metrics *binding.Metrics
+	// Logger says why the localizer failed open (never its body); discarded when unset.
+	Logger logr.Logger
 }
 
 // Flow runs the configured patient-scoped bindings.
@@ -88,6 +91,7 @@ type Flow struct {
 	// domain is each member's identifier_system, community its home_community_id,
 	// by member id.
 	domain, community map[string]string
+	log               logr.Logger
 }
 
 // New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
@@ -96,7 +100,10 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	if cfg.Resolver == nil && cfg.PDQm == nil && cfg.Consent == nil && cfg.Localizer == nil {
 		return nil, nil
 	}
-	f := &Flow{domain: map[string]string{}, community: map[string]string{}}
+	f := &Flow{domain: map[string]string{}, community: map[string]string{}, log: o.Logger}
+	if f.log.GetSink() == nil {
+		f.log = logr.Discard()
+	}
 	var domains []string
 	for _, m := range cfg.Registry.Members {
 		if m.IdentifierSystem != "" {
@@ -254,7 +261,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 	if f.demographics != nil {
 		res, err := f.demographics.Lookup(ctx, pdqm.Criteria{System: s.System, Value: s.Value, ID: s.ID})
 		if err != nil {
-			return failed(s, err), true, nil
+			return f.failed(ByDemographics, s, err), true, nil
 		}
 		switch res.Kind {
 		case pdqm.NoMatch:
@@ -266,7 +273,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 		if !s.Identified() {
 			if len(res.Identifiers) == 0 && (f.resolver != nil || f.consent != nil) {
-				return failed(s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
+				return f.failed(ByDemographics, s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
 					Diagnostics: "the demographics match carries no identifier the resolver or the consent pre-filter could be asked with"}), true, nil
 			}
 			if len(res.Identifiers) > 0 {
@@ -277,7 +284,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 	if f.resolver != nil {
 		mapping, err := f.resolver.Resolve(ctx, binding.CacheKey(q.Issuer, q.Subject), system, value)
 		if err != nil {
-			return failed(s, err), true, nil
+			return f.failed(ByResolver, s, err), true, nil
 		}
 		var kept []string
 		for _, id := range candidates {
@@ -301,7 +308,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		permitted, err := f.consent.Evaluate(ctx, authzen.Request{Issuer: q.Issuer, Subject: q.Subject, PatientSystem: system, PatientValue: value,
 			ResourceType: q.ResourceType, Members: candidates})
 		if err != nil {
-			return failed(s, err), true, nil
+			return f.failed(ByConsent, s, err), true, nil
 		}
 		var kept []string
 		for _, id := range candidates {
@@ -347,18 +354,32 @@ func (f *Flow) localize(ctx context.Context, system, value string, candidates bo
 	if f.xcpdLocalizer != nil {
 		a, err := f.xcpdLocalizer.Locate(ctx, system, value)
 		if err != nil {
+			f.failedOpen(err)
 			return nil
 		}
 		return func(member string) bool { return a.Holds(f.community[member]) }
 	}
 	m, err := f.pixmLocalizer.Resolve(ctx, "", system, value)
 	if err != nil {
+		f.failedOpen(err)
 		return nil
 	}
 	return func(member string) bool {
 		_, held := m[f.domain[member]]
 		return held || f.domain[member] == system
 	}
+}
+
+// failedOpen logs why the localizer gave no answer the flow could use: every permitted
+// member is then asked. The error names the failure (a SOAP fault, a DOCTYPE, no answer
+// in time), never the service's body or URL.
+func (f *Flow) failedOpen(err error) {
+	if errors.Is(err, xcpd.ErrNotAsked) {
+		// Every search for a patient of that system: said once per search at V(1).
+		f.log.V(1).Info("Localizer not asked: every permitted member is asked", "binding", ByLocalizer, "reason", err.Error())
+		return
+	}
+	f.log.Info("Localizer failed open: every permitted member is asked", "binding", ByLocalizer, "reason", err.Error())
 }
 
 // excludeAll is the plan that asks no member: every candidate excluded by step.
@@ -370,12 +391,15 @@ func excludeAll(s Scope, candidates []string, step string, nm *NoMatch) Plan {
 	return p
 }
 
-func failed(s Scope, err error) Plan {
-	var f *binding.Failure
-	if !errors.As(err, &f) {
-		f = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
+// failed is the plan of a step that failed closed; it logs why (the failure's
+// diagnostics name the step and the class of the failure, never a body or a URL).
+func (f *Flow) failed(step string, s Scope, err error) Plan {
+	var fail *binding.Failure
+	if !errors.As(err, &fail) {
+		fail = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
 	}
-	return Plan{Scope: s, Fail: f}
+	f.log.Info("Patient-scoped step failed closed: no member is asked", "binding", step, "status", fail.Status, "reason", fail.Diagnostics)
+	return Plan{Scope: s, Fail: fail}
 }
 
 // Surface is the flow's part of the server when no other binding exports the

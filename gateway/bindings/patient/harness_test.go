@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
@@ -64,6 +66,16 @@ type gateway struct {
 	refuseOnce func()
 	// arr is the audit record repository, with [audit].
 	arr *auditrepo.Server
+	// logs are the flow's log lines.
+	logMu sync.Mutex
+	logs  []string
+}
+
+// logged is what the flow has logged so far, one line each.
+func (g *gateway) logged() string {
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	return strings.Join(g.logs, "\n")
 }
 
 type gatewayOptions struct {
@@ -141,7 +153,12 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics})
+	flowLog := funcr.New(func(prefix, args string) {
+		g.logMu.Lock()
+		defer g.logMu.Unlock()
+		g.logs = append(g.logs, prefix+" "+args)
+	}, funcr.Options{})
+	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: flowLog})
 	if err != nil {
 		t.Fatal(err)
 	}

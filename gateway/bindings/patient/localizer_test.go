@@ -47,25 +47,30 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 		patient    string
 		want       string
 		wantAsked  []string
+		// wantLog is what the flow logs of why the localizer failed open.
+		wantLog string
 	}{
 		{name: "a candidate set (cases 1 and 2) is up and asks the members that hold the patient", configured: true, patient: "MRN-1",
 			want: "up", wantAsked: []string{"a", "b"}},
 		{name: "more attributes requested (case 3) is up: no member holds the patient", configured: true, patient: "MRN-3", want: "up"},
 		{name: "no match (case 4) is up: no member holds the patient", configured: true, patient: "MRN-404", want: "up"},
-		{name: "an application error (case 5) is up and fails open", configured: true, patient: "MRN-5", want: "up", wantAsked: all},
+		{name: "an application error (case 5) is up and fails open", configured: true, patient: "MRN-5", want: "up", wantAsked: all, wantLog: "case 5"},
 		{name: "a Sender fault (400) is up and fails open", configured: true, patient: "MRN-7", want: "up", wantAsked: all},
 		{name: "a Receiver fault (500) is failing and fails open", configured: true, patient: "MRN-6", want: "failing", wantAsked: all},
 		{name: "a 503 is failing and fails open", configured: true, knobs: double.Knobs{Status: 503}, patient: "MRN-1", want: "failing", wantAsked: all},
 		{name: "a malformed answer is up and fails open", configured: true, knobs: double.Knobs{Fault: double.FaultMalformed}, patient: "MRN-1", want: "up", wantAsked: all},
 		{name: "a refused connection is down and fails open", configured: true, knobs: double.Knobs{Fault: double.FaultRefused}, patient: "MRN-1", want: "down", wantAsked: all},
+		{name: "a reset mid-answer is down and fails open", configured: true, knobs: double.Knobs{Fault: double.FaultReset}, patient: "MRN-1", want: "down", wantAsked: all},
+		{name: "a 404 is up and fails open", configured: true, knobs: double.Knobs{Status: 404}, patient: "MRN-1", want: "up", wantAsked: all},
+		{name: "an answer past max_body_bytes is up and fails open", configured: true, extra: "max_body_bytes = 64\n", patient: "MRN-1", want: "up", wantAsked: all},
 		{name: "a silent localizer is down and every permitted member is asked within the request's budget", configured: true,
 			knobs: double.Knobs{Fault: double.FaultHang}, patient: "MRN-1", want: "down", wantAsked: all},
 		{name: "an exchange whose audit record could not be stored is failing, its answer unused", configured: true, auditOnce: true,
 			patient: "MRN-1", want: "failing", wantAsked: all},
 		{name: "an entity expansion bomb is refused, up, and fails open", configured: true, hostile: testxcpd.HostileEntityBomb, patient: "MRN-1",
-			want: "up", wantAsked: all},
+			want: "up", wantAsked: all, wantLog: "DOCTYPE"},
 		{name: "10,000 nested elements are refused, up, and fail open", configured: true, hostile: testxcpd.HostileDeep, patient: "MRN-1",
-			want: "up", wantAsked: all},
+			want: "up", wantAsked: all, wantLog: "nested deeper than 64"},
 		{name: "without [localizer] the key is absent", patient: "MRN-1", wantAsked: all},
 	}
 	for _, tc := range cases {
@@ -76,11 +81,18 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 				o := responding()
 				o.Hostile = tc.hostile
 				x = testxcpd.Start(t, o)
-				// The localizer's own budget is longer than the request's: the flow
-				// still keeps half of what is left for the fan-out.
+				// The localizer's own budget is as long as the silent row's request
+				// budget: the flow still keeps half of what is left for the fan-out.
 				tables = fmt.Sprintf("[localizer]\nurl = %q\nprotocol = \"xcpd\"\ntimeout_ms = 2000\n%s", x.URL, tc.extra)
 			}
-			g := newGateway(t, gatewayOptions{tables: tables, audited: tc.auditOnce, requestTimeout: 2 * time.Second})
+			// A short request budget where the localizer is silent, to show that the
+			// answer still comes within it; room elsewhere, so that a loaded machine
+			// does not spend the budget before the localizer is asked.
+			budget := 10 * time.Second
+			if tc.knobs.Fault == double.FaultHang {
+				budget = 2 * time.Second
+			}
+			g := newGateway(t, gatewayOptions{tables: tables, audited: tc.auditOnce, requestTimeout: budget})
 			if x != nil {
 				if err := x.SetKnobs(tc.knobs); err != nil {
 					t.Fatal(err)
@@ -89,9 +101,15 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			if tc.auditOnce {
 				g.refuseOnce()
 			}
+			start := time.Now()
 			a := g.search("Observation?patient.identifier=" + mpi + "|" + tc.patient)
 			if a.status != http.StatusOK {
 				t.Fatalf("answered %d: %s", a.status, a.raw)
+			}
+			// Whatever the localizer does, the answer comes within the request's budget
+			// (the localizer's own, 2 s, is cut to half of what is left).
+			if took := time.Since(start); took >= budget {
+				t.Fatalf("the search took %s, past the request's budget of %s", took, budget)
 			}
 			report, raw := g.report()
 			got, present := report["localizer"]
@@ -101,7 +119,14 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("localizer is %q, want %q: %s", got, tc.want, raw)
 			}
-			if strings.Contains(string(raw), "XCPD-BODY") {
+			if logs := g.logged(); tc.wantLog != "" && (!strings.Contains(logs, tc.wantLog) || !strings.Contains(logs, "failed open")) {
+				t.Errorf("the flow logged %q, want why the localizer failed open (%q)", logs, tc.wantLog)
+			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "XCPD-BODY") || strings.Contains(g.logged(), "XCPD-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			}
+			if strings.Contains(string(raw), "XCPD-BODY") || strings.Contains(g.logged(), "XCPD-BODY") {
 				t.Fatalf("the report carries the gateway's body: %s", raw)
 			}
 			for _, id := range all {
@@ -161,5 +186,51 @@ func TestThePIXmLocalizer(t *testing.T) {
 	}
 	if report, raw := g.report(); report["localizer"] != "up" {
 		t.Errorf("report %s", raw)
+	}
+}
+
+// The PIXm localizer keeps the localizer's state rule and fails open like the XCPD
+// one: whatever goes wrong, every permitted member is asked.
+func TestThePIXmLocalizerFailsOpen(t *testing.T) {
+	cases := []struct {
+		name      string
+		knobs     double.Knobs
+		patient   string
+		want      string
+		wantAsked int
+	}{
+		{"an unknown patient (404) is up: no member holds it", double.Knobs{}, "MRN-404", "up", 0},
+		{"a 500 is failing and fails open", double.Knobs{Status: 500}, "MRN-1", "failing", 3},
+		{"a malformed answer is up and fails open", double.Knobs{Fault: double.FaultMalformed}, "MRN-1", "up", 3},
+		{"a refused connection is down and fails open", double.Knobs{Fault: double.FaultRefused}, "MRN-1", "down", 3},
+		{"a silent manager is down and fails open within the request's budget", double.Knobs{Fault: double.FaultHang}, "MRN-1", "down", 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pixm.Start(t, pixm.Options{Sets: []pixm.Set{{
+				{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}},
+				{ID: "x-a", Identifiers: []pixm.Identifier{{System: domainA, Value: "pa-1"}}},
+			}}, Domains: []string{domainB, domainC}})
+			g := newGateway(t, gatewayOptions{tables: fmt.Sprintf("[localizer]\nurl = %q\nprotocol = \"pixm\"\ntimeout_ms = 2000\n", p.URL),
+				requestTimeout: 2 * time.Second})
+			if err := p.SetKnobs(tc.knobs); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			a := g.search("Observation?patient.identifier=" + mpi + "|" + tc.patient)
+			if a.status != http.StatusOK || time.Since(start) >= 2*time.Second {
+				t.Fatalf("answered %d after %s: %s", a.status, time.Since(start), a.raw)
+			}
+			asked := 0
+			for _, n := range g.asked() {
+				asked += int(n)
+			}
+			if asked != tc.wantAsked {
+				t.Errorf("%d members asked, want %d", asked, tc.wantAsked)
+			}
+			if report, raw := g.report(); report["localizer"] != tc.want || strings.Contains(string(raw), "PIXM-BODY") {
+				t.Errorf("localizer is %q, want %q: %s", report["localizer"], tc.want, raw)
+			}
+		})
 	}
 }

@@ -1,13 +1,18 @@
 package patient_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/members/fhirschema"
 	"github.com/ferrofed/ferrofed/test/pixm"
@@ -52,6 +57,8 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 		wantStatus int
 		// wantAsked are the members asked (each once).
 		wantAsked []string
+		// wantWhy is in the client's OperationOutcome and in the flow's log line.
+		wantWhy string
 	}{
 		{name: "a resolution with a mapping is up and asks the mapped members", opts: alice, search: aliceSearch,
 			want: "up", wantStatus: 200, wantAsked: []string{"a", "b"}},
@@ -59,9 +66,14 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 			want: "up", wantStatus: 200},
 		{name: "OpenCR's 200 with an empty Parameters is the same as the 404", opts: func() pixm.Options { o := alice(); o.OpenCR = true; return o },
 			search: "Observation?patient.identifier=" + mpi + "|MRN-404", want: "up", wantStatus: 200},
+		{name: "OpenCR's mapping (targetId a bare string) is read", opts: func() pixm.Options { o := alice(); o.OpenCR = true; return o },
+			search: aliceSearch, want: "up", wantStatus: 200, wantAsked: []string{"a", "b"}},
 		{name: "an unknown source domain (400) is up and fails closed", opts: alice, search: "Observation?patient.identifier=urn:oid:9.9|X",
-			want: "up", wantStatus: 502},
+			want: "up", wantStatus: 502, wantWhy: "does not know the sourceIdentifier's domain"},
+		{name: "an unknown target domain (403) is up and fails closed, naming the member key at fault", opts: func() pixm.Options { o := alice(); o.Domains = nil; return o },
+			search: aliceSearch, want: "up", wantStatus: 502, wantWhy: "registry.members[].identifier_system"},
 		{name: "a 403 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 403}, search: aliceSearch, want: "up", wantStatus: 502},
+		{name: "a 401 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 401}, search: aliceSearch, want: "up", wantStatus: 502},
 		{name: "a 200 that is no Parameters is up and fails closed", opts: alice, knobs: double.Knobs{Fault: double.FaultMalformed}, search: aliceSearch,
 			want: "up", wantStatus: 502},
 		{name: "an answer past max_body_bytes is up and fails closed", opts: alice, extra: "max_body_bytes = 16\n", search: aliceSearch,
@@ -110,6 +122,10 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("resolver is %q, want %q: %s", got, tc.want, raw)
 			}
+			// The service's body reaches neither the client nor the log.
+			if strings.Contains(string(a.raw), "PIXM-BODY") || strings.Contains(g.logged(), "PIXM-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			}
 			if strings.Contains(string(raw), "PIXM-BODY") || strings.Contains(string(raw), "127.0.0.1") {
 				t.Fatalf("the report carries a body or an address: %s", raw)
 			}
@@ -128,6 +144,10 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 				if state := report["endpoints."+id+"-query"]; want == 0 && state != "unknown" {
 					t.Errorf("member %s, never asked, is %q", id, state)
 				}
+			}
+			if tc.wantWhy != "" && (!strings.Contains(string(a.raw), tc.wantWhy) || !strings.Contains(g.logged(), tc.wantWhy) ||
+				!strings.Contains(g.logged(), "failed closed")) {
+				t.Errorf("neither the answer nor the log say %q: %s\n%s", tc.wantWhy, a.raw, g.logged())
 			}
 			if tc.wantStatus >= 500 && (len(a.Bundle.Issue) == 0 || a.Bundle.Issue[0].Code == "") {
 				t.Errorf("a failure without an OperationOutcome issue: %s", a.raw)
@@ -212,5 +232,32 @@ func TestTheResolutionIsAudited(t *testing.T) {
 			t.Fatalf("no ITI-83 event reached the repository; it has %d events", len(g.arr.Received()))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A member the flow does not know (one a reload added: the flow keeps the members'
+// domains of the start until a restart) is excluded by the resolver, never asked with
+// the client's identifier or another member's id.
+func TestAMemberTheFlowDoesNotKnowIsExcludedByTheResolver(t *testing.T) {
+	p := pixm.Start(t, alice())
+	doc := fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a.example/fhir\"\nidentifier_system = %q\n"+
+		"[[registry.members]]\nid = \"b\"\nquery_endpoint = \"http://b.example/fhir\"\nidentifier_system = %q\n[resolver]\nurl = %q\n", domainA, domainB, p.URL)
+	cfg, err := config.Parse([]byte(doc), "t.toml", config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow, err := patient.New(cfg, patient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow.Attach(dependencies.NewTracker())
+	plan, scoped, err := flow.Plan(context.Background(), patient.Query{ResourceType: "Observation",
+		Params: []string{"patient.identifier=" + url.QueryEscape(mpi+"|MRN-1")}, Members: []string{"a", "z", "b"}})
+	if err != nil || !scoped || plan.Fail != nil {
+		t.Fatalf("Plan = %+v, %v, %v", plan, scoped, err)
+	}
+	want := []patient.Ask{{Member: "a", Param: "patient=Patient/pa-1"}, {Member: "b", Param: "patient=Patient/pb-1"}}
+	if fmt.Sprint(plan.Asks) != fmt.Sprint(want) || fmt.Sprint(plan.Excluded) != fmt.Sprint([]patient.Excluded{{Member: "z", By: patient.ByResolver}}) {
+		t.Fatalf("asks %v, excluded %v", plan.Asks, plan.Excluded)
 	}
 }

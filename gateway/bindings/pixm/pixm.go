@@ -146,6 +146,13 @@ func parse(ex binding.Exchange) (Mapping, string) {
 		return nil, "gave no usable answer"
 	case ex.Status == http.StatusNotFound:
 		return Mapping{}, ""
+	case ex.Status == http.StatusBadRequest:
+		// ITI-83: the sourceIdentifier's assigning authority is not recognized.
+		return nil, "answered 400: it does not know the sourceIdentifier's domain"
+	case ex.Status == http.StatusForbidden:
+		// ITI-83: a targetSystem is not recognized; one member's domain breaks the
+		// resolution of every search.
+		return nil, "answered 403: it does not know one of the targetSystems (registry.members[].identifier_system)"
 	case ex.Status != http.StatusOK:
 		return nil, fmt.Sprintf("answered %d", ex.Status)
 	}

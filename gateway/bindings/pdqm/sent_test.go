@@ -1,0 +1,35 @@
+package pdqm_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ferrofed/ferrofed/gateway/bindings/pdqm"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
+)
+
+// A lookup whose budget was spent before it left the gateway sends nothing and
+// changes nothing: the seed's "a request that never left the gateway changes nothing".
+func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
+	s := testpdqm.Start(t, testpdqm.Options{})
+	c, err := pdqm.New(pdqm.Options{Service: config.BindingService{URL: s.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := dependencies.NewTracker()
+	c.Attach(tr)
+	tr.SetService(pdqm.Key, dependencies.Failing, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Lookup(ctx, pdqm.Criteria{System: "urn:oid:1.2", Value: "x"}); err == nil {
+		t.Fatal("a lookup with no budget succeeded")
+	}
+	if s.Requests() != 0 {
+		t.Fatalf("the supplier got %d requests", s.Requests())
+	}
+	if got := tr.Report().Services[pdqm.Key]; got != dependencies.Failing {
+		t.Fatalf("demographics is %q, want it unchanged (failing)", got)
+	}
+}
