@@ -43,7 +43,7 @@ member_identifier_system = "not a uri"`, "registry.mcsd.member_identifier_system
 		{"a refresh interval under its minimum", `[registry.mcsd]
 url = "https://dir.example/fhir"
 member_identifier_system = "urn:oid:1.2.3"
-refresh_interval_ms = 10`, "registry.mcsd.refresh_interval_ms", "greater than zero"},
+refresh_interval_ms = 10`, "registry.mcsd.refresh_interval_ms", "less than the minimum, 100"},
 		{"a refresh interval over its maximum", `[registry.mcsd]
 url = "https://dir.example/fhir"
 member_identifier_system = "urn:oid:1.2.3"
