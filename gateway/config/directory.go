@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 )
 
 // The [registry.mcsd] table (BINDINGS.md §2.5): the member registry read from an IHE
@@ -36,6 +37,11 @@ type MCSD struct {
 	// MemberIdentifierSystem is the system of the Organization identifier that is a
 	// member's id; required. An Organization without one is not a member.
 	MemberIdentifierSystem string `toml:"member_identifier_system"`
+	// PatientDomainIdentifierSystem is the system of the Organization identifier
+	// whose value is the member's patient identifier domain (its identifier_system,
+	// an absolute URI): mCSD has no field for it. Required with [resolver] or
+	// localizer.protocol = "pixm", refused without them (nothing would read it).
+	PatientDomainIdentifierSystem string `toml:"patient_domain_identifier_system"`
 	// CacheFile, when set, keeps the last accepted registry (an absolute path), so
 	// that a restart with the directory down still becomes ready.
 	CacheFile string `toml:"cache_file"`
@@ -94,6 +100,19 @@ func (c *Config) directoryProblems(opts Options) []Problem {
 	} else if msg != "" {
 		add("registry.mcsd.member_identifier_system", "%s", msg)
 	}
+	if ds := d.PatientDomainIdentifierSystem; ds != "" {
+		user := c.usesIdentifierSystem()
+		switch msg := domainProblem(ds); {
+		case msg != "":
+			add("registry.mcsd.patient_domain_identifier_system", "%s", msg)
+		case ds == d.MemberIdentifierSystem:
+			add("registry.mcsd.patient_domain_identifier_system", "%q is also registry.mcsd.member_identifier_system: a member's id and its patient identifier domain are two identifiers", ds)
+		case user == "":
+			add("registry.mcsd.patient_domain_identifier_system", "is set but neither [resolver] nor localizer.protocol = %q is configured: nothing would read it", LocalizerPIXm)
+		}
+	} else if user := c.usesIdentifierSystem(); user != "" {
+		add("registry.mcsd.patient_domain_identifier_system", "is required with %s: the system of the Organization identifier whose value is the member's patient identifier domain (its identifier_system)", user)
+	}
 	if d.CacheFile != "" {
 		switch {
 		case !filepath.IsAbs(d.CacheFile):
@@ -108,13 +127,63 @@ func (c *Config) directoryProblems(opts Options) []Problem {
 
 // MemberProblems are the problems of a registry read from a directory by the rules
 // of [[registry.members]] (ids and endpoint ids well formed and unique, query
-// endpoints absolute http(s) URLs), and an empty one: a registry that breaks them
-// breaks a rule of its own (directory_fault = "registry-invalid").
+// endpoints absolute http(s) URLs; identifier_system and home_community_id, where
+// the directory gave them, of their syntax and each on one member only), and an
+// empty one: a registry that breaks them breaks a rule of its own (directory_fault
+// = "registry-invalid"). Whether the rest of the configuration needs those two keys
+// is not asked here (Validate on WithMembers).
 func MemberProblems(members []Member) []Problem {
 	if len(members) == 0 {
 		return []Problem{{Key: "registry.members", Message: "the directory names no member"}}
 	}
-	return Registry{Members: members}.validate()
+	ps := Registry{Members: members}.validate()
+	systems, hcids := map[string]string{}, map[string]string{}
+	for i, m := range members {
+		key := fmt.Sprintf("registry.members[%d]", i)
+		if m.IdentifierSystem != "" {
+			if msg := domainProblem(m.IdentifierSystem); msg != "" {
+				ps = append(ps, Problem{Key: key + ".identifier_system", Message: fmt.Sprintf("of member %q: %s", m.ID, msg)})
+			} else if other, dup := systems[m.IdentifierSystem]; dup {
+				ps = append(ps, Problem{Key: key + ".identifier_system", Message: fmt.Sprintf("%q of member %q is already member %q's: one domain cannot map to two members", m.IdentifierSystem, m.ID, other)})
+			} else {
+				systems[m.IdentifierSystem] = m.ID
+			}
+		}
+		if m.HomeCommunityID != "" {
+			if msg := homeCommunityProblem(m.HomeCommunityID); msg != "" {
+				ps = append(ps, Problem{Key: key + ".home_community_id", Message: fmt.Sprintf("of member %q: %s", m.ID, msg)})
+			} else if other, dup := hcids[m.HomeCommunityID]; dup {
+				ps = append(ps, Problem{Key: key + ".home_community_id", Message: fmt.Sprintf("%q of member %q is already member %q's: one community cannot be two members", m.HomeCommunityID, m.ID, other)})
+			} else {
+				hcids[m.HomeCommunityID] = m.ID
+			}
+		}
+	}
+	return ps
+}
+
+// NormalizeHomeCommunityID writes a homeCommunityId read from a directory as
+// home_community_id is written: a bare OID, or one after "urn:oid:" in any case, is
+// "urn:oid:" and the OID. Anything else is returned as it is, for MemberProblems to
+// refuse.
+func NormalizeHomeCommunityID(s string) string {
+	if len(s) >= len("urn:oid:") && strings.EqualFold(s[:len("urn:oid:")], "urn:oid:") {
+		return "urn:oid:" + s[len("urn:oid:"):]
+	}
+	if validOID(s) {
+		return "urn:oid:" + s
+	}
+	return s
+}
+
+// UsesIdentifierSystem reports whether the configuration reads the members'
+// identifier_system ([resolver], localizer.protocol = "pixm").
+func (c *Config) UsesIdentifierSystem() bool { return c.usesIdentifierSystem() != "" }
+
+// UsesHomeCommunityID reports whether the configuration reads the members'
+// home_community_id (localizer.protocol = "xcpd").
+func (c *Config) UsesHomeCommunityID() bool {
+	return c.Localizer != nil && c.Localizer.Protocol == LocalizerXCPD
 }
 
 // WithMembers is c with members as its [[registry.members]], for checking the rest

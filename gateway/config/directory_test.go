@@ -65,6 +65,45 @@ cache_file = "cache.json"`, "registry.mcsd.cache_file", "absolute path"},
 url = "https://dir.example/fhir"
 member_identifier_system = "urn:oid:1.2.3"
 bearer_token_file = "/nonexistent/token"`, "registry.mcsd.bearer_token_file", ""},
+		{"the patient domain's system with [resolver] is valid", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+patient_domain_identifier_system = "https://ferrofed.example/patient-domain"
+[resolver]
+url = "https://pix.example/fhir"`, "", ""},
+		{"the patient domain's system is required with [resolver]", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+[resolver]
+url = "https://pix.example/fhir"`, "registry.mcsd.patient_domain_identifier_system", "is required with [resolver]"},
+		{"the patient domain's system is required with a PIXm localizer", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+[localizer]
+url = "https://pix.example/fhir"
+protocol = "pixm"`, "registry.mcsd.patient_domain_identifier_system", `localizer.protocol = "pixm"`},
+		{"the patient domain's system is refused when nothing reads it", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+patient_domain_identifier_system = "https://ferrofed.example/patient-domain"`, "registry.mcsd.patient_domain_identifier_system", "nothing would read it"},
+		{"the patient domain's system is a URI", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+patient_domain_identifier_system = "domain"
+[resolver]
+url = "https://pix.example/fhir"`, "registry.mcsd.patient_domain_identifier_system", "absolute URI"},
+		{"the patient domain's system is not the member identifier's", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+patient_domain_identifier_system = "urn:oid:1.2.3"
+[resolver]
+url = "https://pix.example/fhir"`, "registry.mcsd.patient_domain_identifier_system", "registry.mcsd.member_identifier_system"},
+		{"an XCPD localizer needs no key: the home community id is the Endpoint's", `[registry.mcsd]
+url = "https://dir.example/fhir"
+member_identifier_system = "urn:oid:1.2.3"
+[localizer]
+url = "https://xcpd.example/gw"
+protocol = "xcpd"`, "", ""},
 		{"an unknown key is refused", `[registry.mcsd]
 url = "https://dir.example/fhir"
 member_identifier_system = "urn:oid:1.2.3"
@@ -103,11 +142,19 @@ func TestDirectoryMembers(t *testing.T) {
 		t.Fatal(ps)
 	}
 	for name, ms := range map[string][]Member{
-		"no member":         nil,
-		"a duplicate id":    {ok[0], ok[0]},
-		"an ftp address":    {{ID: "a", QueryEndpoint: "ftp://a.example/fhir", EndpointID: "a-query"}},
-		"an id not an id":   {{ID: "A B", QueryEndpoint: "https://a.example/fhir", EndpointID: "x-query"}},
-		"a relative adress": {{ID: "a", QueryEndpoint: "/fhir", EndpointID: "a-query"}},
+		"no member":                        nil,
+		"a duplicate id":                   {ok[0], ok[0]},
+		"an ftp address":                   {{ID: "a", QueryEndpoint: "ftp://a.example/fhir", EndpointID: "a-query"}},
+		"an id not an id":                  {{ID: "A B", QueryEndpoint: "https://a.example/fhir", EndpointID: "x-query"}},
+		"a relative adress":                {{ID: "a", QueryEndpoint: "/fhir", EndpointID: "a-query"}},
+		"a home community id not urn:oid:": {{ID: "a", QueryEndpoint: "https://a.example/fhir", EndpointID: "a-query", HomeCommunityID: "urn:uuid:cadbf8d0-5493-11ec-bf63-0242ac130002"}},
+		"one home community id on two members": {
+			{ID: "a", QueryEndpoint: "https://a.example/fhir", EndpointID: "a-query", HomeCommunityID: "urn:oid:1.2.3.1"},
+			{ID: "b", QueryEndpoint: "https://b.example/fhir", EndpointID: "b-query", HomeCommunityID: "urn:oid:1.2.3.1"}},
+		"a domain not a URI": {{ID: "a", QueryEndpoint: "https://a.example/fhir", EndpointID: "a-query", IdentifierSystem: "domain-a"}},
+		"one domain on two members": {
+			{ID: "a", QueryEndpoint: "https://a.example/fhir", EndpointID: "a-query", IdentifierSystem: "urn:oid:1.2.3.1"},
+			{ID: "b", QueryEndpoint: "https://b.example/fhir", EndpointID: "b-query", IdentifierSystem: "urn:oid:1.2.3.1"}},
 	} {
 		if ps := MemberProblems(ms); len(ps) == 0 {
 			t.Errorf("%s: accepted", name)
@@ -116,6 +163,7 @@ func TestDirectoryMembers(t *testing.T) {
 	cfg, err := Parse([]byte(directoryBase+`[registry.mcsd]
 url = "https://dir.example/fhir"
 member_identifier_system = "urn:oid:1.2.3"
+patient_domain_identifier_system = "https://ferrofed.example/patient-domain"
 [resolver]
 url = "https://pix.example/fhir"
 `), "test.toml", Options{})
@@ -128,5 +176,23 @@ url = "https://pix.example/fhir"
 	}
 	if cfg.Registry.Members != nil || cfg.Registry.MCSD == nil {
 		t.Fatal("WithMembers changed the configuration it was asked of")
+	}
+}
+
+// A home community id read from a directory is written as home_community_id is.
+func TestNormalizeHomeCommunityID(t *testing.T) {
+	for in, want := range map[string]string{
+		"urn:oid:1.2.3":  "urn:oid:1.2.3",
+		"URN:OID:1.2.3":  "urn:oid:1.2.3",
+		"1.2.3":          "urn:oid:1.2.3",
+		"urn:uuid:ab-cd": "urn:uuid:ab-cd",
+		"":               "",
+	} {
+		if got := NormalizeHomeCommunityID(in); got != want {
+			t.Errorf("%q is %q, want %q", in, got, want)
+		}
+		if want != "" && strings.HasPrefix(want, "urn:oid:") && homeCommunityProblem(NormalizeHomeCommunityID(in)) != "" {
+			t.Errorf("%q normalised is refused as a home_community_id", in)
+		}
 	}
 }

@@ -236,6 +236,11 @@ func (s *Surface) PrepareDirectory(members []config.Member) (func(), error) {
 	return func() {
 		kept := members
 		s.directory.Store(&kept)
+		// The flow maps and localizes by the new members' identifier_system and
+		// home_community_id before a request can plan for them: until the state
+		// below is stored, a member the swap adds is asked by no one, and one it
+		// removes is excluded by the step that needs its key.
+		s.opts.Patient.UseMembers(members)
 		// New ids are known (unknown) before a request can reach them.
 		s.tracker.SetEndpoints(reg.endpointIDs())
 		for {

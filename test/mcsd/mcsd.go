@@ -192,6 +192,34 @@ func Endpoint(id, address string) map[string]any {
 		"address":        address}
 }
 
+// The type of an Endpoint identifier that is the home community id of the
+// Endpoint's community (the mCSD guide's MCSDEndpointIdentifierTypes#HCID).
+const (
+	EndpointIdentifierTypes = "https://profiles.ihe.net/ITI/mCSD/CodeSystem/MCSDEndpointIdentifierTypes"
+	HCID                    = "HCID"
+)
+
+// WithIdentifier adds an identifier of system and value to resource (an
+// Organization or an Endpoint) and returns it.
+func WithIdentifier(resource map[string]any, system, value string) map[string]any {
+	ids, _ := resource["identifier"].([]any)
+	resource["identifier"] = append(ids, map[string]any{"system": system, "value": value})
+	return resource
+}
+
+// WithHCID adds a home community id to an Endpoint and returns it: an identifier
+// typed MCSDEndpointIdentifierTypes#HCID, its system urn:ietf:rfc:3986 (a URI) and
+// its value as given (urn:oid:…, or a bare OID as some directories write it).
+func WithHCID(endpoint map[string]any, value string) map[string]any {
+	ids, _ := endpoint["identifier"].([]any)
+	endpoint["identifier"] = append(ids, map[string]any{
+		"type":   map[string]any{"coding": []any{map[string]any{"system": EndpointIdentifierTypes, "code": HCID}}},
+		"system": "urn:ietf:rfc:3986",
+		"value":  value,
+	})
+	return endpoint
+}
+
 // Answer answers one request.
 func (s *Server) Answer(r double.Request) double.Answer {
 	if r.Method != http.MethodGet {

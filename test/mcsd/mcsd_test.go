@@ -190,3 +190,32 @@ func TestKnobs(t *testing.T) {
 		t.Errorf("ExtraEndpoints: %d entries", len(p.Entry))
 	}
 }
+
+// The directory serves what a test adds to a resource: an Organization's patient
+// identifier domain and an Endpoint's home community id, typed HCID as the mCSD guide
+// codes it, in ITI-90 and in ITI-91 alike.
+func TestServesDomainAndHCID(t *testing.T) {
+	s := Start(t, Options{})
+	since := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
+	s.MustPut(t, WithHCID(Endpoint("ep-a", "http://a.example/fhir"), "urn:oid:1.2.3.70.1"),
+		WithIdentifier(Organization("org-a", "urn:oid:1.2.3", "a", "ep-a"), "https://ferrofed.example/patient-domain", "urn:oid:1.2.3.10"))
+	for _, u := range []string{s.URL + "/Organization?active=true&_include=Organization:endpoint", s.URL + "/Endpoint/_history?_since=" + since, s.URL + "/Organization/_history?_since=" + since} {
+		status, p, raw := get(t, u)
+		if status != http.StatusOK || len(p.Entry) == 0 {
+			t.Fatalf("%s answered %d: %s", u, status, raw)
+		}
+		for _, e := range p.Entry {
+			ids, _ := json.Marshal(e.Resource["identifier"])
+			switch e.Resource["resourceType"] {
+			case "Endpoint":
+				if !strings.Contains(string(ids), `"code":"HCID"`) || !strings.Contains(string(ids), EndpointIdentifierTypes) || !strings.Contains(string(ids), "urn:oid:1.2.3.70.1") {
+					t.Errorf("%s: the Endpoint's identifiers are %s", u, ids)
+				}
+			case "Organization":
+				if !strings.Contains(string(ids), `"value":"a"`) || !strings.Contains(string(ids), `"value":"urn:oid:1.2.3.10"`) {
+					t.Errorf("%s: the Organization's identifiers are %s", u, ids)
+				}
+			}
+		}
+	}
+}

@@ -33,6 +33,10 @@ type cacheMember struct {
 	ID            string `json:"id"`
 	QueryEndpoint string `json:"query_endpoint"`
 	EndpointID    string `json:"endpoint_id"`
+	// IdentifierSystem and HomeCommunityID, when the directory gave them (and the
+	// configuration read them).
+	IdentifierSystem string `json:"identifier_system,omitempty"`
+	HomeCommunityID  string `json:"home_community_id,omitempty"`
 }
 
 // saveCache keeps members in cache_file (when set).
@@ -43,7 +47,8 @@ func (d *Directory) saveCache(members []config.Member) error {
 	}
 	cf := cacheFile{Version: cacheVersion, Saved: d.now().UTC().Format(time.RFC3339Nano), Members: make([]cacheMember, len(members))}
 	for i, m := range members {
-		cf.Members[i] = cacheMember{ID: m.ID, QueryEndpoint: m.QueryEndpoint, EndpointID: m.EndpointID}
+		cf.Members[i] = cacheMember{ID: m.ID, QueryEndpoint: m.QueryEndpoint, EndpointID: m.EndpointID,
+			IdentifierSystem: m.IdentifierSystem, HomeCommunityID: m.HomeCommunityID}
 	}
 	data, err := json.Marshal(cf)
 	if err != nil {
@@ -108,9 +113,17 @@ func (d *Directory) loadCache() (n int, err error) {
 	if len(cf.Members) > d.lim.MaxMembers {
 		return 0, fmt.Errorf("%d members, more than %d", len(cf.Members), d.lim.MaxMembers)
 	}
+	// The keys are read as a refresh reads them: only those the configuration reads.
+	cfg := d.cfg.Load()
 	members := make([]config.Member, len(cf.Members))
 	for i, m := range cf.Members {
 		members[i] = config.Member{ID: m.ID, QueryEndpoint: m.QueryEndpoint, EndpointID: m.EndpointID}
+		if cfg.UsesIdentifierSystem() {
+			members[i].IdentifierSystem = m.IdentifierSystem
+		}
+		if cfg.UsesHomeCommunityID() {
+			members[i].HomeCommunityID = m.HomeCommunityID
+		}
 	}
 	if fault, why := d.swap(members); fault != "" {
 		return 0, fmt.Errorf("refused (%s): %s", fault, why)

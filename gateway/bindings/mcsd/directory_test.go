@@ -158,6 +158,54 @@ func TestStateTable(t *testing.T) {
 				}
 			},
 			state: "degraded", fault: mcsd.FaultConfigurationMismatch},
+		{name: "a member whose Endpoints give two home community ids is registry-invalid", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) {
+				g.double.MustPut(g.t, mcsddouble.WithHCID(g.endpoint("a", g.members["a"].URL), "urn:oid:1.3.6.1.4.1.21367.13.70.999"))
+			},
+			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.endpoint("a", g.members["a"].URL)) },
+			state: "degraded", fault: mcsd.FaultRegistryInvalid},
+		{name: "a second Endpoint of a member with another home community id is registry-invalid", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) {
+				xcpdEP := mcsddouble.WithHCID(mcsddouble.Endpoint("ep-a-xcpd", "https://a.example/xcpd"), "1.3.6.1.4.1.21367.13.70.999")
+				xcpdEP["connectionType"] = map[string]any{"system": "http://terminology.hl7.org/CodeSystem/endpoint-connection-type", "code": "ihe-xcpd"}
+				org := g.organization("a", "a")
+				org["endpoint"] = append(org["endpoint"].([]any), map[string]any{"reference": "Endpoint/ep-a-xcpd"})
+				g.double.MustPut(g.t, xcpdEP, org)
+			},
+			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.organization("a", "a")) },
+			state: "degraded", fault: mcsd.FaultRegistryInvalid},
+		{name: "one home community id on two members is registry-invalid", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) {
+				g.double.MustPut(g.t, mcsddouble.WithHCID(mcsddouble.Endpoint("ep-b", g.members["b"].URL), "urn:oid:"+communityOf("a")))
+			},
+			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.endpoint("b", g.members["b"].URL)) },
+			state: "degraded", fault: mcsd.FaultRegistryInvalid},
+		{name: "a home community id that is no OID is registry-invalid", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) {
+				g.double.MustPut(g.t, mcsddouble.WithHCID(mcsddouble.Endpoint("ep-b", g.members["b"].URL), "urn:uuid:cadbf8d0-5493-11ec-bf63-0242ac130002"))
+			},
+			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.endpoint("b", g.members["b"].URL)) },
+			state: "degraded", fault: mcsd.FaultRegistryInvalid},
+		{name: "one patient identifier domain on two members is registry-invalid", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) {
+				g.double.MustPut(g.t, mcsddouble.WithIdentifier(mcsddouble.Organization("org-b", system, "b", "ep-b"), domainSystem, domainOf("a")))
+			},
+			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.organization("b", "b")) },
+			state: "degraded", fault: mcsd.FaultRegistryInvalid},
+		{name: "a member with two patient identifier domains is registry-invalid", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) {
+				g.double.MustPut(g.t, mcsddouble.WithIdentifier(g.organization("b", "b"), domainSystem, "urn:oid:1.3.6.1.4.1.21367.13.20.999"))
+			},
+			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.organization("b", "b")) },
+			state: "degraded", fault: mcsd.FaultRegistryInvalid},
+		{name: "a member without its patient identifier domain, with [resolver], is configuration-mismatch", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsddouble.Organization("org-b", system, "b", "ep-b")) },
+			fixIt:   func(g *gateway) { g.double.MustPut(g.t, g.organization("b", "b")) },
+			state:   "degraded", fault: mcsd.FaultConfigurationMismatch},
+		{name: "a member without its home community id, with the XCPD localizer, is configuration-mismatch", mcsd: flowKeys, tables: flowTables,
+			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsddouble.Endpoint("ep-b", g.members["b"].URL)) },
+			fixIt:   func(g *gateway) { g.double.MustPut(g.t, g.endpoint("b", g.members["b"].URL)) },
+			state:   "degraded", fault: mcsd.FaultConfigurationMismatch},
 		{name: "401 is failing refused-credentials", breakIt: status(401), fixIt: status(0), state: "failing", fault: mcsd.FaultRefusedCredentials},
 		{name: "403 is failing refused-credentials", breakIt: status(403), fixIt: status(0), state: "failing", fault: mcsd.FaultRefusedCredentials},
 		{name: "404 is failing", breakIt: status(404), fixIt: status(0), state: "failing"},
@@ -219,6 +267,14 @@ func TestStateTable(t *testing.T) {
 		})
 	}
 }
+
+// flowKeys and flowTables configure [resolver] and the XCPD localizer (never asked by
+// the state table's searches, which name no patient) and where a member's patient
+// identifier domain is.
+const (
+	flowKeys   = "patient_domain_identifier_system = \"" + domainSystem + "\"\n"
+	flowTables = "[resolver]\nurl = \"http://127.0.0.1:9/pix\"\n[localizer]\nurl = \"http://127.0.0.1:9/xcpd\"\nprotocol = \"xcpd\"\n"
+)
 
 func status(code int) func(*gateway) {
 	return func(g *gateway) {

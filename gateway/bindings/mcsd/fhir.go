@@ -48,8 +48,24 @@ type resource struct {
 }
 
 type identifier struct {
+	Type *struct {
+		Coding []coding `json:"coding"`
+	} `json:"type"`
 	System string `json:"system"`
 	Value  string `json:"value"`
+}
+
+// typed reports whether the identifier's type carries the coding system#code.
+func (i identifier) typed(system, code string) bool {
+	if i.Type == nil {
+		return false
+	}
+	for _, c := range i.Type.Coding {
+		if c.System == system && c.Code == code {
+			return true
+		}
+	}
+	return false
 }
 
 type reference struct {
@@ -65,6 +81,13 @@ type coding struct {
 const (
 	connectionTypeSystem = "http://terminology.hl7.org/CodeSystem/endpoint-connection-type"
 	connectionTypeFHIR   = "hl7-fhir-rest"
+)
+
+// The type of the Endpoint identifier that is a home community id (the mCSD guide's
+// MCSDEndpointIdentifierTypes#HCID).
+const (
+	identifierTypeSystem = "https://profiles.ihe.net/ITI/mCSD/CodeSystem/MCSDEndpointIdentifierTypes"
+	identifierTypeHCID   = "HCID"
 )
 
 // next is the bundle's next link, "" at the last page.

@@ -23,6 +23,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
@@ -36,7 +37,25 @@ const (
 	base     = "/api"
 	// system is the member identifier system of the tests' directories.
 	system = "urn:oid:1.3.6.1.4.1.21367.13.20.7000"
+	// domainSystem is the system of the Organization identifier whose value is the
+	// member's patient identifier domain (registry.mcsd.patient_domain_identifier_system).
+	domainSystem = "https://ferrofed.example/patient-domain"
 )
+
+// domainOf is member id's patient identifier domain, as the directory gives it.
+func domainOf(id string) string { return "urn:oid:1.3.6.1.4.1.21367.13.20." + oidArc(id) }
+
+// communityOf is member id's home community id, as an OID (XCPD's root).
+func communityOf(id string) string { return "1.3.6.1.4.1.21367.13.70." + oidArc(id) }
+
+// oidArc is an OID arc of a member id: its bytes in decimal.
+func oidArc(id string) string {
+	var b strings.Builder
+	for _, c := range []byte(id) {
+		fmt.Fprintf(&b, "%d", c)
+	}
+	return b.String()
+}
 
 // gateway is the federation surface with its registry read from a directory double,
 // mounted as the server mounts it, in front of real loopback members.
@@ -124,10 +143,17 @@ member_identifier_system = %q
 		t.Fatal(err)
 	}
 	g.cfg = cfg
-	g.fed, err = federation.New(cfg, federation.Options{})
+	// The patient-scoped flow, when the tables configure one (nil otherwise), built
+	// as assemble builds it: a directory's registry gives it the members' keys.
+	flow, err := patient.New(cfg, patient.Options{Recorder: g.rec})
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.fed, err = federation.New(cfg, federation.Options{Patient: flow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow.Attach(g.fed.Tracker())
 	g.dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: g.fed, Recorder: g.rec, Limits: o.limits})
 	if err != nil {
 		t.Fatal(err)
@@ -182,8 +208,26 @@ func (g *gateway) member(id string) *members.Server {
 	g.t.Helper()
 	m := members.Start(g.t, members.Options{ID: id, Marker: "MEMBER-BODY-" + id})
 	g.members[id] = m
-	g.double.MustPut(g.t, mcsddouble.Endpoint("ep-"+id, m.URL), mcsddouble.Organization("org-"+id, system, id, "ep-"+id))
+	g.double.MustPut(g.t, g.endpoint(id, m.URL), g.organization(id, id))
 	return m
+}
+
+// endpoint is member id's FHIR REST Endpoint at address, with its home community id
+// typed HCID (member a's a bare OID, as some directories write it; the others'
+// urn:oid:).
+func (g *gateway) endpoint(id, address string) map[string]any {
+	hcid := "urn:oid:" + communityOf(id)
+	if id == "a" {
+		hcid = communityOf(id)
+	}
+	return mcsddouble.WithHCID(mcsddouble.Endpoint("ep-"+id, address), hcid)
+}
+
+// organization is member id's Organization, with its member identifier value and
+// its patient identifier domain (an identifier of domainSystem), referencing its
+// Endpoint ep-<id>.
+func (g *gateway) organization(id, value string) map[string]any {
+	return mcsddouble.WithIdentifier(mcsddouble.Organization("org-"+id, system, value, "ep-"+id), domainSystem, domainOf(id))
 }
 
 // refresh runs one refresh now.

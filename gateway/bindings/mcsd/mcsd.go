@@ -8,7 +8,14 @@
 // A member is an active Organization with an identifier of member_identifier_system
 // (its id) that references an active Endpoint of connection type hl7-fhir-rest (its
 // query_endpoint is the Endpoint's address, its endpoint id "<id>-query"); an
-// Organization that lacks either is not a member. Each refresh builds the candidate
+// Organization that lacks either is not a member. When the configuration reads them
+// (an XCPD localizer; [resolver] or a PIXm localizer), a member's home_community_id
+// is the value of an identifier typed MCSDEndpointIdentifierTypes#HCID of an active
+// Endpoint it references (of any connection type; a bare OID is written urn:oid:),
+// and its identifier_system the value of its Organization identifier of
+// patient_domain_identifier_system (mCSD has no field for a patient identifier
+// domain). Each accepted registry gives them to the patient-scoped flow, and the
+// cache file keeps them. Each refresh builds the candidate
 // registry from what the directory holds, checks it by the rules of
 // [[registry.members]] and the rest of the configuration against it, and swaps it in
 // at once or refuses it; the registry last accepted keeps serving, and is kept in
@@ -19,7 +26,9 @@
 //	accepted (no change, or a valid change)                        up
 //	change refused: the registry breaks a rule of its own          degraded, registry-invalid
 //	(an id or endpoint id malformed or twice, an address that is
-//	not an absolute http(s) URL, no member at all)
+//	not an absolute http(s) URL, no member at all; two home
+//	community ids or domains for one member, one for two members,
+//	a home community id that is no OID)
 //	change refused: the rest of the configuration does not fit     degraded, configuration-mismatch
 //	401, 403                                                       failing, refused-credentials
 //	any other status but 2xx (3xx included: never followed)        failing
@@ -344,9 +353,12 @@ func (d *Directory) refresh(ctx context.Context) Outcome {
 	}
 	d.since = d.since.Add(-d.lim.Lookback)
 
-	members := d.members(d.held)
+	members, invalid := d.members(d.held)
 	if len(members) > d.lim.MaxMembers {
 		return Outcome{State: dependencies.Failing, Why: fmt.Sprintf("the directory names %d members, more than %d", len(members), d.lim.MaxMembers)}
+	}
+	if invalid != "" {
+		return Outcome{State: dependencies.Degraded, Fault: FaultRegistryInvalid, Why: invalid}
 	}
 	if d.served != nil && slices.Equal(members, d.served) {
 		return Outcome{State: dependencies.Up}
@@ -396,41 +408,81 @@ func problemsText(ps []config.Problem) string {
 	return b.String()
 }
 
-// members is the candidate registry of what the directory holds, by member id.
-func (d *Directory) members(st *store) []config.Member {
+// members is the candidate registry of what the directory holds, by member id, and
+// what makes it invalid beyond the rules of config.MemberProblems ("" when nothing):
+// a member whose Endpoints give two home community ids, or whose Organization gives
+// two patient identifier domains. A member's identifier_system (the value of its
+// Organization identifier of patient_domain_identifier_system) and home_community_id
+// (the value of an identifier typed MCSDEndpointIdentifierTypes#HCID of an active
+// Endpoint it references, of any connection type, as home_community_id is written)
+// are read only when the configuration reads them, as [[registry.members]] refuses
+// a key nothing reads.
+func (d *Directory) members(st *store) ([]config.Member, string) {
 	system := d.table.MemberIdentifierSystem
+	cfg := d.cfg.Load()
+	domainSystem := ""
+	if cfg.UsesIdentifierSystem() {
+		domainSystem = d.table.PatientDomainIdentifierSystem
+	}
+	readHCID := cfg.UsesHomeCommunityID()
+	var invalid []string
 	out := make([]config.Member, 0, len(st.orgs))
 	for _, org := range st.orgs {
 		if org.Active != nil && !*org.Active {
 			continue
 		}
-		id := ""
+		id, domain, domains := "", "", 0
 		for _, idf := range org.Identifier {
-			if idf.System == system {
+			switch {
+			case idf.System == system && id == "":
 				id = idf.Value
-				break
+			case domainSystem != "" && idf.System == domainSystem && idf.Value != "" && idf.Value != domain:
+				domain = idf.Value
+				domains++
 			}
 		}
 		if id == "" {
 			continue
 		}
 		address, ok := "", false
+		var hcids []string
 		for _, ref := range org.Endpoint {
 			typ, eid, refOK := typeAndID(ref.Reference)
 			if !refOK || typ != "Endpoint" {
 				continue
 			}
 			ep := st.endpoints[eid]
-			if ep != nil && ep.Status == "active" && ep.ConnectionType.Code == connectionTypeFHIR &&
+			if ep == nil || ep.Status != "active" {
+				continue
+			}
+			if readHCID {
+				for _, idf := range ep.Identifier {
+					if idf.Value != "" && idf.typed(identifierTypeSystem, identifierTypeHCID) {
+						if h := config.NormalizeHomeCommunityID(idf.Value); !slices.Contains(hcids, h) {
+							hcids = append(hcids, h)
+						}
+					}
+				}
+			}
+			if !ok && ep.ConnectionType.Code == connectionTypeFHIR &&
 				(ep.ConnectionType.System == "" || ep.ConnectionType.System == connectionTypeSystem) {
 				address, ok = ep.Address, true
-				break
 			}
 		}
 		if !ok {
 			continue
 		}
-		out = append(out, config.Member{ID: id, QueryEndpoint: address, EndpointID: id + "-query"})
+		m := config.Member{ID: id, QueryEndpoint: address, EndpointID: id + "-query", IdentifierSystem: domain}
+		switch {
+		case len(hcids) > 1:
+			invalid = append(invalid, fmt.Sprintf("member %q: its Endpoints give %d home community ids (%s)", id, len(hcids), strings.Join(hcids, ", ")))
+		case len(hcids) == 1:
+			m.HomeCommunityID = hcids[0]
+		}
+		if domains > 1 {
+			invalid = append(invalid, fmt.Sprintf("member %q: its Organization gives %d patient identifier domains", id, domains))
+		}
+		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b config.Member) int {
 		if c := strings.Compare(a.ID, b.ID); c != 0 {
@@ -438,7 +490,8 @@ func (d *Directory) members(st *store) []config.Member {
 		}
 		return strings.Compare(a.QueryEndpoint, b.QueryEndpoint)
 	})
-	return out
+	slices.Sort(invalid)
+	return out, strings.Join(invalid, "; ")
 }
 
 // fetchError is a refresh that read no usable answer.

@@ -48,6 +48,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -88,10 +89,50 @@ type Flow struct {
 	// localizer is one of xcpdLocalizer and pixmLocalizer, nil without [localizer].
 	xcpdLocalizer *xcpd.Client
 	pixmLocalizer *pixm.Consumer
-	// domain is each member's identifier_system, community its home_community_id,
-	// by member id.
+	// keys are the members' identifier_system and home_community_id: read at start
+	// from [[registry.members]], swapped by UseMembers for a directory's registry.
+	keys atomic.Pointer[memberKeys]
+	log  logr.Logger
+}
+
+// memberKeys are each member's identifier_system (domain) and home_community_id
+// (community), by member id.
+type memberKeys struct {
 	domain, community map[string]string
-	log               logr.Logger
+	domains           []string
+}
+
+func keysOf(members []config.Member) *memberKeys {
+	k := &memberKeys{domain: map[string]string{}, community: map[string]string{}}
+	for _, m := range members {
+		if m.IdentifierSystem != "" {
+			k.domain[m.ID] = m.IdentifierSystem
+			k.domains = append(k.domains, m.IdentifierSystem)
+		}
+		if m.HomeCommunityID != "" {
+			k.community[m.ID] = m.HomeCommunityID
+		}
+	}
+	return k
+}
+
+// UseMembers makes members' identifier_system and home_community_id the ones the
+// flow maps and localizes by from now on: the registry read from a directory
+// ([registry.mcsd]), each accepted registry in turn. The resolver and a PIXm
+// localizer then ask for these domains, and a mapping cached for the domains before
+// is not used again. A nil flow has nothing to update.
+func (f *Flow) UseMembers(members []config.Member) {
+	if f == nil {
+		return
+	}
+	k := keysOf(members)
+	if f.resolver != nil {
+		f.resolver.UseDomains(k.domains)
+	}
+	if f.pixmLocalizer != nil {
+		f.pixmLocalizer.UseDomains(k.domains)
+	}
+	f.keys.Store(k)
 }
 
 // New builds the flow of cfg; nil (and no error) when no patient-scoped binding is
@@ -100,20 +141,13 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	if cfg.Resolver == nil && cfg.PDQm == nil && cfg.Consent == nil && cfg.Localizer == nil {
 		return nil, nil
 	}
-	f := &Flow{domain: map[string]string{}, community: map[string]string{}, log: o.Logger}
+	f := &Flow{log: o.Logger}
 	if f.log.GetSink() == nil {
 		f.log = logr.Discard()
 	}
-	var domains []string
-	for _, m := range cfg.Registry.Members {
-		if m.IdentifierSystem != "" {
-			f.domain[m.ID] = m.IdentifierSystem
-			domains = append(domains, m.IdentifierSystem)
-		}
-		if m.HomeCommunityID != "" {
-			f.community[m.ID] = m.HomeCommunityID
-		}
-	}
+	keys := keysOf(cfg.Registry.Members)
+	f.keys.Store(keys)
+	domains := keys.domains
 	if cfg.PDQm != nil {
 		d, err := pdqm.New(pdqm.Options{Service: cfg.PDQm.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
 		if err != nil {
@@ -249,6 +283,9 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		return Plan{}, scoped, err
 	}
 	plan.Scope = s
+	// One registry's keys for the whole plan, even when a directory's registry is
+	// swapped in meanwhile.
+	keys := f.keys.Load()
 	candidates := q.Members
 	asks := make(map[string]string, len(candidates))
 	for _, id := range candidates {
@@ -288,7 +325,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 		var kept []string
 		for _, id := range candidates {
-			domain, ok := f.domain[id]
+			domain, ok := keys.domain[id]
 			local, mapped := mapping[domain]
 			if ok && domain == system {
 				// The patient is named in this member's own domain, which a manager
@@ -320,7 +357,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 		candidates = kept
 	}
-	if holds := f.localize(ctx, system, value, len(candidates) > 0); holds != nil {
+	if holds := f.localize(ctx, keys, system, value, len(candidates) > 0); holds != nil {
 		var kept []string
 		for _, id := range candidates {
 			if !holds(id) {
@@ -340,7 +377,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 // localize asks the localizer which members hold the patient; nil when it is not
 // configured, is not asked (no candidate left, no identifier to ask by) or failed:
 // the localizer fails open.
-func (f *Flow) localize(ctx context.Context, system, value string, candidates bool) (holds func(member string) bool) {
+func (f *Flow) localize(ctx context.Context, keys *memberKeys, system, value string, candidates bool) (holds func(member string) bool) {
 	if (f.xcpdLocalizer == nil && f.pixmLocalizer == nil) || !candidates || value == "" {
 		return nil
 	}
@@ -357,7 +394,7 @@ func (f *Flow) localize(ctx context.Context, system, value string, candidates bo
 			f.failedOpen(err)
 			return nil
 		}
-		return func(member string) bool { return a.Holds(f.community[member]) }
+		return func(member string) bool { return a.Holds(keys.community[member]) }
 	}
 	m, err := f.pixmLocalizer.Resolve(ctx, "", system, value)
 	if err != nil {
@@ -365,8 +402,9 @@ func (f *Flow) localize(ctx context.Context, system, value string, candidates bo
 		return nil
 	}
 	return func(member string) bool {
-		_, held := m[f.domain[member]]
-		return held || f.domain[member] == system
+		domain, ok := keys.domain[member]
+		_, held := m[domain]
+		return ok && (held || domain == system)
 	}
 }
 

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -62,9 +64,10 @@ type Options struct {
 
 // Consumer asks one PIXm manager.
 type Consumer struct {
-	key     string
-	base    string
-	domains []string
+	key  string
+	base string
+	// domains are the targetSystems, swapped whole by UseDomains.
+	domains atomic.Pointer[domainSet]
 	client  *binding.Client
 	rec     binding.Recorder
 	timeout time.Duration
@@ -85,8 +88,25 @@ func New(o Options) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{key: o.Key, base: strings.TrimSuffix(o.Service.URL, "/"), domains: o.Domains, client: c, rec: o.Recorder,
-		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: binding.NewCache[Mapping](o.CacheTTL, nil)}, nil
+	cons := &Consumer{key: o.Key, base: strings.TrimSuffix(o.Service.URL, "/"), client: c, rec: o.Recorder,
+		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: binding.NewCache[Mapping](o.CacheTTL, nil)}
+	cons.domains.Store(&domainSet{list: o.Domains})
+	return cons, nil
+}
+
+// domainSet is one set of targetSystems; gen tells a mapping cached for one set from
+// one cached for another.
+type domainSet struct {
+	list []string
+	gen  uint64
+}
+
+// UseDomains makes domains the targetSystems of the queries from now on (the
+// members of a registry read from a directory). A mapping cached for the domains
+// before is not used again: it lacks the new ones.
+func (c *Consumer) UseDomains(domains []string) {
+	prev := c.domains.Load()
+	c.domains.Store(&domainSet{list: slices.Clone(domains), gen: prev.gen + 1})
 }
 
 // Key is the consumer's report key.
@@ -112,11 +132,12 @@ type Mapping map[string]string
 // exchange's audit record not stored. The mapping is shared with the cache: read it
 // only.
 func (c *Consumer) Resolve(ctx context.Context, caller, system, value string) (Mapping, error) {
-	key := binding.CacheKey(caller, system, value)
+	ds := c.domains.Load()
+	key := binding.CacheKey(caller, system, value, strconv.FormatUint(ds.gen, 10))
 	if m, ok := c.cache.Get(key); ok {
 		return m, nil
 	}
-	q := url.Values{"sourceIdentifier": {system + "|" + value}, "targetSystem": c.domains}
+	q := url.Values{"sourceIdentifier": {system + "|" + value}, "targetSystem": ds.list}
 	query := q.Encode()
 	req, err := http.NewRequest(http.MethodGet, c.base+"/Patient/$ihe-pix?"+query, nil)
 	if err != nil {

@@ -2,7 +2,9 @@ package pixm_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
 	"github.com/ferrofed/ferrofed/gateway/config"
@@ -60,5 +62,40 @@ func TestParse(t *testing.T) {
 		if _, err := pixm.Parse([]byte(bad)); err == nil {
 			t.Errorf("%s parsed", bad)
 		}
+	}
+}
+
+// UseDomains changes the targetSystems of the next resolutions (a directory's
+// registry), and a mapping cached for the domains before is not used again.
+func TestUseDomains(t *testing.T) {
+	p := testpixm.Start(t, testpixm.Options{Sets: []testpixm.Set{{
+		{ID: "m1", Identifiers: []testpixm.Identifier{{System: "urn:oid:9", Value: "MRN-1"}}},
+		{ID: "x-a", Identifiers: []testpixm.Identifier{{System: "urn:oid:1.2", Value: "pa-1"}}},
+		{ID: "x-b", Identifiers: []testpixm.Identifier{{System: "urn:oid:1.3", Value: "pb-1"}}},
+	}}})
+	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: p.URL}, DefaultTimeoutMS: 2000,
+		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, CacheTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Resolve(context.Background(), "", "urn:oid:9", "MRN-1")
+	if err != nil || m["urn:oid:1.2"] != "pa-1" || len(m) != 1 {
+		t.Fatalf("before: %v, %v", m, err)
+	}
+	c.UseDomains([]string{"urn:oid:1.2", "urn:oid:1.3"})
+	m, err = c.Resolve(context.Background(), "", "urn:oid:9", "MRN-1")
+	if err != nil || m["urn:oid:1.2"] != "pa-1" || m["urn:oid:1.3"] != "pb-1" {
+		t.Fatalf("after: %v, %v", m, err)
+	}
+	if n := p.Requests(); n != 2 {
+		t.Fatalf("the manager got %d requests, want 2 (the mapping cached for the domains before is not used)", n)
+	}
+	last, _ := p.Last()
+	if q, _ := url.ParseQuery(last.RawQuery); len(q["targetSystem"]) != 2 {
+		t.Fatalf("the targetSystems are %v", q["targetSystem"])
+	}
+	// Cached again for the new domains.
+	if _, err := c.Resolve(context.Background(), "", "urn:oid:9", "MRN-1"); err != nil || p.Requests() != 2 {
+		t.Fatalf("the mapping for the new domains was not cached: %v, %d requests", err, p.Requests())
 	}
 }
