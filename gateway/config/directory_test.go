@@ -146,7 +146,7 @@ func TestDirectoryMembers(t *testing.T) {
 		"a duplicate id":                   {ok[0], ok[0]},
 		"an ftp address":                   {{ID: "a", QueryEndpoint: "ftp://a.example/fhir", EndpointID: "a-query"}},
 		"an id not an id":                  {{ID: "A B", QueryEndpoint: "https://a.example/fhir", EndpointID: "x-query"}},
-		"a relative adress":                {{ID: "a", QueryEndpoint: "/fhir", EndpointID: "a-query"}},
+		"a relative address":               {{ID: "a", QueryEndpoint: "/fhir", EndpointID: "a-query"}},
 		"a home community id not urn:oid:": {{ID: "a", QueryEndpoint: "https://a.example/fhir", EndpointID: "a-query", HomeCommunityID: "urn:uuid:cadbf8d0-5493-11ec-bf63-0242ac130002"}},
 		"one home community id on two members": {
 			{ID: "a", QueryEndpoint: "https://a.example/fhir", EndpointID: "a-query", HomeCommunityID: "urn:oid:1.2.3.1"},

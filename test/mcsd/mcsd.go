@@ -247,10 +247,10 @@ func (s *Server) Answer(r double.Request) double.Answer {
 	if k.NonBundle {
 		return s.outcome(http.StatusOK, "informational", "not a Bundle")
 	}
-	switch {
-	case path == "Organization" || path == "Endpoint":
+	switch path {
+	case "Organization", "Endpoint":
 		return s.search(r, path, count, offset, k)
-	case path == "Organization/_history" || path == "Endpoint/_history":
+	case "Organization/_history", "Endpoint/_history":
 		typ := strings.TrimSuffix(path, "/_history")
 		var since time.Time
 		if v := r.Query.Get("_since"); v != "" {

@@ -105,7 +105,8 @@ func TestAddChangeDelete(t *testing.T) {
 		t.Fatalf("%d events for %d exchanges", len(evs), g.double.Requests())
 	}
 	for _, ev := range evs {
-		if !bytes.Contains(ev, []byte(mcsd.ProfileQuery)) || !(bytes.Contains(ev, []byte(`"ITI-90"`)) || bytes.Contains(ev, []byte(`"ITI-91"`))) {
+		iti := bytes.Contains(ev, []byte(`"ITI-90"`)) || bytes.Contains(ev, []byte(`"ITI-91"`))
+		if !bytes.Contains(ev, []byte(mcsd.ProfileQuery)) || !iti {
 			t.Fatalf("not a BALP Query of ITI-90/91: %s", ev)
 		}
 	}
