@@ -59,6 +59,9 @@ type Config struct {
 	Resolver  *Resolver  `toml:"resolver"`
 	Consent   *Consent   `toml:"consent"`
 	Localizer *Localizer `toml:"localizer"`
+	// StoredQueries is the [stored_queries] table (storedqueries.go); nil when absent:
+	// no store, no _query.
+	StoredQueries *StoredQueries `toml:"stored_queries"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -388,6 +391,7 @@ func defaults() Config {
 func (c *Config) applyDefaults() {
 	c.Audit.applyDefaults()
 	c.applyPatientDefaults()
+	c.StoredQueries.applyDefaults()
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

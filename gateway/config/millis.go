@@ -83,6 +83,8 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "one member's budget within a federated request"},
 	{Key: "federation.capability_ttl_ms", Default: fmt.Sprint(DefaultCapabilityTTLMS), Min: 0, Max: MaxCapabilityTTLMS,
 		Bounds: "how long the gateway's CapabilityStatement is reused (0: the members are asked every time)"},
+	{Key: "stored_queries.drift_interval_ms", Default: fmt.Sprint(DefaultDriftIntervalMS), Min: MinDriftIntervalMS, Max: MaxDriftIntervalMS,
+		Bounds: "how often every supporting member's copy of every stored query is checked for drift"},
 }
 
 // millisecondKey returns the range of key ("auth.issuers[2].jwks_refresh_ms" is looked
@@ -107,6 +109,8 @@ func msProblem(key string, v int64) string {
 	switch {
 	case v < 0 && m.Min == 0:
 		return fmt.Sprintf("must not be negative: it is from 0 to %s", limit)
+	case v < m.Min && m.Min > 1:
+		return fmt.Sprintf("%d is less than the minimum: it is from %d to %s", v, m.Min, limit)
 	case v < m.Min:
 		return fmt.Sprintf("must be greater than zero: it is from %d to %s", m.Min, limit)
 	}

@@ -93,6 +93,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, c.validBounds()...)
 	ps = append(ps, c.Audit.validate(opts)...)
 	ps = append(ps, c.patientProblems(opts)...)
+	ps = append(ps, c.StoredQueries.validate(opts)...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings
