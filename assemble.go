@@ -11,6 +11,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/gateway/storedquery"
 )
 
 // assembled is a gateway put together from its configuration file: every file the
@@ -22,6 +23,9 @@ type assembled struct {
 	// audit is the audit trail; nil without [audit]. Its spools are opened by start,
 	// never by assemble: `config check` must not touch a running gateway's spool.
 	audit *audit.Trail
+	// queries are the stored queries; nil without [stored_queries]. Their drift check
+	// is started by start.
+	queries *storedquery.Queries
 }
 
 // assemble loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -51,7 +55,16 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
 	}
-	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow})
+	// The stored queries ([stored_queries]): their store is read here.
+	queries, err := storedquery.New(cfg, storedquery.Options{Logger: log.WithName("stored_queries")})
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+	}
+	fedOpts := federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow}
+	if queries != nil {
+		fedOpts.StoredQueries = queries
+	}
+	fed, err := federation.New(cfg, fedOpts)
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
@@ -60,6 +73,10 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	trail.Attach(fed.Tracker(), fed.Authorize())
 	flow.Attach(fed.Tracker())
 	surfaces := []server.Surface{fed}
+	if queries != nil {
+		queries.Attach(fed, fed.Authorize())
+		surfaces = append(surfaces, queries)
+	}
 	for _, b := range trail.Surfaces() {
 		surfaces = append(surfaces, b)
 	}
@@ -72,14 +89,19 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &assembled{cfg: cfg, srv: srv, audit: trail}, nil
+	return &assembled{cfg: cfg, srv: srv, audit: trail, queries: queries}, nil
 }
 
-// start starts the bindings' processes (the audit spools and their deliveries); serve
+// start starts the bindings' processes (the audit spools and their deliveries, the
+// stored queries' drift check); serve
 // calls it once the listener is bound and before the first request is served. Drain
 // step 4 stops them.
 func (g *assembled) start() error {
-	return g.audit.Start()
+	if err := g.audit.Start(); err != nil {
+		return err
+	}
+	g.queries.Start()
+	return nil
 }
 
 // buildError is a configuration config.Load accepted but a part of the gateway refused.
