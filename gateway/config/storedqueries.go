@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 // Defaults and limits of [stored_queries] (DESIGN §2.9, BINDINGS.md §2.8).
@@ -71,4 +73,14 @@ func (s *StoredQueries) validate(opts Options) []Problem {
 		}
 	}
 	return ps
+}
+
+// HasStoredQueries reports whether a ferrofed.toml has a [stored_queries] table: the
+// operator then mounts the Gateway's StoredQuery ConfigMap and renders its directory as
+// stored_queries.dir. A document that is not TOML has none (Render and Parse report it).
+func HasStoredQueries(doc []byte) bool {
+	var d struct {
+		StoredQueries *struct{} `toml:"stored_queries"`
+	}
+	return toml.Unmarshal(doc, &d) == nil && d.StoredQueries != nil
 }

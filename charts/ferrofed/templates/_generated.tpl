@@ -76,6 +76,15 @@ Edit the kubebuilder markers, then run make generate.
   - get
   - patch
 - apiGroups:
+  - ferrofed.io
+  resources:
+  - storedqueries
+  verbs:
+  - get
+  - list
+  - patch
+  - watch
+- apiGroups:
   - policy
   resources:
   - poddisruptionbudgets

@@ -1,0 +1,181 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+)
+
+// storedQueryGatewayIndex indexes StoredQueries by the Gateway they name.
+const storedQueryGatewayIndex = "spec.gatewayName"
+
+// MaxStoredQueriesBytes bounds what one Gateway's stored-query ConfigMap holds: a
+// ConfigMap is at most 1 MiB, and its keys and metadata count too.
+const MaxStoredQueriesBytes = 900 << 10
+
+// StoredQueryReconciler renders the StoredQuery resources of each Gateway into the
+// ConfigMap <gateway>-stored-queries (one key <id>.json per stored query), which the
+// Gateway's pods mount as their stored-query store (stored_queries.dir), and makes
+// each StoredQuery owned by the Gateway it names. Its requests are Gateways: a
+// StoredQuery's change reconciles the Gateway it names.
+type StoredQueryReconciler struct {
+	client.Client
+	// APIReader reads the ConfigMap, which the operator never caches.
+	APIReader client.Reader
+}
+
+// +kubebuilder:rbac:groups=ferrofed.io,resources=storedqueries,verbs=get;list;watch;patch
+
+// Reconcile applies the Gateway's stored-query ConfigMap from the StoredQueries that
+// name it. Without any, the ConfigMap is emptied if it exists and not made otherwise.
+func (r *StoredQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	gw := &ferrofedv1alpha1.Gateway{}
+	if err := r.Get(ctx, req.NamespacedName, gw); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // its StoredQueries and ConfigMap go with it
+	}
+	if !gw.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	list := &ferrofedv1alpha1.StoredQueryList{}
+	if err := r.List(ctx, list, client.InNamespace(gw.Namespace), client.MatchingFields{storedQueryGatewayIndex: gw.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list the StoredQueries of Gateway %s: %w", gw.Name, err)
+	}
+	for i := range list.Items {
+		if err := r.own(ctx, gw, &list.Items[i]); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if len(list.Items) == 0 {
+		cm := &metav1.PartialObjectMetadata{}
+		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		err := r.reader().Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)}, cm)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("get the stored-query ConfigMap of Gateway %s: %w", gw.Name, err)
+		}
+	}
+	desired, left := StoredQueriesConfigMap(gw, list.Items)
+	for _, l := range left {
+		log.FromContext(ctx).Info("Left a StoredQuery out of the stored-query ConfigMap", "storedQuery", l.Name, "reason", l.Reason)
+	}
+	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("apply ConfigMap %s: %w", ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name), err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *StoredQueryReconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// own makes gw an owner of sq (not its controller: the StoredQuery is the user's), so
+// that the garbage collector deletes it with the Gateway.
+func (r *StoredQueryReconciler) own(ctx context.Context, gw *ferrofedv1alpha1.Gateway, sq *ferrofedv1alpha1.StoredQuery) error {
+	if slices.ContainsFunc(sq.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == gw.UID }) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(sq.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	sq.OwnerReferences = append(sq.OwnerReferences, metav1.OwnerReference{
+		APIVersion: ferrofedv1alpha1.GroupVersion.String(), Kind: "Gateway", Name: gw.Name, UID: gw.UID,
+	})
+	if err := r.Patch(ctx, sq, patch); err != nil {
+		return fmt.Errorf("make Gateway %s the owner of StoredQuery %s: %w", gw.Name, sq.Name, err)
+	}
+	return nil
+}
+
+// LeftOut is a StoredQuery the ConfigMap does not hold, and why.
+type LeftOut struct {
+	Name   string
+	Reason string
+}
+
+// definitionID is what a stored query's file is named after: the definition's id (a
+// FHIR id), read here; the gateway checks the rest of the definition itself.
+var definitionID = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+
+// StoredQueriesConfigMap is the ConfigMap of gw's stored queries: one key <id>.json per
+// StoredQuery holding its spec.definition, in the order of their names. A StoredQuery
+// whose definition has no usable id, whose id another (earlier by name) has, or that
+// would take the ConfigMap past MaxStoredQueriesBytes is left out. Pure: the same
+// StoredQueries give the same ConfigMap.
+func StoredQueriesConfigMap(gw *ferrofedv1alpha1.Gateway, sqs []ferrofedv1alpha1.StoredQuery) (*corev1ac.ConfigMapApplyConfiguration, []LeftOut) {
+	sorted := slices.Clone(sqs)
+	slices.SortFunc(sorted, func(a, b ferrofedv1alpha1.StoredQuery) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	data := map[string]string{}
+	var left []LeftOut
+	size := 0
+	for _, sq := range sorted {
+		var d struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(sq.Spec.Definition), &d); err != nil || !definitionID.MatchString(d.ID) {
+			left = append(left, LeftOut{sq.Name, "spec.definition is not a JSON object with a FHIR id"})
+			continue
+		}
+		key := d.ID + ".json"
+		if _, dup := data[key]; dup {
+			left = append(left, LeftOut{sq.Name, fmt.Sprintf("another StoredQuery of the Gateway has the id %q", d.ID)})
+			continue
+		}
+		if size+len(key)+len(sq.Spec.Definition) > MaxStoredQueriesBytes {
+			left = append(left, LeftOut{sq.Name, fmt.Sprintf("the Gateway's stored queries would pass %d bytes", MaxStoredQueriesBytes)})
+			continue
+		}
+		size += len(key) + len(sq.Spec.Definition)
+		data[key] = sq.Spec.Definition
+	}
+	return corev1ac.ConfigMap(ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name), gw.Namespace).
+		WithLabels(Labels(gw)).
+		WithOwnerReferences(ownerReference(gw)).
+		WithData(data), left
+}
+
+// SetupWithManager registers the controller: Gateways (their creation included, so that
+// StoredQueries applied first are rendered) and StoredQueries, each mapped to the
+// Gateway it names.
+func (r *StoredQueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &ferrofedv1alpha1.StoredQuery{}, storedQueryGatewayIndex,
+		func(o client.Object) []string { return []string{o.(*ferrofedv1alpha1.StoredQuery).Spec.GatewayName} }); err != nil {
+		return fmt.Errorf("index StoredQueries by Gateway: %w", err)
+	}
+	toGateway := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		sq := o.(*ferrofedv1alpha1.StoredQuery)
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.GatewayName}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("storedquery").
+		For(&ferrofedv1alpha1.Gateway{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&ferrofedv1alpha1.StoredQuery{}, toGateway).
+		Complete(r)
+}
