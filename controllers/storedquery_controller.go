@@ -113,8 +113,9 @@ type LeftOut struct {
 }
 
 // definitionID is what a stored query's file is named after: the definition's id (a
-// FHIR id), read here; the gateway checks the rest of the definition itself.
-var definitionID = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+// FHIR id not starting with a dot, as the gateway's store and a ConfigMap key want),
+// read here; the gateway checks the rest of the definition itself.
+var definitionID = regexp.MustCompile(`^[A-Za-z0-9\-][A-Za-z0-9\-.]{0,63}$`)
 
 // StoredQueriesConfigMap is the ConfigMap of gw's stored queries: one key <id>.json per
 // StoredQuery holding its spec.definition, in the order of their names. A StoredQuery

@@ -79,6 +79,7 @@ func TestStoredQueriesConfigMapLeavesOutWhatTheStoreCannotHold(t *testing.T) {
 		{"one key per definition id", []ferrofedv1alpha1.StoredQuery{storedQuery("x", "edge", sqDefinition)}, []string{"high-risk.json"}, nil, ""},
 		{"a definition that is not JSON is left out", []ferrofedv1alpha1.StoredQuery{storedQuery("x", "edge", "{")}, nil, []string{"x"}, "FHIR id"},
 		{"an id that is a path is left out", []ferrofedv1alpha1.StoredQuery{storedQuery("x", "edge", `{"id":"../etc"}`)}, nil, []string{"x"}, "FHIR id"},
+		{"an id that would be a dot file is left out", []ferrofedv1alpha1.StoredQuery{storedQuery("x", "edge", `{"id":".."}`)}, nil, []string{"x"}, "FHIR id"},
 		{"the second StoredQuery (by name) of an id is left out", []ferrofedv1alpha1.StoredQuery{storedQuery("z", "edge", sqDefinition), storedQuery("a", "edge", sqDefinition)}, []string{"high-risk.json"}, []string{"z"}, "has the id"},
 		{"a definition past the ConfigMap's room is left out", []ferrofedv1alpha1.StoredQuery{storedQuery("a", "edge", sqDefinition), storedQuery("b", "edge", big)}, []string{"high-risk.json"}, []string{"b"}, "bytes"},
 	}

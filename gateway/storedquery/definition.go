@@ -47,9 +47,10 @@ const (
 )
 
 var (
-	// idPattern is FHIR's id; it also names the store's file (<id>.json) and the
-	// ConfigMap key the operator renders.
-	idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+	// idPattern is FHIR's id, less a leading dot: it names the store's file
+	// (<id>.json), which a dot would hide (the store skips dot files, as a ConfigMap
+	// volume's ..data is one), and the ConfigMap key the operator renders.
+	idPattern = regexp.MustCompile(`^[A-Za-z0-9\-][A-Za-z0-9\-.]{0,63}$`)
 	// codePattern is what _query={code} may name.
 	codePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_\-.]{0,63}$`)
 	// paramPattern is a declared parameter's name: never one of the search's own
@@ -150,7 +151,7 @@ func Parse(data []byte) (*Definition, error) {
 	case od.Kind != "query":
 		return nil, invalid("kind must be query (a named query, run with _query)")
 	case !idPattern.MatchString(od.ID):
-		return nil, invalid("id must be a FHIR id (1 to 64 of A-Z a-z 0-9 - .)")
+		return nil, invalid("id must be a FHIR id (1 to 64 of A-Z a-z 0-9 - .) that does not start with a dot")
 	case !codePattern.MatchString(od.Code):
 		return nil, invalid("code must be 1 to 64 of A-Z a-z 0-9 _ - . starting with a letter or digit: clients name it in _query")
 	case len(od.Resource) != 1 || !typePattern.MatchString(od.Resource[0]):

@@ -307,6 +307,7 @@ func TestHostileDefinitionsAreRefusedAndReachNoMember(t *testing.T) {
 		{"not JSON", []byte("{"), http.StatusBadRequest},
 		{"not an OperationDefinition", []byte(`{"resourceType":"Patient","id":"x"}`), http.StatusBadRequest},
 		{"an id that is a path", definition("../x", "x", highRisk), http.StatusBadRequest},
+		{"an id that is a dot file", definition("..", "x", highRisk), http.StatusBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
