@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -42,20 +43,26 @@ type StoredQueryReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=ferrofed.io,resources=storedqueries,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=ferrofed.io,resources=storedqueries/status,verbs=get;patch
 
 // Reconcile applies the Gateway's stored-query ConfigMap from the StoredQueries that
 // name it. Without any, the ConfigMap is emptied if it exists and not made otherwise.
 func (r *StoredQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	list := &ferrofedv1alpha1.StoredQueryList{}
+	if err := r.List(ctx, list, client.InNamespace(req.Namespace), client.MatchingFields{storedQueryGatewayIndex: req.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list the StoredQueries of Gateway %s: %w", req.Name, err)
+	}
 	gw := &ferrofedv1alpha1.Gateway{}
 	if err := r.Get(ctx, req.NamespacedName, gw); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err) // its StoredQueries and ConfigMap go with it
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		// Its ConfigMap went with it; StoredQueries it owned too, and any left name a
+		// Gateway that is not there.
+		return ctrl.Result{}, r.setRendered(ctx, list.Items, false, nil)
 	}
 	if !gw.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
-	}
-	list := &ferrofedv1alpha1.StoredQueryList{}
-	if err := r.List(ctx, list, client.InNamespace(gw.Namespace), client.MatchingFields{storedQueryGatewayIndex: gw.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list the StoredQueries of Gateway %s: %w", gw.Name, err)
 	}
 	for i := range list.Items {
 		if err := r.own(ctx, gw, &list.Items[i]); err != nil {
@@ -74,13 +81,49 @@ func (r *StoredQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	desired, left := StoredQueriesConfigMap(gw, list.Items)
+	reasons := map[string]string{}
 	for _, l := range left {
 		log.FromContext(ctx).Info("Left a StoredQuery out of the stored-query ConfigMap", "storedQuery", l.Name, "reason", l.Reason)
+		reasons[l.Name] = l.Reason
 	}
 	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply ConfigMap %s: %w", ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name), err)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, r.setRendered(ctx, list.Items, true, reasons)
+}
+
+// setRendered patches the Rendered condition of each StoredQuery whose condition
+// changed (one status patch each; none when nothing changed).
+func (r *StoredQueryReconciler) setRendered(ctx context.Context, sqs []ferrofedv1alpha1.StoredQuery, gatewayFound bool, leftOut map[string]string) error {
+	for i := range sqs {
+		sq := &sqs[i]
+		orig := sq.DeepCopy()
+		if !meta.SetStatusCondition(&sq.Status.Conditions, renderedCondition(sq, gatewayFound, leftOut[sq.Name])) {
+			continue
+		}
+		if err := r.Status().Patch(ctx, sq, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("patch the status of StoredQuery %s: %w", sq.Name, err)
+		}
+	}
+	return nil
+}
+
+// renderedCondition is a StoredQuery's Rendered condition: whether its Gateway exists,
+// and why it was left out of the Gateway's ConfigMap ("" when it was not).
+func renderedCondition(sq *ferrofedv1alpha1.StoredQuery, gatewayFound bool, leftOut string) metav1.Condition {
+	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionRendered, ObservedGeneration: sq.Generation}
+	switch {
+	case !gatewayFound:
+		c.Status, c.Reason = metav1.ConditionFalse, ferrofedv1alpha1.ReasonGatewayNotFound
+		c.Message = fmt.Sprintf("spec.gatewayName: no Gateway %q in namespace %s", sq.Spec.GatewayName, sq.Namespace)
+	case leftOut != "":
+		c.Status, c.Reason = metav1.ConditionFalse, ferrofedv1alpha1.ReasonStoredQueryLeftOut
+		c.Message = leftOut
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, ferrofedv1alpha1.ReasonRendered
+		c.Message = "a key of ConfigMap " + ferrofedv1alpha1.StoredQueriesConfigMapName(sq.Spec.GatewayName)
+	}
+	return c
 }
 
 func (r *StoredQueryReconciler) reader() client.Reader {

@@ -144,3 +144,27 @@ func TestStoredQueriesMountFollowsTheTable(t *testing.T) {
 		}
 	})
 }
+
+func TestRenderedCondition(t *testing.T) {
+	sq := storedQuery("high-risk", "edge", sqDefinition)
+	sq.Generation = 3
+	tests := []struct {
+		name         string
+		gatewayFound bool
+		leftOut      string
+		status       metav1.ConditionStatus
+		reason, says string
+	}{
+		{"rendered: True, naming the ConfigMap", true, "", metav1.ConditionTrue, ferrofedv1alpha1.ReasonRendered, "edge-stored-queries"},
+		{"left out: False with the reason", true, "another StoredQuery of the Gateway has the id", metav1.ConditionFalse, ferrofedv1alpha1.ReasonStoredQueryLeftOut, "has the id"},
+		{"no Gateway: False naming spec.gatewayName", false, "", metav1.ConditionFalse, ferrofedv1alpha1.ReasonGatewayNotFound, `spec.gatewayName: no Gateway "edge"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := renderedCondition(&sq, tt.gatewayFound, tt.leftOut)
+			if c.Type != ferrofedv1alpha1.ConditionRendered || c.Status != tt.status || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) || c.ObservedGeneration != 3 {
+				t.Fatalf("%+v", c)
+			}
+		})
+	}
+}

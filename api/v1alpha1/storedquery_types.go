@@ -41,6 +41,35 @@ type StoredQuerySpec struct {
 	Definition string `json:"definition,omitempty"`
 }
 
+// StoredQueryStatus is what the operator did with a StoredQuery.
+type StoredQueryStatus struct {
+	// conditions has Rendered (see ConditionRendered).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ConditionRendered is True when the StoredQuery is a key of its Gateway's
+// stored-query ConfigMap (ReasonRendered); False when the operator left it out
+// (ReasonStoredQueryLeftOut, the message says why) or its Gateway does not exist
+// (ReasonGatewayNotFound).
+const ConditionRendered = "Rendered"
+
+// Reasons of ConditionRendered.
+const (
+	// ReasonRendered surfaces on Rendered=True.
+	ReasonRendered = "Rendered"
+	// ReasonStoredQueryLeftOut surfaces on Rendered=False when spec.definition has no
+	// usable FHIR id, another StoredQuery of the Gateway (earlier by name) has its id,
+	// or the Gateway's ConfigMap has no room left for it.
+	ReasonStoredQueryLeftOut = "LeftOut"
+	// ReasonGatewayNotFound surfaces on Rendered=False when spec.gatewayName names no
+	// Gateway of the namespace.
+	ReasonGatewayNotFound = "GatewayNotFound"
+)
+
 // StoredQuery is a named query template of a Gateway (DESIGN §2.9): the operator
 // renders every StoredQuery naming a Gateway into the ConfigMap <gateway>-stored-queries,
 // which every pod of the Gateway mounts as its stored-query store, so that every
@@ -48,8 +77,10 @@ type StoredQuerySpec struct {
 // upload on its operator surface with 409, naming this kind.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=fsq,scope=Namespaced
 // +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.spec.gatewayName`
+// +kubebuilder:printcolumn:name="Rendered",type=string,JSONPath=`.status.conditions[?(@.type=="Rendered")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type StoredQuery struct {
 	metav1.TypeMeta `json:",inline"`
@@ -60,6 +91,10 @@ type StoredQuery struct {
 	// spec is the stored query and the Gateway it belongs to.
 	// +required
 	Spec StoredQuerySpec `json:"spec,omitzero"`
+
+	// status is what the operator did with it.
+	// +optional
+	Status StoredQueryStatus `json:"status,omitzero"`
 }
 
 // StoredQueryList is a list of StoredQueries.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -67,6 +68,36 @@ func TestAStoredQueryReachesTheGatewaysConfigMap(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("owners %v", got.OwnerReferences)
+	})
+	eventually(t, settle, "the StoredQuery says it is rendered", func() error {
+		got := &ferrofedv1alpha1.StoredQuery{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: sq.Name}, got); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, ferrofedv1alpha1.ConditionRendered); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("conditions %v", got.Status.Conditions)
+		}
+		return nil
+	})
+	t.Run("a StoredQuery naming no Gateway says so", func(t *testing.T) {
+		orphan := &ferrofedv1alpha1.StoredQuery{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "orphan"},
+			Spec:       ferrofedv1alpha1.StoredQuerySpec{GatewayName: "no-such-gateway", Definition: storedQueryDefinition},
+		}
+		if err := k8s.Create(ctx, orphan); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = k8s.Delete(ctx, orphan) }()
+		eventually(t, settle, "Rendered=False GatewayNotFound", func() error {
+			got := &ferrofedv1alpha1.StoredQuery{}
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: orphan.Name}, got); err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(got.Status.Conditions, ferrofedv1alpha1.ConditionRendered); c == nil || c.Reason != ferrofedv1alpha1.ReasonGatewayNotFound {
+				return fmt.Errorf("conditions %v", got.Status.Conditions)
+			}
+			return nil
+		})
 	})
 	_, dep := reconciled(ctx, t, key)
 	mounted := false

@@ -72,6 +72,7 @@ Edit the kubebuilder markers, then run make generate.
   - ferrofed.io
   resources:
   - gateways/status
+  - storedqueries/status
   verbs:
   - get
   - patch
