@@ -2,6 +2,7 @@ package storedquery
 
 import (
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,29 @@ func TestTheDigestLeavesOutMetaAndText(t *testing.T) {
 	c, _ := Digest([]byte(`{"b":[2,1],"id":"x"}`))
 	if a != b || a == c {
 		t.Fatalf("%s %s %s", a, b, c)
+	}
+}
+
+// The StoredQuery sample's definition is one the gateway takes.
+func TestTheSampleDefinitionIsAStoredQuery(t *testing.T) {
+	data, err := os.ReadFile("../../config/samples/ferrofed_v1alpha1_storedquery.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "  definition: |\n")
+	if !ok {
+		t.Fatal("the sample has no spec.definition block")
+	}
+	var def strings.Builder
+	for line := range strings.SplitSeq(block, "\n") {
+		def.WriteString(strings.TrimPrefix(line, "    "))
+		def.WriteByte('\n')
+	}
+	d, err := Parse([]byte(def.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, status, msg := d.expand("Observation", []kv{{"patient", "p1"}}); status != 0 || out != "subject=Patient/p1&status=final" {
+		t.Fatalf("%q %d %s", out, status, msg)
 	}
 }
