@@ -98,6 +98,9 @@ func (r *StoredQueryReconciler) setRendered(ctx context.Context, sqs []ferrofedv
 	for i := range sqs {
 		sq := &sqs[i]
 		orig := sq.DeepCopy()
+		if sq.Status == nil {
+			sq.Status = &ferrofedv1alpha1.StoredQueryStatus{}
+		}
 		if !meta.SetStatusCondition(&sq.Status.Conditions, renderedCondition(sq, gatewayFound, leftOut[sq.Name])) {
 			continue
 		}

@@ -51,6 +51,14 @@ type StoredQueryStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// RenderedConditions is the status's conditions, none before the operator wrote one.
+func (sq *StoredQuery) RenderedConditions() []metav1.Condition {
+	if sq.Status == nil {
+		return nil
+	}
+	return sq.Status.Conditions
+}
+
 // ConditionRendered is True when the StoredQuery is a key of its Gateway's
 // stored-query ConfigMap (ReasonRendered); False when the operator left it out
 // (ReasonStoredQueryLeftOut, the message says why) or its Gateway does not exist
@@ -94,7 +102,7 @@ type StoredQuery struct {
 
 	// status is what the operator did with it.
 	// +optional
-	Status StoredQueryStatus `json:"status,omitzero"`
+	Status *StoredQueryStatus `json:"status,omitempty"`
 }
 
 // StoredQueryList is a list of StoredQueries.

@@ -282,7 +282,7 @@ func storeError(err error) error {
 		return nil
 	}
 	if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
-		return fmt.Errorf("%w: %v", ErrReadOnly, err)
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
 	return err
 }

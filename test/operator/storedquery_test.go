@@ -74,8 +74,8 @@ func TestAStoredQueryReachesTheGatewaysConfigMap(t *testing.T) {
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: sq.Name}, got); err != nil {
 			return err
 		}
-		if c := meta.FindStatusCondition(got.Status.Conditions, ferrofedv1alpha1.ConditionRendered); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("conditions %v", got.Status.Conditions)
+		if c := meta.FindStatusCondition(got.RenderedConditions(), ferrofedv1alpha1.ConditionRendered); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("conditions %v", got.RenderedConditions())
 		}
 		return nil
 	})
@@ -93,8 +93,8 @@ func TestAStoredQueryReachesTheGatewaysConfigMap(t *testing.T) {
 			if err := k8s.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: orphan.Name}, got); err != nil {
 				return err
 			}
-			if c := meta.FindStatusCondition(got.Status.Conditions, ferrofedv1alpha1.ConditionRendered); c == nil || c.Reason != ferrofedv1alpha1.ReasonGatewayNotFound {
-				return fmt.Errorf("conditions %v", got.Status.Conditions)
+			if c := meta.FindStatusCondition(got.RenderedConditions(), ferrofedv1alpha1.ConditionRendered); c == nil || c.Reason != ferrofedv1alpha1.ReasonGatewayNotFound {
+				return fmt.Errorf("conditions %v", got.RenderedConditions())
 			}
 			return nil
 		})
