@@ -13,6 +13,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/gateway/storedquery"
 )
 
 // assembled is a gateway put together from its configuration file: every file the
@@ -30,6 +31,9 @@ type assembled struct {
 	// feed is the PMIR identity feed; nil without [pmir]. start starts its
 	// subscription, never assemble.
 	feed *pmir.Feed
+	// queries are the stored queries; nil without [stored_queries]. Their drift check
+	// is started by start.
+	queries *storedquery.Queries
 }
 
 // assemble loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -59,7 +63,16 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
 	}
-	fed, err := federation.New(cfg, federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow})
+	// The stored queries ([stored_queries]): their store is read here.
+	queries, err := storedquery.New(cfg, storedquery.Options{Logger: log.WithName("stored_queries")})
+	if err != nil {
+		return nil, buildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+	}
+	fedOpts := federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow}
+	if queries != nil {
+		fedOpts.StoredQueries = queries
+	}
+	fed, err := federation.New(cfg, fedOpts)
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
@@ -78,6 +91,10 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	flow.Attach(fed.Tracker())
 	feed.Attach(fed.Tracker())
 	surfaces := []server.Surface{fed}
+	if queries != nil {
+		queries.Attach(fed, fed.Authorize())
+		surfaces = append(surfaces, queries)
+	}
 	// The audit destinations close their spools once the feed deleted its
 	// subscription, so that the delete is audited too.
 	for _, b := range feed.StopBefore(trail.Surfaces()) {
@@ -112,13 +129,14 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &assembled{cfg: cfg, srv: srv, audit: trail, directory: dir, feed: feed}, nil
+	return &assembled{cfg: cfg, srv: srv, audit: trail, directory: dir, feed: feed, queries: queries}, nil
 }
 
 // start starts the bindings' processes (the audit spools and their deliveries, the
-// directory's refresh loop, which first serves its cache file, then the PMIR
-// subscription, whose exchanges are audited); serve calls it once the listener is
-// bound and before the first request is served. Drain step 4 stops them.
+// directory's refresh loop, which first serves its cache file, the PMIR
+// subscription, whose exchanges are audited, and the stored queries' drift check);
+// serve calls it once the listener is bound and before the first request is served.
+// Drain step 4 stops them.
 func (g *assembled) start() error {
 	if err := g.audit.Start(); err != nil {
 		return err
@@ -128,6 +146,7 @@ func (g *assembled) start() error {
 			return err
 		}
 	}
+	g.queries.Start()
 	return g.feed.Start()
 }
 

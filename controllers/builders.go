@@ -200,6 +200,14 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("audit-spool").WithMountPath(ferrofedv1alpha1.AuditSpoolDir))
 		volumes = append(volumes, corev1ac.Volume().WithName("audit-spool").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(limit)))
 	}
+	// The stored queries (stored_queries.dir): the ConfigMap of the Gateway's
+	// StoredQuery resources, read-only, so that every replica reads the same store;
+	// optional, since it is made with the first StoredQuery (an empty store until then).
+	if config.HasStoredQueries(rendered) {
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("stored-queries").WithMountPath(ferrofedv1alpha1.StoredQueriesDir).WithReadOnly(true))
+		volumes = append(volumes, corev1ac.Volume().WithName("stored-queries").WithConfigMap(corev1ac.ConfigMapVolumeSource().
+			WithName(ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)).WithOptional(true)))
+	}
 	// spec.secretMounts: each Secret whole, read-only; the kubelet reads it, not the
 	// operator.
 	for i, m := range gw.Spec.SecretMounts {

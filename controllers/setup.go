@@ -148,6 +148,10 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	if err := r.SetupWithManager(mgr, o.MaxConcurrentReconciles); err != nil {
 		return nil, fmt.Errorf("set up the Gateway controller: %w", err)
 	}
+	// The StoredQuery resources, rendered into each Gateway's stored-query ConfigMap.
+	if err := (&StoredQueryReconciler{Client: r.Client, APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up the StoredQuery controller: %w", err)
+	}
 	ready := healthz.Ping
 	if o.Webhook {
 		if err := ferrofedv1alpha1.SetupWebhookWithManager(mgr, ferrofedv1alpha1.GatewayValidator{AllowedImages: o.AllowedImages}); err != nil {

@@ -63,6 +63,17 @@ var ownedFields = map[string]string{
 	"federation.page_token_key_file":          "every replica reads the key of the Secret <name>-page-token the operator makes for the Gateway",
 	"audit.spool_dir":                         "spec.audit.spool: the operator mounts an emptyDir at " + AuditSpoolDir,
 	"audit.feed.spool_dir":                    "spec.audit.spool: the operator mounts an emptyDir at " + AuditSpoolDir,
+	"stored_queries.dir":                      "StoredQuery resources naming the Gateway: the operator mounts their ConfigMap <name>-stored-queries at " + StoredQueriesDir,
+}
+
+// StoredQueriesOwned is the part of [stored_queries] the operator renders when the
+// user's configuration has the table (config.HasStoredQueries): the directory the
+// StoredQuery ConfigMap is mounted at.
+func StoredQueriesOwned(enabled bool) config.StoredQueries {
+	if !enabled {
+		return config.StoredQueries{}
+	}
+	return config.StoredQueries{Dir: StoredQueriesDir}
 }
 
 // AuditOwned is the part of [audit] the operator renders for spools spools

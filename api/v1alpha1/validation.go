@@ -159,6 +159,7 @@ func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, e
 	spools := config.AuditSpools(user)
 	owned := s.Owned(plan)
 	owned.Audit = AuditOwned(spools)
+	owned.StoredQueries = StoredQueriesOwned(config.HasStoredQueries(user))
 	rendered, err := config.Render(owned, user)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,9 @@ type Config struct {
 	Localizer *Localizer `toml:"localizer"`
 	// PMIR is the [pmir] table, the identity feed (pmir.go); nil when absent.
 	PMIR *PMIR `toml:"pmir"`
+	// StoredQueries is the [stored_queries] table (storedqueries.go); nil when absent:
+	// no store, no _query.
+	StoredQueries *StoredQueries `toml:"stored_queries"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -395,6 +398,7 @@ func (c *Config) applyDefaults() {
 	c.Audit.applyDefaults()
 	c.applyPatientDefaults()
 	c.PMIR.applyDefaults()
+	c.StoredQueries.applyDefaults()
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

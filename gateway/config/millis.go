@@ -91,6 +91,8 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "one whole refresh of the registry from the mCSD directory, every page included"},
 	{Key: "federation.capability_ttl_ms", Default: fmt.Sprint(DefaultCapabilityTTLMS), Min: 0, Max: MaxCapabilityTTLMS,
 		Bounds: "how long the gateway's CapabilityStatement is reused (0: the members are asked every time)"},
+	{Key: "stored_queries.drift_interval_ms", Default: fmt.Sprint(DefaultDriftIntervalMS), Min: MinDriftIntervalMS, Max: MaxDriftIntervalMS,
+		Bounds: "how often every supporting member's copy of every stored query is checked for drift"},
 }
 
 // millisecondKey returns the range of key ("auth.issuers[2].jwks_refresh_ms" is looked

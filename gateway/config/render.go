@@ -22,8 +22,11 @@ type Owned struct {
 	Federation Federation
 	// Audit holds the spool directories the operator mounts (audit.spool_dir and
 	// audit.feed.spool_dir); its other fields stay the user's.
-	Audit  Audit
-	Fields map[string]string
+	Audit Audit
+	// StoredQueries holds the directory the operator mounts the StoredQuery ConfigMap
+	// at (stored_queries.dir); its other fields stay the user's.
+	StoredQueries StoredQueries
+	Fields        map[string]string
 }
 
 // Render writes the ferrofed.toml of owned merged with user, the rest of the
@@ -40,9 +43,10 @@ func Render(owned Owned, user []byte) ([]byte, error) {
 	}
 	doc := map[string]any{}
 	for name, t := range map[string]map[string]any{
-		"server":     table(reflect.ValueOf(owned.Server)),
-		"federation": table(reflect.ValueOf(owned.Federation)),
-		"audit":      table(reflect.ValueOf(owned.Audit)),
+		"server":         table(reflect.ValueOf(owned.Server)),
+		"federation":     table(reflect.ValueOf(owned.Federation)),
+		"audit":          table(reflect.ValueOf(owned.Audit)),
+		"stored_queries": table(reflect.ValueOf(owned.StoredQueries)),
 	} {
 		for _, key := range flatKeys(name, t) {
 			if !reserves(owned.Fields, key) {

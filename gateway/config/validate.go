@@ -95,6 +95,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, c.patientProblems(opts)...)
 	ps = append(ps, c.directoryProblems(opts)...)
 	ps = append(ps, c.pmirProblems(opts)...)
+	ps = append(ps, c.StoredQueries.validate(opts)...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings

@@ -44,6 +44,8 @@ type Options struct {
 	// Patient is the flow of patient-scoped searches (patient.go); nil when no
 	// patient-scoped binding is configured.
 	Patient *patient.Flow
+	// StoredQueries expands `_query` searches (members.go); nil without [stored_queries].
+	StoredQueries QueryExpander
 }
 
 // Surface is the federation surface of the gateway's server: the data plane
@@ -500,6 +502,18 @@ func readForm(w http.ResponseWriter, r *http.Request, maxFormBytes int) (string,
 // query (or form) raw.
 func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw string) {
 	r := c.Request
+	if x := s.opts.StoredQueries; x != nil {
+		expanded, status, msg := x.Expand(resourceType, raw)
+		if status != 0 {
+			code := "invalid"
+			if status == http.StatusNotFound {
+				code = "not-found"
+			}
+			writeFHIR(c.Writer, status, paramOutcome(code, "_query", msg))
+			return
+		}
+		raw = expanded
+	}
 	q, qerr := parseSearch(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount, st.limits.MaxQueryBytes)
 	if qerr != nil {
 		writeFHIR(c.Writer, qerr.status, qerr.outcome)

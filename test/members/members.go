@@ -92,6 +92,11 @@ type Options struct {
 	OmitSearchParams []string
 	// Marker is put in every body the member sends; default "MEMBER-BODY-<id>".
 	Marker string
+	// OperationDefinitions gives the member an OperationDefinition store (opdefs.go):
+	// its CapabilityStatement offers read, update and delete of OperationDefinition,
+	// and PUT, GET and DELETE OperationDefinition/{id} (GET ?url= searches) work on
+	// it, as a server that takes stored queries does. Off: it has none and says so.
+	OperationDefinitions bool
 }
 
 // Request is what the member saw of one request.
@@ -118,6 +123,7 @@ type Server struct {
 	Opts Options
 
 	srv       *http.Server
+	opdefs    opdefStore
 	requests  atomic.Int64
 	cancelled chan struct{}
 	mu        sync.Mutex
@@ -241,6 +247,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(io.LimitReader(r.Body, maxForm))
 		form = string(b)
 	}
+	if r.Method == http.MethodPut && s.Opts.OperationDefinitions {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, maxOpdefBytes+1))
+		form = string(b) // the resource a PUT carries
+	}
 	req := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Form: form}
 	s.mu.Lock()
 	s.last = req
@@ -336,6 +346,8 @@ func (s *Server) answer(r *http.Request, form string) answer {
 	switch {
 	case rest == "metadata":
 		return s.ok(s.Opts.Status, s.capabilityStatement())
+	case parts[0] == "OperationDefinition" && s.Opts.OperationDefinitions:
+		return s.operationDefinition(r, base, parts[1:], form)
 	case !slices.Contains(s.Opts.ResourceTypes, parts[0]):
 		return s.fail(http.StatusNotFound, "not-supported", fmt.Sprintf("unknown resource type %q", parts[0]))
 	case len(parts) == 1 && r.Method == http.MethodGet:
@@ -463,6 +475,13 @@ func (s *Server) capabilityStatement() map[string]any {
 			"type":        t,
 			"interaction": []map[string]any{{"code": "read"}, {"code": "search-type"}, {"code": "create"}},
 			"searchParam": params,
+		})
+	}
+	if s.Opts.OperationDefinitions {
+		resources = append(resources, map[string]any{
+			"type":        "OperationDefinition",
+			"interaction": []map[string]any{{"code": "read"}, {"code": "update"}, {"code": "delete"}, {"code": "search-type"}},
+			"searchParam": []map[string]any{{"name": "url", "type": "uri"}},
 		})
 	}
 	return map[string]any{

@@ -31,6 +31,10 @@ func TestSamplesWithKubectl(t *testing.T) {
 	if err != nil {
 		t.Errorf("the valid sample was refused: %v\n%s", err, out)
 	}
+	out, err = kubectl("apply", "--dry-run=server", "-n", "cel-only", "-f", "../../config/samples/ferrofed_v1alpha1_storedquery.yaml")
+	if err != nil {
+		t.Errorf("the StoredQuery sample was refused: %v\n%s", err, out)
+	}
 	out, err = kubectl("apply", "--dry-run=server", "-n", "cel-only", "-f", "../../config/samples/invalid/")
 	t.Logf("kubectl apply --dry-run=server -f config/samples/invalid/:\n%s", out)
 	if err == nil || !strings.Contains(out, "spec.lifecycle.terminationGracePeriodSeconds must be greater than") ||

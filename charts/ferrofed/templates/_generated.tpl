@@ -72,9 +72,19 @@ Edit the kubebuilder markers, then run make generate.
   - ferrofed.io
   resources:
   - gateways/status
+  - storedqueries/status
   verbs:
   - get
   - patch
+- apiGroups:
+  - ferrofed.io
+  resources:
+  - storedqueries
+  verbs:
+  - get
+  - list
+  - patch
+  - watch
 - apiGroups:
   - policy
   resources:

@@ -1,0 +1,92 @@
+package federation
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+)
+
+// Member calls for the gateway's other parts (the stored queries, gateway/storedquery):
+// a request the operator asked for, or a process of the gateway's, sent to one member
+// with the surface's client and Via, and recorded in the dependency report exactly as
+// a federated query's call is (Classify): every request that reaches a member updates
+// its endpoint's state, and one that never left the gateway changes nothing.
+
+// QueryExpander turns a search that names a stored query (`_query={name}`) into the
+// plain search the query stands for. The surface asks it before it parses a first
+// page; it is nil when no store is configured ([stored_queries] absent), and `_query`
+// then goes to the members as any other parameter.
+type QueryExpander interface {
+	// Expand returns raw itself when it names no _query. Else it returns the search
+	// the named query stands for, the client's parameters substituted; or status
+	// (400, 404) and a message saying why it is refused.
+	Expand(resourceType, raw string) (expanded string, status int, msg string)
+}
+
+// Members are the ids of the registry's members, in document order.
+func (s *Surface) Members() []string {
+	st := s.state.Load()
+	ids := make([]string, len(st.reg.members))
+	for i, m := range st.reg.members {
+		ids[i] = m.id
+	}
+	return ids
+}
+
+// MemberExchange is what CallMember saw of one call.
+type MemberExchange struct {
+	Call    Call
+	Outcome Outcome
+	// Body is the member's answer, nil when there was none or it was over the cap
+	// (Call.Unusable).
+	Body []byte
+}
+
+// ErrNoMember is CallMember's error for an id the registry does not hold.
+var ErrNoMember = errors.New("no member has this id")
+
+// CallMember sends method path (under the member's FHIR base; body, when not nil, as
+// FHIR JSON) to member id within ctx, reads at most maxBody bytes of its answer, and
+// records the state the call observed of the member's endpoint.
+func (s *Surface) CallMember(ctx context.Context, id, method, path string, body []byte, maxBody int64) (MemberExchange, error) {
+	st := s.state.Load()
+	m, ok := st.reg.byID[id]
+	if !ok {
+		return MemberExchange{}, ErrNoMember
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	tctx, sent := traceSent(ctx)
+	req, err := http.NewRequestWithContext(tctx, method, m.url(path, ""), rd)
+	if err != nil {
+		return MemberExchange{}, err
+	}
+	req.Header.Set("Accept", FHIRJSON)
+	if body != nil {
+		req.Header.Set("Content-Type", FHIRJSON)
+	}
+	req.Header["Via"] = []string{"1.1 " + s.viaID(st)}
+	var ex MemberExchange
+	res, err := s.caller.client.Do(req)
+	if err == nil {
+		ex.Call.Status = res.StatusCode
+		ex.Body, err = io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+		if err == nil && int64(len(ex.Body)) > maxBody {
+			ex.Body, ex.Call.Unusable = nil, true
+		}
+		res.Body.Close()
+	}
+	if err != nil {
+		ex.Body = nil
+		ex.Call.Broken = true
+		ex.Call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		ex.Call.ClientGone = errors.Is(ctx.Err(), context.Canceled)
+		ex.Call.NotSent = !sent.Load()
+	}
+	ex.Outcome = s.caller.observe(m, ex.Call)
+	return ex, nil
+}
