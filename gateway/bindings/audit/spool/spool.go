@@ -285,19 +285,36 @@ func (s *Spool) problemf(format string, args ...any) {
 }
 
 // Append stores one payload and returns its seq once the sync that covers it has
-// returned. An Append whose ctx ends after the record was queued returns ctx's
-// error, and the record may still be stored.
+// returned: Enqueue, then Wait. An Append whose ctx ends after the record was queued
+// returns ctx's error, and the record may still be stored.
 func (s *Spool) Append(ctx context.Context, payload []byte) (uint64, error) {
-	if len(payload) > s.opts.MaxRecordBytes {
-		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), s.opts.MaxRecordBytes)
-	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	t, err := s.Enqueue(payload)
+	if err != nil {
+		return 0, err
+	}
+	return t.Wait(ctx)
+}
+
+// Ticket is one queued append: Wait returns its result.
+type Ticket struct {
+	g *group
+	i int
+}
+
+// Enqueue queues one payload for the writer and returns at once; the record is
+// stored once Wait returned without error. A queued record is written whatever
+// happens to the caller, so that a caller may do other work until the sync returned.
+func (s *Spool) Enqueue(payload []byte) (Ticket, error) {
+	if len(payload) > s.opts.MaxRecordBytes {
+		return Ticket{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), s.opts.MaxRecordBytes)
 	}
 	s.qmu.Lock()
 	if s.qclosed {
 		s.qmu.Unlock()
-		return 0, ErrClosed
+		return Ticket{}, ErrClosed
 	}
 	var g *group
 	if n := len(s.queue); n > 0 && len(s.queue[n-1].reqs) < s.maxGroup() {
@@ -314,9 +331,16 @@ func (s *Spool) Append(ctx context.Context, payload []byte) (uint64, error) {
 	case s.kick <- struct{}{}:
 	default: // the writer was told already
 	}
+	return Ticket{g: g, i: i}, nil
+}
+
+// Wait returns the record's seq once the sync that covers it has returned, or why
+// it was not stored; ctx's error when ctx ends first (the record may still be
+// stored).
+func (t Ticket) Wait(ctx context.Context) (uint64, error) {
 	select {
-	case <-g.done:
-		return g.reqs[i].seq, g.reqs[i].err
+	case <-t.g.done:
+		return t.g.reqs[t.i].seq, t.g.reqs[t.i].err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
