@@ -400,6 +400,11 @@ type bundleEntry struct {
 func (l *Loop) sendBatch(ctx context.Context, recs []spool.Record) (outs []outcome, whole outcome) {
 	outs = make([]outcome, len(recs))
 	var b bytes.Buffer
+	size := 64
+	for _, r := range recs {
+		size += len(r.Payload) + len(`{"resource":,"request":{"method":"POST","url":"AuditEvent"}},`)
+	}
+	b.Grow(size)
 	b.WriteString(`{"resourceType":"Bundle","type":"batch","entry":[`)
 	for i, r := range recs {
 		if i > 0 {
