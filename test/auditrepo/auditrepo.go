@@ -176,6 +176,13 @@ func (s *Server) Received() []Event {
 	return slices.Clone(s.events)
 }
 
+// Stored counts the stored AuditEvents (len(Received()) without the copy).
+func (s *Server) Stored() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
 // Requests counts the requests that reached a handler.
 func (s *Server) Requests() int {
 	s.mu.Lock()

@@ -134,7 +134,7 @@ func (m *minimalRepository) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // benchPairs is how many pairs of slices one measurement takes.
-const benchPairs = 10
+const benchPairs = 20
 
 func benchAudited(b *testing.B, clients int, minimal bool) {
 	var syncs atomic.Int64
@@ -158,7 +158,7 @@ func benchAudited(b *testing.B, clients int, minimal bool) {
 		if minimal {
 			return mini.events.Load()
 		}
-		return int64(len(audited.arr.Received()))
+		return int64(audited.arr.Stored())
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var seq atomic.Int64
