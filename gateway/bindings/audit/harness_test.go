@@ -69,6 +69,9 @@ type harnessOptions struct {
 	log logr.Logger
 	// server is added to the [server] table (budgets, termination_message_path).
 	server string
+	// memberDelay is how long the member waits before each answer (a member across a
+	// network); default none.
+	memberDelay time.Duration
 	// waitAfter is the delivery interval; default the tests' short one. The delivery
 	// linger is a tenth of it, at most 50 ms (production's).
 	waitAfter time.Duration
@@ -78,7 +81,7 @@ const repositoryTable = "destination = \"repository\"\nurl = \"%ARR%\"\nspool_di
 
 func startGateway(t testing.TB, o harnessOptions) *gateway {
 	t.Helper()
-	g := &gateway{t: t, arr: o.arr, member: members.Start(t, members.Options{ID: "a"}), done: make(chan error, 1)}
+	g := &gateway{t: t, arr: o.arr, member: members.Start(t, members.Options{ID: "a", Delay: o.memberDelay}), done: make(chan error, 1)}
 	if g.arr == nil {
 		g.arr = auditrepo.Start(t, auditrepo.Options{PoisonMarker: "POISON"})
 	}
