@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -44,14 +45,14 @@ func (s *Surface) auditing(c *gin.Context, st *settings, kind audit.Kind, resour
 			a.Issuer, a.Subject = p.Issuer, p.Subject
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), st.requestTimeout)
-	done := make(chan error, 1)
-	go func() {
-		defer cancel()
-		done <- t.Access(ctx, a)
-	}()
+	// The record is queued now, and written while the members are asked; the wait
+	// for its sync is bounded by the request's budget, counted from now.
+	deadline := time.Now().Add(st.requestTimeout)
+	wait := t.Begin(a)
 	return func() bool {
-		err := <-done
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline)
+		err := wait(ctx)
+		cancel()
 		if err == nil {
 			return true
 		}

@@ -4,7 +4,8 @@
 // type batch), as a FHIR server does: a body that is no JSON is a 400, a resource that
 // is no AuditEvent (or a Bundle that is no batch) a 422, an entity.query that is no
 // base64 a 400, each with an OperationOutcome; a create answers 201 with Location, a
-// batch 200 with a batch-response whose entries carry their own status.
+// batch 200 with a batch-response whose entries carry their own status. The stored
+// resources are echoed unless the request says Prefer: return=minimal.
 //
 // It keeps every AuditEvent it stored (its body, its ferrofed event id tag and its
 // decoded entity.query values), and misbehaves on demand: a script of statuses for the
@@ -176,6 +177,13 @@ func (s *Server) Received() []Event {
 	return slices.Clone(s.events)
 }
 
+// Stored counts the stored AuditEvents (len(Received()) without the copy).
+func (s *Server) Stored() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
 // Requests counts the requests that reached a handler.
 func (s *Server) Requests() int {
 	s.mu.Lock()
@@ -241,8 +249,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeOutcome(w, http.StatusUnsupportedMediaType, "not-supported", "Content-Type must be application/fhir+json")
 		return
 	}
+	minimal := preferMinimal(r.Header)
 	if batch {
-		s.serveBatch(w, body)
+		s.serveBatch(w, body, minimal)
 		return
 	}
 	code, ev, why := s.check(body)
@@ -252,7 +261,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ev = s.store(ev)
 	w.Header().Set("Location", "AuditEvent/"+ev.ID+"/_history/1")
+	if minimal {
+		w.WriteHeader(http.StatusCreated)
+		return
+	}
 	writeJSON(w, http.StatusCreated, json.RawMessage(body))
+}
+
+// preferMinimal says whether the request asks for no resource in the answer (FHIR's
+// Prefer: return=minimal).
+func preferMinimal(h http.Header) bool {
+	for _, v := range h.Values("Prefer") {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "return=minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // check validates one resource as an AuditEvent: its status (201 when stored), the
@@ -306,7 +332,9 @@ func (s *Server) store(ev Event) Event {
 	return ev
 }
 
-func (s *Server) serveBatch(w http.ResponseWriter, body []byte) {
+// serveBatch stores a batch's entries and answers a batch-response, each stored
+// resource echoed unless minimal.
+func (s *Server) serveBatch(w http.ResponseWriter, body []byte, minimal bool) {
 	var b struct {
 		ResourceType string `json:"resourceType"`
 		Type         string `json:"type"`
@@ -352,7 +380,11 @@ func (s *Server) serveBatch(w http.ResponseWriter, body []byte) {
 		}
 		ev.Batch = true
 		ev = s.store(ev)
-		out.Entry = append(out.Entry, entry{Resource: e.Resource, Response: entryResponse{Status: "201 Created", Location: "AuditEvent/" + ev.ID + "/_history/1"}})
+		echo := e.Resource
+		if minimal {
+			echo = nil
+		}
+		out.Entry = append(out.Entry, entry{Resource: echo, Response: entryResponse{Status: "201 Created", Location: "AuditEvent/" + ev.ID + "/_history/1"}})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

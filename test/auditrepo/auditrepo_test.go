@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -270,4 +271,38 @@ func TestTheKnobs(t *testing.T) {
 			t.Errorf("err = %v, want connection refused", err)
 		}
 	})
+}
+
+func TestPreferReturnMinimalEchoesNoResource(t *testing.T) {
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	ev := `{"resourceType":"AuditEvent","meta":{"tag":[{"system":"` + auditrepo.EventIDSystem + `","code":"e1"}]}}`
+	for _, c := range []struct {
+		path, body string
+	}{
+		{"/AuditEvent", ev},
+		{"/", `{"resourceType":"Bundle","type":"batch","entry":[{"resource":` + ev + `,"request":{"method":"POST","url":"AuditEvent"}}]}`},
+	} {
+		for _, prefer := range []string{"", "return=minimal"} {
+			req, _ := http.NewRequest(http.MethodPost, arr.URL+c.path, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/fhir+json")
+			if prefer != "" {
+				req.Header.Set("Prefer", prefer)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode/100 != 2 {
+				t.Fatalf("%s %q: %d %s", c.path, prefer, res.StatusCode, body)
+			}
+			if echoed := strings.Contains(string(body), `"resourceType":"AuditEvent"`); echoed == (prefer != "") {
+				t.Errorf("%s with Prefer %q: the resource echoed = %v: %s", c.path, prefer, echoed, body)
+			}
+		}
+	}
+	if n := arr.Stored(); n != 4 {
+		t.Errorf("stored %d, want 4", n)
+	}
 }

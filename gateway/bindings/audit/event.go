@@ -109,70 +109,6 @@ func interaction(a Access) (code, action, profile string) {
 	return "search", "E", ProfileQuery
 }
 
-type coding struct {
-	System  string `json:"system"`
-	Code    string `json:"code"`
-	Display string `json:"display,omitempty"`
-}
-
-type codeable struct {
-	Coding []coding `json:"coding"`
-	Text   string   `json:"text,omitempty"`
-}
-
-type identifier struct {
-	System string `json:"system,omitempty"`
-	Value  string `json:"value"`
-}
-
-type reference struct {
-	Identifier *identifier `json:"identifier,omitempty"`
-	Display    string      `json:"display,omitempty"`
-}
-
-type network struct {
-	Address string `json:"address"`
-	Type    string `json:"type"`
-}
-
-type agent struct {
-	Type      *codeable  `json:"type,omitempty"`
-	Who       *reference `json:"who,omitempty"`
-	Requestor bool       `json:"requestor"`
-	Network   *network   `json:"network,omitempty"`
-}
-
-type entity struct {
-	What        *reference `json:"what,omitempty"`
-	Type        *coding    `json:"type,omitempty"`
-	Role        *coding    `json:"role,omitempty"`
-	Description string     `json:"description,omitempty"`
-	Query       string     `json:"query,omitempty"`
-}
-
-type source struct {
-	Site     string     `json:"site,omitempty"`
-	Observer *reference `json:"observer"`
-	Type     []coding   `json:"type"`
-}
-
-type meta struct {
-	Profile []string `json:"profile"`
-	Tag     []coding `json:"tag,omitempty"`
-}
-
-type auditEvent struct {
-	ResourceType string   `json:"resourceType"`
-	Meta         meta     `json:"meta"`
-	Type         coding   `json:"type"`
-	Subtype      []coding `json:"subtype"`
-	Action       string   `json:"action"`
-	Recorded     string   `json:"recorded"`
-	Agent        []agent  `json:"agent"`
-	Source       source   `json:"source"`
-	Entity       []entity `json:"entity"`
-}
-
 // EventIDSystem is deliver.EventIDSystem, the meta.tag system of the stable event id
 // (kept equal by a test: this package builds the tag, deliver reads it back).
 const EventIDSystem = "https://ferrofed.io/fhir/audit-event-id"
@@ -200,59 +136,139 @@ func Event(a Access, src Source, eventID string) ([]byte, error) {
 	if observer == "" {
 		observer = "ferrofed"
 	}
-	who := &reference{Display: AnonymousSubject}
+	// The bytes are appended in the order and with the escaping of encoding/json
+	// (event_test.go holds the reflective encoder they are compared with): a search
+	// builds one event, and the reflective encoder cost more than the spool.
+	b := make([]byte, 0, eventSize(a, src, observer))
+	b = append(b, `{"resourceType":"AuditEvent","meta":{"profile":[`...)
+	b = appendString(b, profile)
+	b = append(b, `],"tag":[{"system":`...)
+	b = appendString(b, EventIDSystem)
+	b = append(b, `,"code":`...)
+	b = appendString(b, eventID)
+	b = append(b, `}]},"type":{"system":"`+systemEventType+`","code":"rest","display":"Restful Operation"},"subtype":[{"system":"`+systemInteraction+`","code":`...)
+	b = appendString(b, code)
+	b = append(b, `}],"action":`...)
+	b = appendString(b, action)
+	b = append(b, `,"recorded":"`...)
+	b = a.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","agent":[{"type":{"coding":[{"system":"`+systemDCM+`","code":"110153","display":"Source Role ID"}]},"who":{`...)
 	if a.Subject != "" {
-		who = &reference{Identifier: &identifier{System: a.Issuer, Value: a.Subject}}
+		b = append(b, `"identifier":{`...)
+		if a.Issuer != "" {
+			b = append(b, `"system":`...)
+			b = appendString(b, a.Issuer)
+			b = append(b, ',')
+		}
+		b = append(b, `"value":`...)
+		b = appendString(b, a.Subject)
+		b = append(b, '}')
+	} else {
+		b = append(b, `"display":"`+AnonymousSubject+`"`...)
 	}
-	requester := agent{
-		Type:      &codeable{Coding: []coding{{System: systemDCM, Code: "110153", Display: "Source Role ID"}}},
-		Who:       who,
-		Requestor: true,
-	}
+	b = append(b, `},"requestor":true`...)
 	if a.ClientAddress != "" {
-		requester.Network = &network{Address: a.ClientAddress, Type: networkType(a.ClientAddress)}
+		b = append(b, `,"network":{"address":`...)
+		b = appendString(b, a.ClientAddress)
+		b = append(b, `,"type":"`...)
+		b = append(b, networkType(a.ClientAddress)...)
+		b = append(b, `"}`...)
 	}
-	agents := []agent{requester, {
-		Type:      &codeable{Coding: []coding{{System: systemDCM, Code: "110150", Display: "Application"}}},
-		Who:       &reference{Display: "ferrofed gateway " + observer},
-		Requestor: false,
-	}}
+	b = append(b, `},{"type":{"coding":[{"system":"`+systemDCM+`","code":"110150","display":"Application"}]},"who":{"display":`...)
+	b = appendString2(b, "ferrofed gateway ", observer)
+	b = append(b, `},"requestor":false}`...)
 	for _, m := range a.Members {
-		agents = append(agents, agent{
-			Type:      &codeable{Coding: []coding{{System: systemDCM, Code: "110152", Display: "Destination Role ID"}}},
-			Who:       &reference{Identifier: &identifier{System: MemberSystem, Value: m}},
-			Requestor: false,
-		})
+		b = append(b, `,{"type":{"coding":[{"system":"`+systemDCM+`","code":"110152","display":"Destination Role ID"}]},"who":{"identifier":{"system":"`+MemberSystem+`","value":`...)
+		b = appendString(b, m)
+		b = append(b, `}},"requestor":false}`...)
 	}
-	q := entity{
-		Type:        &coding{System: systemEntityType, Code: "2", Display: "System Object"},
-		Role:        &coding{System: systemObjectRole, Code: "24", Display: "Query"},
-		Description: a.Method + " " + a.Path,
-		Query:       base64.StdEncoding.EncodeToString([]byte(a.Query)),
+	b = append(b, `],"source":{`...)
+	if src.Site != "" {
+		b = append(b, `"site":`...)
+		b = appendString(b, src.Site)
+		b = append(b, ',')
 	}
+	b = append(b, `"observer":{"display":`...)
+	b = appendString(b, observer)
+	b = append(b, `},"type":[{"system":"`+systemSourceType+`","code":"4","display":"Application Server"}]},"entity":[{`...)
 	if a.Query == "" {
 		// An empty base64Binary is no valid FHIR value: a request without a query
 		// names what it reads by its path alone.
-		q.Query = ""
-		q.What = &reference{Display: a.Path}
-		q.Role = &coding{System: systemObjectRole, Code: "4", Display: "Domain Resource"}
+		b = append(b, `"what":{`...)
+		if a.Path != "" {
+			b = append(b, `"display":`...)
+			b = appendString(b, a.Path)
+		}
+		b = append(b, `},"type":{"system":"`+systemEntityType+`","code":"2","display":"System Object"},"role":{"system":"`+systemObjectRole+`","code":"4","display":"Domain Resource"}`...)
+	} else {
+		b = append(b, `"type":{"system":"`+systemEntityType+`","code":"2","display":"System Object"},"role":{"system":"`+systemObjectRole+`","code":"24","display":"Query"}`...)
 	}
-	ev := auditEvent{
-		ResourceType: "AuditEvent",
-		Meta:         meta{Profile: []string{profile}, Tag: []coding{{System: EventIDSystem, Code: eventID}}},
-		Type:         coding{System: systemEventType, Code: "rest", Display: "Restful Operation"},
-		Subtype:      []coding{{System: systemInteraction, Code: code}},
-		Action:       action,
-		Recorded:     a.Time.UTC().Format(time.RFC3339Nano),
-		Agent:        agents,
-		Source: source{
-			Site:     src.Site,
-			Observer: &reference{Display: observer},
-			Type:     []coding{{System: systemSourceType, Code: "4", Display: "Application Server"}},
-		},
-		Entity: []entity{q},
+	b = append(b, `,"description":`...) // never empty: it holds a space
+	b = appendString2(b, a.Method+" ", a.Path)
+	if a.Query != "" {
+		b = append(b, `,"query":"`...)
+		b = appendBase64(b, a.Query)
+		b = append(b, '"')
 	}
-	return json.Marshal(ev)
+	b = append(b, `}]}`...)
+	return b, nil
+}
+
+// eventSize is a bound of an event's length for the usual values (no escaping), so
+// that its buffer is allocated once.
+func eventSize(a Access, src Source, observer string) int {
+	n := 1400 + len(a.Issuer) + len(a.Subject) + len(a.ClientAddress) + len(src.Site) + 2*len(observer) + 2*len(a.Path) + len(a.Method) +
+		base64.StdEncoding.EncodedLen(len(a.Query))
+	for _, m := range a.Members {
+		n += 200 + len(m)
+	}
+	return n
+}
+
+// appendString appends s as a JSON string, escaped as encoding/json escapes it
+// (HTML characters too). Plain printable ASCII, nearly every value of an event, is
+// copied; anything else is left to encoding/json.
+func appendString(b []byte, s string) []byte {
+	if !plain(s) {
+		q, _ := json.Marshal(s) // a string always marshals
+		return append(b, q...)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendString2 is appendString(b, s1+s2) without the concatenation.
+func appendString2(b []byte, s1, s2 string) []byte {
+	if !plain(s1) || !plain(s2) {
+		return appendString(b, s1+s2)
+	}
+	b = append(b, '"')
+	b = append(b, s1...)
+	b = append(b, s2...)
+	return append(b, '"')
+}
+
+// plain says whether s is printable ASCII that JSON takes as it is.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendBase64 appends the standard base64 of s, in slices of a stack buffer rather
+// than a copy of s.
+func appendBase64(b []byte, s string) []byte {
+	var chunk [192]byte // a multiple of 3: no padding but at the end
+	for len(s) > 0 {
+		n := copy(chunk[:], s)
+		s = s[n:]
+		b = base64.StdEncoding.AppendEncode(b, chunk[:n])
+	}
+	return b
 }
 
 // networkType is the FHIR network type of an address: 2 for an IP address, 1 for a

@@ -69,13 +69,19 @@ type harnessOptions struct {
 	log logr.Logger
 	// server is added to the [server] table (budgets, termination_message_path).
 	server string
+	// memberDelay is how long the member waits before each answer (a member across a
+	// network); default none.
+	memberDelay time.Duration
+	// waitAfter is the delivery interval; default the tests' short one. The delivery
+	// linger is a tenth of it, at most 50 ms (production's).
+	waitAfter time.Duration
 }
 
 const repositoryTable = "destination = \"repository\"\nurl = \"%ARR%\"\nspool_dir = \"%SPOOL%\"\n"
 
 func startGateway(t testing.TB, o harnessOptions) *gateway {
 	t.Helper()
-	g := &gateway{t: t, arr: o.arr, member: members.Start(t, members.Options{ID: "a"}), done: make(chan error, 1)}
+	g := &gateway{t: t, arr: o.arr, member: members.Start(t, members.Options{ID: "a", Delay: o.memberDelay}), done: make(chan error, 1)}
 	if g.arr == nil {
 		g.arr = auditrepo.Start(t, auditrepo.Options{PoisonMarker: "POISON"})
 	}
@@ -118,7 +124,10 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	}
 	// The same parts, in the same order, as assemble; the delivery interval and the
 	// backoff are shortened.
-	g.trail, err = audit.New(cfg, audit.Options{Logger: log, FS: o.fs, WaitAfter: waitAfter, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	if o.waitAfter == 0 {
+		o.waitAfter = waitAfter
+	}
+	g.trail, err = audit.New(cfg, audit.Options{Logger: log, FS: o.fs, WaitAfter: o.waitAfter, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,18 +219,48 @@ func (t *Trail) linger() time.Duration {
 
 // Access builds the event of a and stores it (Record).
 func (t *Trail) Access(ctx context.Context, a Access) error {
+	return t.Begin(a)(ctx)
+}
+
+// Begin builds the event of a and queues it for every destination's spool, and
+// returns the wait for it: wait returns once the event is stored (as Access), and the
+// caller may do its work meanwhile. The event is stored whether or not wait is
+// called, or its ctx ends.
+func (t *Trail) Begin(a Access) (wait func(ctx context.Context) error) {
 	if t == nil {
-		return nil
+		return func(context.Context) error { return nil }
 	}
 	if a.Time.IsZero() {
 		a.Time = t.opts.Now()
 	}
 	ev, err := Event(a, Source{Observer: t.opts.Observer}, deliver.NewEventID())
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotStored, err)
+		return func(context.Context) error { return fmt.Errorf("%w: %w", ErrNotStored, err) }
 	}
 	// Event stamped the id: Record's check of it would only parse the event again.
-	return t.store(ctx, ev)
+	if t.cfg.Destination != config.AuditToRepository {
+		err := t.store(context.Background(), ev) // the log line is written at once
+		return func(context.Context) error { return err }
+	}
+	tickets := make([]spool.Ticket, len(t.dests))
+	errs := make([]error, len(t.dests))
+	for i, d := range t.dests {
+		tickets[i], errs[i] = d.enqueue(ev)
+	}
+	return func(ctx context.Context) error {
+		for i, d := range t.dests {
+			if errs[i] == nil {
+				if _, err := tickets[i].Wait(ctx); err != nil {
+					errs[i] = fmt.Errorf("%s: %w", d.key, err)
+				}
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.failed.Inc()
+			return fmt.Errorf("%w: %w", ErrNotStored, err)
+		}
+		return nil
+	}
 }
 
 // Record stores one AuditEvent (FHIR R4 JSON) and returns once it is stored: written
@@ -287,6 +317,18 @@ func (d *destination) append(ctx context.Context, event []byte) error {
 		return fmt.Errorf("%s: %w", d.key, err)
 	}
 	return nil
+}
+
+func (d *destination) enqueue(event []byte) (spool.Ticket, error) {
+	sp := d.sp.Load()
+	if sp == nil {
+		return spool.Ticket{}, fmt.Errorf("%s: %w", d.key, spool.ErrClosed)
+	}
+	tk, err := sp.Enqueue(event)
+	if err != nil {
+		return spool.Ticket{}, fmt.Errorf("%s: %w", d.key, err)
+	}
+	return tk, nil
 }
 
 // Syncs counts the data syncs of every spool since Start (the benchmark's fsyncs).

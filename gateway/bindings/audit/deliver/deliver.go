@@ -383,12 +383,9 @@ func (l *Loop) outcomeOf(status int, h http.Header, body []byte) outcome {
 	return o
 }
 
+// bundleEntry is what delivery reads of an entry of a batch-response: its response
+// (a resource the repository echoes is skipped, never copied).
 type bundleEntry struct {
-	Resource json.RawMessage `json:"resource,omitempty"`
-	Request  *struct {
-		Method string `json:"method"`
-		URL    string `json:"url"`
-	} `json:"request,omitempty"`
 	Response *struct {
 		Status  string          `json:"status"`
 		Outcome json.RawMessage `json:"outcome,omitempty"`
@@ -400,6 +397,11 @@ type bundleEntry struct {
 func (l *Loop) sendBatch(ctx context.Context, recs []spool.Record) (outs []outcome, whole outcome) {
 	outs = make([]outcome, len(recs))
 	var b bytes.Buffer
+	size := 64
+	for _, r := range recs {
+		size += len(r.Payload) + len(`{"resource":,"request":{"method":"POST","url":"AuditEvent"}},`)
+	}
+	b.Grow(size)
 	b.WriteString(`{"resourceType":"Bundle","type":"batch","entry":[`)
 	for i, r := range recs {
 		if i > 0 {
@@ -468,6 +470,9 @@ func (l *Loop) post(ctx context.Context, u string, body []byte) (int, http.Heade
 	}
 	req.Header.Set("Content-Type", "application/fhir+json")
 	req.Header.Set("Accept", "application/fhir+json")
+	// Only the status of each record is read: the repository need not send the
+	// stored resources back (FHIR's Prefer: return=minimal).
+	req.Header.Set("Prefer", "return=minimal")
 	if l.o.Authorize != nil {
 		if err := l.o.Authorize(req); err != nil {
 			return 0, nil, nil, err

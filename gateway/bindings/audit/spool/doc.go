@@ -37,7 +37,11 @@
 //   - Append returns only after the fdatasync that covers its record has returned
 //     (and, for a new segment, after the directory's fsync that makes its name
 //     durable). One writer goroutine does all writing; the appends that queue while a
-//     sync runs share the next one (group commit).
+//     sync runs share the next one (group commit): an Append adds its record to the
+//     group being formed under a mutex, and the writer answers a whole group by
+//     closing one channel once its sync returned. The records of a synced group stay
+//     in memory (up to 4 MiB) for the reader, which reads the file only for what it
+//     did not keep (a backlog, or what an earlier run left).
 //   - A failed write or sync poisons the segment: the spool cuts it back to its last
 //     synced length where it can, closes it, and fails the appends of that group with
 //     ErrStorage; the next append opens a new segment. A record whose Append failed

@@ -147,14 +147,29 @@ type segment struct {
 	removed bool
 }
 
+// appendReq is one Append: its payload, and its result once its group's done is
+// closed.
 type appendReq struct {
 	payload []byte
-	done    chan appendResult
+	seq     uint64
+	err     error
 }
 
-type appendResult struct {
-	seq uint64
-	err error
+// group is the appends one sync covers: they queue while the writer writes and
+// syncs the group before, and are answered at once by closing done.
+type group struct {
+	reqs  []appendReq
+	bytes int // of the records, headers included
+	done  chan struct{}
+}
+
+// cached is a record the writer wrote and synced, kept for the reader so that it
+// needs no read of the file: seg and off say where it is, n its length on disk.
+type cached struct {
+	seg *segment
+	off int64
+	n   int64
+	rec Record
 }
 
 type stamp struct {
@@ -182,7 +197,12 @@ type Spool struct {
 	dir  string
 	qdir string
 
-	reqs       chan *appendReq
+	// qmu guards the queue: the groups waiting for the writer, the last one still
+	// taking appends. kick tells the writer that the queue is no longer empty.
+	qmu        sync.Mutex
+	queue      []*group
+	qclosed    bool
+	kick       chan struct{}
 	closing    chan struct{}
 	closeOnce  sync.Once
 	writerDone chan struct{}
@@ -206,6 +226,8 @@ type Spool struct {
 	rpos        int64
 	rfile       File
 	outstanding []uint64 // seqs handed out by Next, in order, not yet below the watermark
+	cache       []cached // records synced since the reader last caught up, in order
+	cacheBytes  int64
 	acked       map[uint64]bool
 	notify      chan struct{}
 	closed      bool
@@ -234,7 +256,7 @@ func Open(opts Options) (*Spool, error) {
 		fs:         opts.FS,
 		dir:        opts.Dir,
 		qdir:       path.Join(opts.Dir, "quarantine"),
-		reqs:       make(chan *appendReq),
+		kick:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 		acked:      map[uint64]bool{},
@@ -263,23 +285,62 @@ func (s *Spool) problemf(format string, args ...any) {
 }
 
 // Append stores one payload and returns its seq once the sync that covers it has
-// returned. An Append whose ctx ends after the record was handed to the writer
+// returned: Enqueue, then Wait. An Append whose ctx ends after the record was queued
 // returns ctx's error, and the record may still be stored.
 func (s *Spool) Append(ctx context.Context, payload []byte) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	t, err := s.Enqueue(payload)
+	if err != nil {
+		return 0, err
+	}
+	return t.Wait(ctx)
+}
+
+// Ticket is one queued append: Wait returns its result.
+type Ticket struct {
+	g *group
+	i int
+}
+
+// Enqueue queues one payload for the writer and returns at once; the record is
+// stored once Wait returned without error. A queued record is written whatever
+// happens to the caller, so that a caller may do other work until the sync returned.
+func (s *Spool) Enqueue(payload []byte) (Ticket, error) {
 	if len(payload) > s.opts.MaxRecordBytes {
-		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), s.opts.MaxRecordBytes)
+		return Ticket{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), s.opts.MaxRecordBytes)
 	}
-	r := &appendReq{payload: payload, done: make(chan appendResult, 1)}
-	select {
-	case s.reqs <- r:
-	case <-s.closing:
-		return 0, ErrClosed
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	s.qmu.Lock()
+	if s.qclosed {
+		s.qmu.Unlock()
+		return Ticket{}, ErrClosed
 	}
+	var g *group
+	if n := len(s.queue); n > 0 && len(s.queue[n-1].reqs) < s.maxGroup() {
+		g = s.queue[n-1]
+	} else {
+		g = &group{done: make(chan struct{})}
+		s.queue = append(s.queue, g)
+	}
+	i := len(g.reqs)
+	g.reqs = append(g.reqs, appendReq{payload: payload})
+	g.bytes += headerSize + len(payload)
+	s.qmu.Unlock()
 	select {
-	case res := <-r.done:
-		return res.seq, res.err
+	case s.kick <- struct{}{}:
+	default: // the writer was told already
+	}
+	return Ticket{g: g, i: i}, nil
+}
+
+// Wait returns the record's seq once the sync that covers it has returned, or why
+// it was not stored; ctx's error when ctx ends first (the record may still be
+// stored).
+func (t Ticket) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-t.g.done:
+		return t.g.reqs[t.i].seq, t.g.reqs[t.i].err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
@@ -288,29 +349,39 @@ func (s *Spool) Append(ctx context.Context, payload []byte) (uint64, error) {
 // maxGroup bounds how many queued appends one sync covers.
 const maxGroup = 4096
 
-// writer is the one goroutine that writes segments: it takes every append queued
-// while the previous sync ran and covers them with one sync.
+func (s *Spool) maxGroup() int {
+	if s.opts.SyncEach {
+		return 1
+	}
+	return maxGroup
+}
+
+// writer is the one goroutine that writes segments: it takes the group that queued
+// while the previous sync ran and covers it with one sync (group commit: the next
+// group forms while this one is synced). Groups queued before Close are written.
 func (s *Spool) writer() {
 	defer close(s.writerDone)
 	for {
-		var batch []*appendReq
-		select {
-		case r := <-s.reqs:
-			batch = append(batch, r)
-		case <-s.closing:
+		s.qmu.Lock()
+		if len(s.queue) > 0 {
+			g := s.queue[0]
+			s.queue[0] = nil
+			s.queue = s.queue[1:]
+			s.qmu.Unlock()
+			s.commit(g)
+			close(g.done)
+			continue
+		}
+		closed := s.qclosed
+		s.qmu.Unlock()
+		if closed {
 			s.closeActive()
 			return
 		}
-	drain:
-		for !s.opts.SyncEach && len(batch) < maxGroup {
-			select {
-			case r := <-s.reqs:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
+		select {
+		case <-s.kick:
+		case <-s.closing:
 		}
-		s.commit(batch)
 	}
 }
 
@@ -331,20 +402,21 @@ func (s *Spool) closeActive() {
 }
 
 // commit writes one group: accepted records go to the active segment (a new one when
-// it would grow past SegmentBytes), then one sync, then every appender is answered.
-func (s *Spool) commit(batch []*appendReq) {
+// it would grow past SegmentBytes), then one sync; each append's result is set.
+func (s *Spool) commit(g *group) {
 	var (
 		buf   []byte
-		group []*appendReq
-		seqs  []uint64
+		spent int // bytes of the group's records encoded so far
+		taken []int
 	)
 	flush := func() {
-		if len(group) > 0 {
-			s.flush(buf, group, seqs)
+		if len(taken) > 0 {
+			s.flush(buf, g, taken)
 		}
-		buf, group, seqs = nil, nil, nil
+		buf, taken = nil, nil
 	}
-	for _, r := range batch {
+	for k := range g.reqs {
+		r := &g.reqs[k]
 		size := int64(headerSize + len(r.payload))
 		s.mu.Lock()
 		// A record goes into the preallocated space of the active segment, or needs
@@ -363,19 +435,25 @@ func (s *Spool) commit(batch []*appendReq) {
 		}
 		s.mu.Unlock()
 		if full {
-			r.done <- appendResult{err: fmt.Errorf("%w: %d bytes on disk, a new segment needs %d, cap %d", ErrFull, disk, s.opts.SegmentBytes, s.opts.MaxBytes)}
+			r.err = fmt.Errorf("%w: %d bytes on disk, a new segment needs %d, cap %d", ErrFull, disk, s.opts.SegmentBytes, s.opts.MaxBytes)
 			continue
 		}
 		if rotate {
 			flush()
 			if err := s.rotate(seq); err != nil {
-				r.done <- appendResult{err: err}
+				r.err = err
 				continue
 			}
 		}
+		if buf == nil {
+			// One buffer for the rest of the group: it is kept by the reader's cache,
+			// never reused.
+			buf = make([]byte, 0, g.bytes-spent)
+		}
 		buf = encode(buf, seq, r.payload)
-		group = append(group, r)
-		seqs = append(seqs, seq)
+		r.seq = seq
+		taken = append(taken, k)
+		spent += int(size)
 	}
 	flush()
 }
@@ -434,8 +512,9 @@ func (s *Spool) rotate(first uint64) error {
 
 // flush writes one group's bytes to the active segment and syncs them. A failed
 // write or sync poisons the segment: what it holds past the last sync is cut (if the
-// file system lets it), the segment is sealed, and the group fails with ErrStorage.
-func (s *Spool) flush(buf []byte, group []*appendReq, seqs []uint64) {
+// file system lets it), the segment is sealed, and the records fail with ErrStorage.
+// The records written are g.reqs[k] for k in taken, whose seqs are set.
+func (s *Spool) flush(buf []byte, g *group, taken []int) {
 	s.mu.Lock()
 	seg := s.active
 	s.mu.Unlock()
@@ -460,29 +539,41 @@ func (s *Spool) flush(buf []byte, group []*appendReq, seqs []uint64) {
 		seg.sealed = true
 		s.active = nil
 		s.mu.Unlock()
-		for _, r := range group {
-			r.done <- appendResult{err: fmt.Errorf("%w: segment %s: %w", ErrStorage, seg.name, err)}
+		for _, k := range taken {
+			g.reqs[k].seq = 0
+			g.reqs[k].err = fmt.Errorf("%w: segment %s: %w", ErrStorage, seg.name, err)
 		}
 		return
 	}
 	now := s.opts.Now()
 	s.mu.Lock()
+	base := seg.end // the offset of buf[0]
 	seg.end += int64(len(buf))
 	if seg.end > seg.size {
 		s.diskBytes += seg.end - seg.size
 		seg.size = seg.end
 	}
-	seg.last = seqs[len(seqs)-1]
+	seg.last = g.reqs[taken[len(taken)-1]].seq
 	s.everSpooled = true
-	for _, q := range seqs {
+	cache := s.cacheBytes < maxCacheBytes
+	var at int64 // in buf
+	for _, k := range taken {
+		q := g.reqs[k].seq
 		s.times = append(s.times, stamp{seq: q, at: now})
+		n := int64(headerSize + len(g.reqs[k].payload))
+		if cache {
+			s.cache = append(s.cache, cached{seg: seg, off: base + at, n: n, rec: Record{Seq: q, Payload: buf[at+headerSize : at+n : at+n]}})
+			s.cacheBytes += n
+		}
+		at += n
 	}
 	s.wakeLocked()
 	s.mu.Unlock()
-	for i, r := range group {
-		r.done <- appendResult{seq: seqs[i]}
-	}
 }
+
+// maxCacheBytes bounds the records kept for the reader; past it, the reader reads
+// the file.
+const maxCacheBytes = 4 << 20
 
 func (s *Spool) wakeLocked() {
 	close(s.notify)
@@ -546,7 +637,11 @@ func (s *Spool) readLocked() (Record, bool) {
 			s.switchReaderLocked(next)
 			continue
 		}
-		rec, n, err := s.readAtLocked(seg, s.rpos)
+		rec, n, ok := s.cachedLocked(seg, s.rpos)
+		var err error
+		if !ok {
+			rec, n, err = s.readAtLocked(seg, s.rpos)
+		}
 		if err != nil {
 			// The bytes changed since they were scanned or written: nothing past
 			// here in this segment can be trusted to be read in order.
@@ -561,6 +656,25 @@ func (s *Spool) readLocked() (Record, bool) {
 		}
 		return rec, true
 	}
+}
+
+// cachedLocked is the record at off in seg from the cache, when the writer kept it;
+// it drops what the reader has passed.
+func (s *Spool) cachedLocked(seg *segment, off int64) (Record, int64, bool) {
+	for len(s.cache) > 0 {
+		c := s.cache[0]
+		hit := c.seg == seg && c.off == off
+		if !hit && c.seg.first > seg.first || c.seg == seg && c.off > off {
+			return Record{}, 0, false // not read that far yet
+		}
+		s.cache[0] = cached{}
+		s.cache = s.cache[1:]
+		s.cacheBytes -= c.n
+		if hit {
+			return c.rec, c.n, true
+		}
+	}
+	return Record{}, 0, false
 }
 
 func (s *Spool) segAfterLocked(cur *segment) *segment {
@@ -770,8 +884,8 @@ func (s *Spool) SetDelivery(lastOK, retrying bool) {
 	s.retrying = retrying
 }
 
-// Close stops the spool: appends fail with ErrClosed, the segment being written is
-// synced and closed, and the cursor is written if it lags behind the watermark. It
+// Close stops the spool: appends fail with ErrClosed (those queued before are
+// written), the segment being written is synced and closed, and the cursor is written if it lags behind the watermark. It
 // never deletes an undelivered record. It returns ctx's error if the writer is still
 // inside a sync when ctx ends (the cursor is then not written), and the cursor
 // write's error.
@@ -785,6 +899,9 @@ func (s *Spool) Close(ctx context.Context) error {
 		}
 		s.wakeLocked()
 		s.mu.Unlock()
+		s.qmu.Lock()
+		s.qclosed = true
+		s.qmu.Unlock()
 		close(s.closing)
 	})
 	select {

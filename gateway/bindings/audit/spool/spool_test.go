@@ -691,3 +691,86 @@ func TestABlankNewestSegmentLeavesTheTornTailBeforeItToBeCut(t *testing.T) {
 		t.Errorf("records = %q, want #0 and #1", got)
 	}
 }
+
+// The reader's cache of synced records and the file agree: a backlog larger than the
+// cache over many segments, concurrent appends read while they are written, and
+// Enqueue's tickets each answered with its own seq, are read back in order, each
+// once, with their bytes.
+func TestTheReadersCacheAndTheFileAgree(t *testing.T) {
+	// Small segments: the backlog and the later records in other segments; large
+	// ones: in the same segment, the uncached records between cached ones.
+	for _, segBytes := range []int64{256 << 10, 16 << 20} {
+		t.Run(fmt.Sprint(segBytes), func(t *testing.T) { cacheAndFileAgree(t, segBytes) })
+	}
+}
+
+func cacheAndFileAgree(t *testing.T, segBytes int64) {
+	fsys := crashfs.New()
+	big := func(i int) []byte {
+		return fmt.Appendf(nil, `{"resourceType":"AuditEvent","n":%d,"pad":"%s"}`, i, strings.Repeat("x", 3000+i%500))
+	}
+	s, err := spool.Open(spool.Options{Dir: dir, FS: fsys, SegmentBytes: segBytes, MaxRecordBytes: 8 << 10, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSpool(t, s)
+	const backlog = 2000 // about 7 MB: past the cache, in about 27 segments
+	var wg sync.WaitGroup
+	tickets := make([]spool.Ticket, backlog)
+	for i := range backlog {
+		tk, err := s.Enqueue(big(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets[i] = tk
+	}
+	seen := map[uint64]bool{}
+	for i, tk := range tickets {
+		seq, err := tk.Wait(context.Background())
+		if err != nil || seen[seq] {
+			t.Fatalf("ticket %d: seq %d, %v (seen before: %v)", i, seq, err, seen[seq])
+		}
+		seen[seq] = true
+	}
+	// While the backlog is read, more records are appended from 8 goroutines.
+	for w := range 8 {
+		wg.Go(func() {
+			for i := backlog + w; i < backlog+800; i += 8 {
+				if _, err := s.Append(context.Background(), big(i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var got []spool.Record
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < backlog+800 && time.Now().Before(deadline) {
+		recs := drain(t, s)
+		ackAll(t, s, recs)
+		got = append(got, recs...)
+		if len(recs) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	wg.Wait()
+	got = append(got, drain(t, s)...)
+	if len(got) != backlog+800 {
+		t.Fatalf("read %d records, want %d", len(got), backlog+800)
+	}
+	ns := map[string]bool{}
+	for i, r := range got {
+		if i > 0 && r.Seq <= got[i-1].Seq {
+			t.Fatalf("record %d: seq %d after %d", i, r.Seq, got[i-1].Seq)
+		}
+		if i < backlog && string(r.Payload) != string(big(i)) {
+			t.Fatalf("record %d: %.60q, want %.60q", i, r.Payload, big(i))
+		}
+		ns[string(r.Payload)] = true
+	}
+	for i := range backlog + 800 {
+		if !ns[string(big(i))] {
+			t.Fatalf("record %d was never read", i)
+		}
+	}
+}
