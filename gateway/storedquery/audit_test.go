@@ -4,13 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
+
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
+	"github.com/ferrofed/ferrofed/test/auditrepo"
+	"github.com/ferrofed/ferrofed/test/crashfs"
 	"github.com/ferrofed/ferrofed/test/members"
 )
 
@@ -168,4 +177,81 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 			t.Fatalf("update events of b: %d, want %d", after, before+1)
 		}
 	})
+}
+
+// TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload runs the stored
+// queries over the real audit trail: its spool on a file system that can refuse
+// appends, its repository the test double.
+func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testing.T) {
+	a := members.Start(t, members.Options{ID: "a", OperationDefinitions: true})
+	b := members.Start(t, members.Options{ID: "b", OperationDefinitions: true})
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	fsys := crashfs.New()
+	var refusing atomic.Bool
+	fsys.Hook = func(op crashfs.Op, _ string) error {
+		if op == crashfs.OpWrite && refusing.Load() {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	table := fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", arr.URL)
+	g := startWith(t, newKeys(t), t.TempDir(), table, func(cfg *config.Config) binding.Recorder {
+		trail, err := audit.New(cfg, audit.Options{Metrics: binding.NewMetrics(), Logger: logr.Discard(), FS: fsys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := trail.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for _, s := range trail.Surfaces() {
+				s.Stop(ctx) //nolint:errcheck // the test is over.
+			}
+		})
+		return trail
+	}, a, b)
+
+	status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	if status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", status, body)
+	}
+	named := func() map[string]int {
+		n := map[string]int{}
+		for _, e := range arr.Received() {
+			var ev struct {
+				Action string `json:"action"`
+				Agent  []struct {
+					Who struct {
+						Identifier *struct {
+							Value string `json:"value"`
+						} `json:"identifier"`
+					} `json:"who"`
+				} `json:"agent"`
+			}
+			if json.Unmarshal(e.Body, &ev) != nil || ev.Action != "U" || len(ev.Agent) != 2 || ev.Agent[1].Who.Identifier == nil {
+				continue
+			}
+			n[ev.Agent[1].Who.Identifier.Value]++
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n := named(); n["a"] != 1 || n["b"] != 1 || len(n) != 2; n = named() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the repository got update events %v, want one naming each of a and b", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	refusing.Store(true)
+	status, body = g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	refusing.Store(false)
+	if status != http.StatusOK {
+		t.Fatalf("upload: %d %s", status, body)
+	}
+	if ans := answerOf(t, body); ans.Members["a"].Result != storedquery.AuditFailed || ans.Members["b"].Result != storedquery.AuditFailed {
+		t.Fatalf("with the spool refusing appends: %+v", ans.Members)
+	}
 }
