@@ -63,8 +63,13 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
 	}
-	// The stored queries ([stored_queries]): their store is read here.
-	queries, err := storedquery.New(cfg, storedquery.Options{Logger: log.WithName("stored_queries")})
+	// The stored queries ([stored_queries]): their store is read here; each exchange
+	// with a member about a stored query is audited through the trail.
+	sqOpts := storedquery.Options{Logger: log.WithName("stored_queries")}
+	if trail != nil {
+		sqOpts.Recorder = trail
+	}
+	queries, err := storedquery.New(cfg, sqOpts)
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the stored queries could not be built: %w", err)}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
 
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
@@ -84,6 +85,19 @@ func (k keys) sign(t testing.TB, sub, scope string) string {
 // dir and a drift interval of 1 s.
 func startGateway(t testing.TB, k keys, dir string, ms ...*members.Server) *gateway {
 	t.Helper()
+	return startAudited(t, k, dir, nil, ms...)
+}
+
+// startAudited is startGateway with rec as the audit trail (nil: none).
+func startAudited(t testing.TB, k keys, dir string, rec binding.Recorder, ms ...*members.Server) *gateway {
+	t.Helper()
+	return startWith(t, k, dir, "", func(*config.Config) binding.Recorder { return rec }, ms...)
+}
+
+// startWith is startGateway with the tables extra added to the configuration and the
+// audit trail mkRec builds from it.
+func startWith(t testing.TB, k keys, dir, extra string, mkRec func(*config.Config) binding.Recorder, ms ...*members.Server) *gateway {
+	t.Helper()
 	g := &gateway{t: t, done: make(chan error, 1), token: k.sign(t, "alice", scope), noScope: k.sign(t, "bob", "other")}
 	doc := "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\nbindings_drain_timeout_ms = 2000\n"
 	for _, m := range ms {
@@ -91,13 +105,15 @@ func startGateway(t testing.TB, k keys, dir string, ms ...*members.Server) *gate
 	}
 	doc += fmt.Sprintf("[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n", issuer, audience, k.jwks, scope)
 	doc += fmt.Sprintf("[stored_queries]\ndir = %q\ndrift_interval_ms = 1000\n", dir)
+	doc += extra
 	cfg, err := config.Parse([]byte(doc), "test.toml", config.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := logr.Discard()
 	// The same parts, in the same order, as assemble.
-	g.queries, err = storedquery.New(cfg, storedquery.Options{Logger: log})
+	rec := mkRec(cfg)
+	g.queries, err = storedquery.New(cfg, storedquery.Options{Logger: log, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

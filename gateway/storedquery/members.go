@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 )
 
@@ -15,6 +19,21 @@ import (
 type Members interface {
 	Members() []string
 	CallMember(ctx context.Context, id, method, path string, body []byte, maxBody int64) (federation.MemberExchange, error)
+}
+
+// recording is Members whose exchanges about a stored query (the PUT, read and DELETE
+// of OperationDefinition/{id}) each record a BALP AuditEvent through rec, the audit
+// trail. The CapabilityStatement reads are not recorded.
+type recording struct {
+	members Members
+	rec     binding.Recorder
+	log     logr.Logger
+}
+
+func (r recording) Members() []string { return r.members.Members() }
+
+func (r recording) CallMember(ctx context.Context, id, method, path string, body []byte, maxBody int64) (federation.MemberExchange, error) {
+	return r.members.CallMember(ctx, id, method, path, body, maxBody)
 }
 
 // Limits of the member calls (BINDINGS.md §2.8).
@@ -46,6 +65,9 @@ const (
 	Refused = "refused"
 	// Unreachable: no answer within CallTimeout.
 	Unreachable = "unreachable"
+	// AuditFailed: the exchange's audit record could not be stored (the audit
+	// trail's spool refused it); its answer is not used.
+	AuditFailed = "audit-failed"
 )
 
 // MemberResult is one member's part.
@@ -57,16 +79,27 @@ type MemberResult struct {
 	Digest string `json:"digest,omitempty"`
 }
 
+// exchange is one member call and whether its audit record was stored.
+type exchange struct {
+	federation.MemberExchange
+	// notAudited is true when the exchange's audit record could not be stored: the
+	// exchange failed, whatever the member answered.
+	notAudited bool
+}
+
 // failed is the result of an exchange that is not a usable 2xx.
-func failed(ex federation.MemberExchange) MemberResult {
+func failed(ex exchange) MemberResult {
+	if ex.notAudited {
+		return MemberResult{Result: AuditFailed}
+	}
 	if ex.Call.Broken {
 		return MemberResult{Result: Unreachable}
 	}
 	return MemberResult{Result: Refused, Status: ex.Call.Status}
 }
 
-func ok2xx(ex federation.MemberExchange) bool {
-	return !ex.Call.Broken && !ex.Call.Unusable && ex.Call.Status >= 200 && ex.Call.Status < 300
+func ok2xx(ex exchange) bool {
+	return !ex.notAudited && !ex.Call.Broken && !ex.Call.Unusable && ex.Call.Status >= 200 && ex.Call.Status < 300
 }
 
 // capability is what is read of a member's CapabilityStatement.
@@ -100,16 +133,49 @@ func (c capability) supports() bool {
 	return false
 }
 
-// call is one recorded member call within CallTimeout.
-func call(ctx context.Context, m Members, id, method, path string, body []byte, maxBody int64) federation.MemberExchange {
+// call is one recorded member call within CallTimeout. When m is recording and the
+// call is about a stored query (OperationDefinition/{id}) and left the gateway, its
+// AuditEvent is recorded; notAudited says it could not be stored.
+func call(ctx context.Context, m Members, id, method, path string, body []byte, maxBody int64) exchange {
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
+	start := time.Now()
 	ex, err := m.CallMember(cctx, id, method, path, body, maxBody)
 	if err != nil {
 		// The member left the registry meanwhile: nothing was sent.
-		return federation.MemberExchange{Call: federation.Call{Broken: true, NotSent: true}}
+		return exchange{MemberExchange: federation.MemberExchange{Call: federation.Call{Broken: true, NotSent: true}}}
 	}
-	return ex
+	out := exchange{MemberExchange: ex}
+	r, ok := m.(recording)
+	query, about := strings.CutPrefix(path, "/OperationDefinition/")
+	if !ok || !about || ex.Call.NotSent {
+		return out
+	}
+	interaction := map[string]string{http.MethodPut: interactionUpdate, http.MethodGet: interactionRead, http.MethodDelete: interactionDelete}[method]
+	ev, err := memberEvent{Interaction: interaction, Time: start, Member: id, Query: query, Outcome: auditOutcome(ex.Call)}.Event()
+	if err == nil {
+		// The record is stored within CallTimeout, whatever the operator's client does.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), CallTimeout)
+		err = r.rec.Record(rctx, ev)
+		rcancel()
+	}
+	if err != nil {
+		r.log.Error(err, "The audit record of a stored-query exchange could not be stored", "member", id, "stored_query", query, "interaction", interaction)
+		out.notAudited = true
+	}
+	return out
+}
+
+// auditOutcome is the AuditEvent.outcome of a member call: "0" when answered below
+// 400, "4" for another answer or an unusable body, "8" for none or a 5xx.
+func auditOutcome(c federation.Call) string {
+	switch {
+	case c.Broken || c.Status == 0 || c.Status >= 500:
+		return "8"
+	case c.Status >= 400 || c.Unusable:
+		return "4"
+	}
+	return "0"
 }
 
 // eachSupporting asks every member's CapabilityStatement and runs f for those that
@@ -163,7 +229,7 @@ func put(ctx context.Context, m Members, id string, d *Definition) MemberResult 
 func withdraw(ctx context.Context, m Members, id string) map[string]MemberResult {
 	return eachSupporting(ctx, m, func(member string) MemberResult {
 		ex := call(ctx, m, member, http.MethodDelete, "/OperationDefinition/"+id, nil, MaxDefinitionBytes)
-		if ok2xx(ex) || (!ex.Call.Broken && (ex.Call.Status == http.StatusNotFound || ex.Call.Status == http.StatusGone)) {
+		if ok2xx(ex) || (!ex.notAudited && !ex.Call.Broken && (ex.Call.Status == http.StatusNotFound || ex.Call.Status == http.StatusGone)) {
 			return MemberResult{Result: Deleted, Status: ex.Call.Status}
 		}
 		return failed(ex)
@@ -176,7 +242,7 @@ func withdraw(ctx context.Context, m Members, id string) map[string]MemberResult
 func compare(ctx context.Context, m Members, id string, d *Definition) MemberResult {
 	ex := call(ctx, m, id, http.MethodGet, "/OperationDefinition/"+d.ID, nil, MaxDefinitionBytes)
 	switch {
-	case !ex.Call.Broken && (ex.Call.Status == http.StatusNotFound || ex.Call.Status == http.StatusGone):
+	case !ex.notAudited && !ex.Call.Broken && (ex.Call.Status == http.StatusNotFound || ex.Call.Status == http.StatusGone):
 		return MemberResult{Result: Missing, Status: ex.Call.Status}
 	case !ok2xx(ex):
 		return failed(ex)

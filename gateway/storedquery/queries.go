@@ -11,12 +11,16 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 
+	binding "github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // Options tune Queries; the zero value is production's.
 type Options struct {
 	Logger logr.Logger
+	// Recorder stores the AuditEvent of each exchange with a member about a stored
+	// query (the audit trail); nil records nothing.
+	Recorder binding.Recorder
 }
 
 // Queries is the stored queries of one gateway: the store, the `_query` expansion the
@@ -25,6 +29,7 @@ type Options struct {
 // without [stored_queries].
 type Queries struct {
 	log      logr.Logger
+	rec      binding.Recorder
 	store    *Store
 	interval time.Duration
 
@@ -54,7 +59,7 @@ func New(cfg *config.Config, o Options) (*Queries, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stored queries: %w", err)
 	}
-	q := &Queries{log: o.Logger, store: st, interval: cfg.StoredQueries.DriftInterval(), drift: map[string]map[string]MemberResult{}}
+	q := &Queries{log: o.Logger, rec: o.Recorder, store: st, interval: cfg.StoredQueries.DriftInterval(), drift: map[string]map[string]MemberResult{}}
 	if _, problems, _ := st.List(); len(problems) > 0 {
 		for _, p := range problems {
 			q.log.Info("Left out a file of the stored-query store", "file", p.File, "reason", p.Error)

@@ -14,10 +14,14 @@ import (
 
 // Attach gives the stored queries the members to reach (the federation surface) and
 // the operator-token middleware of their routes. Call it before the server registers
-// the routes and before Start.
+// the routes and before Start. With a Recorder, every exchange with a member about a
+// stored query records its AuditEvent.
 func (q *Queries) Attach(members Members, authorize gin.HandlerFunc) {
 	if q == nil {
 		return
+	}
+	if q.rec != nil && members != nil {
+		members = recording{members: members, rec: q.rec, log: q.log}
 	}
 	q.members, q.authorize = members, authorize
 }

@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/config", "gateway/dependencies", "gateway/health"},
-	"gateway/storedquery":  {"gateway/config", "gateway/federation", "gateway/health"},
+	"gateway/storedquery":  {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health"},
 	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
 	"controllers":          {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 
