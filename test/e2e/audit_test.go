@@ -226,8 +226,8 @@ func (s *e2e) auditSIGKILL(t *testing.T) {
 	}
 	restarts := final.Status.ContainerStatuses[0].RestartCount
 	st := load.stats()
-	line := fmt.Sprintf("e2e audit SIGKILL: pod %s (same uid, restartCount %d, exit 137 twice) requests=%d answered-200=%d other=%d delivered=%d/%d duplicates=%d events-stored=%d spooled-while-down-then-delivered=%d/%d in %s",
-		final.Name, restarts, st.requests, len(answered), st.requests-len(answered), len(answered)-len(lost), len(answered), dups, stored,
+	line := fmt.Sprintf("e2e audit SIGKILL: pod %s (same uid, restartCount %d, exit 137 twice) requests=%d answered-200=%d other=%d %v delivered=%d/%d duplicates=%d events-stored=%d spooled-while-down-then-delivered=%d/%d in %s",
+		final.Name, restarts, st.requests, len(answered), st.requests-len(answered), st.other, len(answered)-len(lost), len(answered), dups, stored,
 		spooledDelivered, len(spooled), time.Since(start).Round(time.Second))
 	s.summary = append(s.summary, line)
 	t.Log(line)
@@ -460,13 +460,19 @@ type markedLoad struct {
 	next   int
 	sent   int
 	ok     map[string]bool
+	// other counts the requests not answered 200: "refused" (no answer: the
+	// container was down) or the status.
+	other map[string]int
 }
 
-type loadStats struct{ requests int }
+type loadStats struct {
+	requests int
+	other    map[string]int
+}
 
 func startMarkedLoad(base string, workers int) *markedLoad {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &markedLoad{cancel: cancel, ok: map[string]bool{}}
+	l := &markedLoad{cancel: cancel, ok: map[string]bool{}, other: map[string]int{}}
 	client := &http.Client{Timeout: 15 * time.Second}
 	for range workers {
 		l.wg.Go(func() {
@@ -483,6 +489,11 @@ func startMarkedLoad(base string, workers int) *markedLoad {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/fhir/Patient?name="+marker, nil)
 				res, err := client.Do(req)
 				if err != nil {
+					if ctx.Err() == nil {
+						l.mu.Lock()
+						l.other["no-answer"]++
+						l.mu.Unlock()
+					}
 					time.Sleep(50 * time.Millisecond) // the container is down: the Service refuses
 					continue
 				}
@@ -493,6 +504,13 @@ func startMarkedLoad(base string, workers int) *markedLoad {
 					l.ok[marker] = true
 					l.mu.Unlock()
 				} else {
+					l.mu.Lock()
+					if readErr != nil {
+						l.other["body-cut"]++
+					} else {
+						l.other[fmt.Sprint(res.StatusCode)]++
+					}
+					l.mu.Unlock()
 					time.Sleep(50 * time.Millisecond)
 				}
 				time.Sleep(5 * time.Millisecond)
@@ -523,7 +541,11 @@ func (l *markedLoad) answeredSet() map[string]bool {
 func (l *markedLoad) stats() loadStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return loadStats{requests: l.sent}
+	other := make(map[string]int, len(l.other))
+	for k, n := range l.other {
+		other[k] = n
+	}
+	return loadStats{requests: l.sent, other: other}
 }
 
 // waitAnswered waits until n requests in all were answered 200.
