@@ -37,6 +37,7 @@ KUBECONFIG_PATH="$WORK/kubeconfig"
 PAUSE_IMAGE=ferrofed.local/pause:3.10
 FERROFED_IMAGE="${FERROFED_IMAGE:-ferrofed.local/ferrofed:e2e}"
 MEMBER_IMAGE="${MEMBER_IMAGE:-ferrofed.local/fhir-member:e2e}"
+AUDIT_REPO_IMAGE="${AUDIT_REPO_IMAGE:-ferrofed.local/audit-repo:e2e}"
 CTR_SOCK="$WORK/containerd/containerd.sock"
 # Components in start order; `down` stops them in reverse.
 COMPONENTS=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler kubelet kube-proxy)
@@ -492,6 +493,16 @@ images() {
     log "imported $MEMBER_IMAGE ($member_pkg)"
   else
     log "error: the member image was not built"
+    failed=1
+  fi
+  # The audit record repository double (test/auditrepo) with its control API.
+  if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/audit-repo" ./test/auditrepo/cmd/auditrepo) &&
+    "$BIN/image" -tag "$AUDIT_REPO_IMAGE" -o "$out/audit-repo.tar" -file /audit-repo="$out/audit-repo" \
+      -entrypoint /audit-repo -user 65532:65532 -dir /tmp >/dev/null &&
+    import_image "$out/audit-repo.tar"; then
+    log "imported $AUDIT_REPO_IMAGE"
+  else
+    log "error: the audit repository image was not built"
     failed=1
   fi
   log "images done in $((SECONDS - start)) s; in containerd: $(ctr_ images ls -q | grep '^ferrofed.local' | tr '\n' ' ')"

@@ -119,6 +119,13 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// NewHandler makes a repository that listens nowhere itself: it is an http.Handler
+// for a server of the caller's (cmd/auditrepo serves it next to a control API). URL and
+// Addr stay empty; Close drops the held requests.
+func NewHandler(opts Options) *Server {
+	return &Server{opts: opts, release: make(chan struct{}), closed: make(chan struct{})}
+}
+
 // Close stops the repository; held requests are dropped unanswered.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {

@@ -2,15 +2,17 @@
 
 // Package e2e proves ferrofed on a real Kubernetes cluster, through the real API and
 // real pods: the chart installs the operator, its webhook and the CRD's CEL rules refuse
-// invalid Gateways, a Gateway's pods become Ready through the derived probes, and
-// rolling restarts under load drop no request while a drainDelay of 0 does.
+// invalid Gateways, a Gateway's pods become Ready through the derived probes,
+// rolling restarts under load drop no request while a drainDelay of 0 does, and a
+// gateway container SIGKILLed inside its pod loses no audit record.
 //
 // It runs against the cluster KUBECONFIG names (`make e2e`): the local one
 // hack/local-cluster.sh builds, or any real cluster whose nodes have the images
-// (FERROFED_E2E_IMAGE, FERROFED_E2E_MEMBER_IMAGE; imagePullPolicy Never). The load
-// steps send requests from this process to the gateway Service's ClusterIP, which
-// kube-proxy makes reachable on a node: they run only when the Service's endpoints are
-// on this machine, and skip otherwise.
+// (FERROFED_E2E_IMAGE, FERROFED_E2E_MEMBER_IMAGE, FERROFED_E2E_AUDIT_REPO_IMAGE;
+// imagePullPolicy Never). The load steps send requests from this process to the
+// gateway Service's ClusterIP, which kube-proxy makes reachable on a node: they run
+// only when the Service's endpoints are on this machine, and skip otherwise. The
+// SIGKILL step also needs the node's containerd socket (ctr) on this machine.
 package e2e
 
 import (
@@ -35,12 +37,14 @@ type settings struct {
 	kubeconfig  string
 	image       string // the ferrofed image (operator and gateway)
 	memberImage string // the FHIR member test server image
-	helm        string
-	operatorNS  string
-	namespace   string // where the Gateways and members run
-	rps         int
-	rollouts    int
-	keep        bool // leave the namespaces and the release for a look afterwards
+	// auditRepoImage is the audit record repository double (test/auditrepo/cmd/auditrepo).
+	auditRepoImage string
+	helm           string
+	operatorNS     string
+	namespace      string // where the Gateways and members run
+	rps            int
+	rollouts       int
+	keep           bool // leave the namespaces and the release for a look afterwards
 	// continueOnFailure runs the steps after a failed one (for debugging the suite).
 	continueOnFailure bool
 	// loadPath and slowLoadPath are what the load asks the gateway: a member answering
@@ -74,6 +78,7 @@ func TestMain(m *testing.M) {
 		kubeconfig:        os.Getenv("KUBECONFIG"),
 		image:             env("FERROFED_E2E_IMAGE", "ferrofed.local/ferrofed:e2e"),
 		memberImage:       env("FERROFED_E2E_MEMBER_IMAGE", "ferrofed.local/fhir-member:e2e"),
+		auditRepoImage:    env("FERROFED_E2E_AUDIT_REPO_IMAGE", "ferrofed.local/audit-repo:e2e"),
 		helm:              env("FERROFED_E2E_HELM", filepath.Join(root, "bin", "helm")),
 		operatorNS:        env("FERROFED_E2E_OPERATOR_NAMESPACE", "ferrofed-system"),
 		namespace:         env("FERROFED_E2E_NAMESPACE", "ferrofed-e2e"),
