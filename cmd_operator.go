@@ -14,6 +14,7 @@ import (
 // operatorOptions are the flags of `ferrofed operator`.
 type operatorOptions struct {
 	metricsAddr   string
+	metricsPlain  bool
 	probeAddr     string
 	pprofAddr     string
 	leaderElect   bool
@@ -39,6 +40,7 @@ names, else the in-cluster configuration.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the metrics endpoint; "0" turns it off`)
+	f.BoolVar(&o.metricsPlain, "metrics-insecure", false, "serve the metrics over plain http without authentication (a loopback address only, e.g. for a benchmark)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", `address of net/http/pprof's /debug/pprof/ (plain http, no authentication: a loopback address only); empty turns it off`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
@@ -67,6 +69,7 @@ func runOperator(o operatorOptions) error {
 	}
 	opts, err := controllers.ManagerOptions(controllers.ManagerConfig{
 		MetricsBindAddress:     o.metricsAddr,
+		MetricsInsecure:        o.metricsPlain,
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,

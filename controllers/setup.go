@@ -32,8 +32,12 @@ const DefaultMaxConcurrentReconciles = 8
 // certificates). ManagerOptions turns it into the one ctrl.Options both use.
 type ManagerConfig struct {
 	// MetricsBindAddress is the metrics endpoint's address; "0" turns it off. It is
-	// served over https, to callers the cluster authorizes for GET /metrics.
+	// served over https, to callers the cluster authorizes for GET /metrics, unless
+	// MetricsInsecure.
 	MetricsBindAddress string
+	// MetricsInsecure serves the metrics over plain http to anyone: meant for a
+	// loopback address (the benchmark reads the webhook's own latency from it).
+	MetricsInsecure bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" turns them off.
 	HealthProbeBindAddress string
 	// PprofBindAddress serves net/http/pprof (plain http, unauthenticated: meant for a
@@ -107,6 +111,9 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 		PprofBindAddress:       c.PprofBindAddress,
 		LeaderElection:         c.LeaderElection,
 		LeaderElectionID:       LeaderElectionID,
+	}
+	if c.MetricsInsecure {
+		opts.Metrics.SecureServing, opts.Metrics.FilterProvider = false, nil
 	}
 	if c.Webhook {
 		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: c.WebhookHost, Port: c.WebhookPort, CertDir: c.WebhookCertDir})

@@ -138,6 +138,25 @@ type operator struct {
 	peak, peakAnon atomic.Uint64
 	stop           chan struct{}
 	sampled        chan struct{}
+	// metrics is the address of its plain-http metrics endpoint, when the binary has
+	// --metrics-insecure (older builds: empty).
+	metrics string
+	cmd     *exec.Cmd
+}
+
+// end kills the process and waits for it.
+func (op *operator) end() {
+	_ = op.cmd.Process.Kill()
+	_ = op.cmd.Wait()
+}
+
+// metricsPort is where the operator under benchmark serves its metrics.
+const metricsPort = "127.0.0.1:18443"
+
+// hasFlag reports whether bin's operator command knows flag.
+func hasFlag(bin, flag string) bool {
+	out, _ := exec.Command(bin, "operator", "--help").CombinedOutput()
+	return strings.Contains(string(out), flag)
 }
 
 func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster) *operator {
@@ -145,17 +164,26 @@ func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster) *o
 	if addr := os.Getenv("FERROFED_BENCH_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr) // see heapProfile
 	}
+	metrics := ""
+	if hasFlag(bin, "--metrics-insecure") {
+		metrics = metricsPort
+		args = append(args, "--metrics-bind-address="+metrics, "--metrics-insecure")
+	}
 	if wh := c.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
 		args = append(args, "--enable-webhook=true", "--webhook-port="+strconv.Itoa(wh.LocalServingPort), "--webhook-cert-dir="+wh.LocalServingCertDir)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
+	// FERROFED_OPERATOR_ENV: more variables for the operator only (GODEBUG=gctrace=1,
+	// GOGC=...), space-separated.
+	cmd.Env = append(cmd.Env, strings.Fields(os.Getenv("FERROFED_OPERATOR_ENV"))...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	op := &operator{stop: make(chan struct{}), sampled: make(chan struct{})}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	op := &operator{stop: make(chan struct{}), sampled: make(chan struct{}), metrics: metrics, cmd: cmd}
+	var ended sync.Once
+	b.Cleanup(func() { ended.Do(op.end) })
 	go func() {
 		defer close(op.sampled)
 		for {
@@ -326,7 +354,7 @@ func runOperator(b *testing.B, ctx context.Context, bin string) figures {
 	f.mix = mixSince(b, ctx, c, before)
 	f.writes = writesWhileIdle(b, ctx, c, 10*time.Second)
 	heapProfile(b, bin)
-	f.hook = webhookLatency(b, ctx, c)
+	f.hook = webhookLatency(b, ctx, c, op, bin)
 	f.peak, f.anon = op.peaks()
 	return f
 }
@@ -358,9 +386,10 @@ func heapProfile(b *testing.B, bin string) {
 }
 
 func (f figures) String() string {
-	return fmt.Sprintf("%d Gateways reconciled after %s; peak RSS %.1f MiB (anonymous %.1f MiB, the rest the binary's mapped pages); %d writes in 10 s with nothing changed; %d concurrent dry-run creates: p99 %s end to end, the apiserver's webhook calls: p99 %s (%.1f %% under 5 ms, %d calls)",
+	return fmt.Sprintf("%d Gateways reconciled after %s; peak RSS %.1f MiB (anonymous %.1f MiB, the rest the binary's mapped pages); %d writes in 10 s with nothing changed; %d concurrent dry-run creates: p99 %s end to end, the apiserver's webhook calls: p99 %s (%.1f %% under 5 ms, %d calls), the webhook server's own: p99 %s (%d requests)",
 		gateways, f.elapsed.Round(time.Millisecond), f.peak, f.anon, f.writes,
-		dryRunClients, f.hook.p99.Round(10*time.Microsecond), f.hook.webhookP99, 100*f.hook.webhookUnder5ms, f.hook.webhookCalls)
+		dryRunClients, f.hook.p99.Round(10*time.Microsecond), f.hook.webhookP99, 100*f.hook.webhookUnder5ms, f.hook.webhookCalls,
+		f.hook.serverP99, f.hook.serverRequests)
 }
 
 func benchProcess(b *testing.B, bin string) {
@@ -506,16 +535,41 @@ type hookFigures struct {
 	// webhookP99Bound is that bucket's upper bound.
 	webhookP99      string
 	webhookP99Bound time.Duration
+	// serverP99 is the same from the webhook server's own
+	// controller_runtime_webhook_latency_seconds (buckets 100 µs, 1 ms, 10 ms, ...): the
+	// handler's time in the operator, TLS and the apiserver's side left out; "n/a" when
+	// the binary cannot serve its metrics in plain http.
+	serverP99      string
+	serverRequests int
 }
 
-// webhookBuckets reads the apiserver's apiserver_admission_webhook_admission_duration_seconds
-// histogram of the operator's validating webhook: the cumulative count by upper bound
-// (+Inf as math.Inf), summed over its other labels (operation, rejected).
-func webhookBuckets(metrics string) map[float64]float64 {
+// describeBucket says where a quantile fell: "≤ 5ms", "in (5ms, 25ms]", "> 10s".
+func describeBucket(lo, hi float64) string {
+	d := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	switch {
+	case math.IsInf(hi, 1):
+		return fmt.Sprintf("> %s", d(lo))
+	case lo == 0:
+		return fmt.Sprintf("≤ %s", d(hi))
+	}
+	return fmt.Sprintf("in (%s, %s]", d(lo), d(hi))
+}
+
+// histogramBuckets reads the cumulative buckets of the histogram name from a
+// Prometheus text exposition, for the series whose labels contain every one of match,
+// summed over their other labels: count by upper bound (+Inf as math.Inf).
+func histogramBuckets(metrics, name string, match ...string) map[float64]float64 {
 	out := map[float64]float64{}
 	for _, line := range strings.Split(metrics, "\n") {
-		rest, ok := strings.CutPrefix(line, "apiserver_admission_webhook_admission_duration_seconds_bucket{")
-		if !ok || !strings.Contains(rest, `name="vgateway.ferrofed.io"`) || !strings.Contains(rest, `type="validating"`) {
+		rest, ok := strings.CutPrefix(line, name+"_bucket{")
+		if !ok {
+			continue
+		}
+		all := true
+		for _, m := range match {
+			all = all && strings.Contains(rest, m)
+		}
+		if !all {
 			continue
 		}
 		_, le, ok := strings.Cut(rest, `le="`)
@@ -532,6 +586,62 @@ func webhookBuckets(metrics string) map[float64]float64 {
 		out[bound] += v
 	}
 	return out
+}
+
+// operatorMetrics reads the operator's own /metrics ("" when it serves none).
+func operatorMetrics(b *testing.B, op *operator) string {
+	if op.metrics == "" {
+		return ""
+	}
+	resp, err := http.Get("http://" + op.metrics + "/metrics")
+	if err != nil {
+		b.Logf("operator metrics: %v", err)
+		return ""
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
+}
+
+// cpuProfile records the operator's CPU profile for d when FERROFED_BENCH_PPROF is
+// set, into FERROFED_BENCH_PPROF_DIR; it returns a function that waits for it.
+func cpuProfile(b *testing.B, bin, what string, d time.Duration) func() {
+	addr := os.Getenv("FERROFED_BENCH_PPROF")
+	if addr == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+		if err != nil {
+			b.Logf("cpu profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		dir := os.Getenv("FERROFED_BENCH_PPROF_DIR")
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		out := filepath.Join(dir, filepath.Base(bin)+"-"+what+"-"+time.Now().Format("150405")+".cpu")
+		data, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(out, data, 0o644)
+		}
+		fmt.Printf("bench: cpu profile of %s (%s): %s (%v)\n", bin, what, out, err)
+	}()
+	return func() { <-done }
+}
+
+// webhookBuckets reads the apiserver's apiserver_admission_webhook_admission_duration_seconds
+// histogram of the operator's validating webhook.
+func webhookBuckets(metrics string) map[float64]float64 {
+	return histogramBuckets(metrics, "apiserver_admission_webhook_admission_duration_seconds", `name="vgateway.ferrofed.io"`, `type="validating"`)
+}
+
+// serverBuckets reads the webhook server's own controller_runtime_webhook_latency_seconds.
+func serverBuckets(metrics string) map[float64]float64 {
+	return histogramBuckets(metrics, "controller_runtime_webhook_latency_seconds", `webhook="/validate-ferrofed-io-v1alpha1-gateway"`)
 }
 
 // quantileBucket is the bucket of the q quantile of the observations between two
@@ -561,8 +671,10 @@ func quantileBucket(before, after map[float64]float64, q float64) (lo, hi float6
 // histogram (buckets 5 ms, 25 ms, 100 ms, ...), the bucket of the webhook calls' p99
 // and the share under 5 ms: the webhook's latency as the apiserver sees it, its
 // connection and TLS included, without the apiserver's own work on the request.
-func webhookLatency(b *testing.B, ctx context.Context, c *cluster) hookFigures {
+func webhookLatency(b *testing.B, ctx context.Context, c *cluster, op *operator, bin string) hookFigures {
 	h0 := webhookBuckets(apiserverMetrics(b, ctx, c))
+	s0 := serverBuckets(operatorMetrics(b, op))
+	profiled := cpuProfile(b, bin, "dry-run-creates", 5*time.Second)
 	lat := make([][]time.Duration, dryRunClients)
 	var wg sync.WaitGroup
 	for w := range dryRunClients {
@@ -585,15 +697,12 @@ func webhookLatency(b *testing.B, ctx context.Context, c *cluster) hookFigures {
 	}
 	slices.Sort(all)
 	h1 := webhookBuckets(apiserverMetrics(b, ctx, c))
+	s1 := serverBuckets(operatorMetrics(b, op))
+	profiled()
 	lo, hi, n := quantileBucket(h0, h1, 0.99)
-	f := hookFigures{webhookCalls: int(n), webhookP99Bound: time.Duration(hi * float64(time.Second))}
-	switch {
-	case math.IsInf(hi, 1):
-		f.webhookP99 = fmt.Sprintf("> %s", time.Duration(lo*float64(time.Second)))
-	case lo == 0:
-		f.webhookP99 = fmt.Sprintf("≤ %s", f.webhookP99Bound)
-	default:
-		f.webhookP99 = fmt.Sprintf("in (%s, %s]", time.Duration(lo*float64(time.Second)), f.webhookP99Bound)
+	f := hookFigures{webhookCalls: int(n), webhookP99Bound: time.Duration(hi * float64(time.Second)), webhookP99: describeBucket(lo, hi), serverP99: "n/a"}
+	if slo, shi, sn := quantileBucket(s0, s1, 0.99); sn > 0 {
+		f.serverP99, f.serverRequests = describeBucket(slo, shi), int(sn)
 	}
 	if len(all) > 0 {
 		f.p99 = all[len(all)*99/100]
