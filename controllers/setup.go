@@ -180,10 +180,10 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 //     pods are listed and watched only with the operator's managed-by label, so
 //     unrelated objects of the cluster never reach the operator's memory;
 //   - what is cached of each object is what the reconciler reads, nothing more
-//     (trimForCache): an owned object keeps its metadata, its status counters and a
-//     digest of the fields FieldOwner manages with their live values (what the
-//     reconciler compares with the desired apply configuration), not its spec or
-//     managedFields; a Gateway loses its managedFields and kubectl's
+//     (trimForCache): an owned object keeps its name, owner, generation, its status
+//     counters and a digest of the fields FieldOwner manages with their live values
+//     (what the reconciler compares with the desired apply configuration), not its
+//     spec, labels, annotations or managedFields; a Gateway loses its managedFields and kubectl's
 //     last-applied-configuration; a pod keeps what its drain is read from; a
 //     ConfigMap's metadata (the only part watched) loses its annotations and
 //     managedFields. The trimmed copies must never be sent back whole (an Update would
@@ -254,12 +254,14 @@ func trimForCache(in any) (any, error) {
 	return in, nil // e.g. cache.DeletedFinalStateUnknown unchanged
 }
 
-// trimOwned replaces an owned object's managedFields by managedSumKey, the digest of
-// what FieldOwner manages on it, and reports whether the caller may now drop its spec.
-// An object whose managed fields cannot be read keeps everything but the other
-// managers' managedFields: the reconciler then extracts them itself.
+// trimOwned replaces an owned object's managedFields, labels and annotations by one
+// annotation, managedSumKey: the digest of what FieldOwner manages on it (the
+// reconciler reads an owned object's name, ownerReferences, generation and status, and
+// that digest). It reports whether the caller may now drop its spec. An object whose
+// managed fields cannot be read keeps everything but the other managers'
+// managedFields: the reconciler then extracts them itself.
 func trimOwned(o client.Object) bool {
-	if _, done := o.GetAnnotations()[managedSumKey]; done {
+	if IsTrimmedForCache(o) {
 		return false // trimmed already
 	}
 	sum, err := managedSum(o)
@@ -273,12 +275,8 @@ func trimOwned(o client.Object) bool {
 		o.SetManagedFields(kept)
 		return false
 	}
-	a := make(map[string]string, len(o.GetAnnotations())+1)
-	for k, v := range o.GetAnnotations() {
-		a[k] = v
-	}
-	a[managedSumKey] = sum
-	o.SetAnnotations(a)
+	o.SetAnnotations(map[string]string{managedSumKey: sum})
+	o.SetLabels(nil)
 	o.SetManagedFields(nil)
 	return true
 }
