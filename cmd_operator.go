@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,7 +63,18 @@ names, else the in-cluster configuration.`,
 	return cmd
 }
 
+// operatorGCPercent is the operator's GOGC unless the environment sets one: its heap is
+// mostly its informer caches, long-lived, so the default 100 (a heap twice the live
+// data before each collection) doubles its memory for little CPU saved. 50 keeps the
+// peak near 1.5× the live data: with 1,000 Gateways (test/operator/process) a peak of
+// 35 MiB anonymous memory instead of 45, for about twice as many collections of a
+// 16–20 MB heap.
+const operatorGCPercent = 50
+
 func runOperator(o operatorOptions) error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(operatorGCPercent)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

@@ -203,6 +203,23 @@ func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster) *o
 	return op
 }
 
+// cpuSeconds is the CPU time the process has used so far (user and system).
+func (op *operator) cpuSeconds() float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", op.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// After the command's name in parentheses: state is field 3, utime 14, stime 15.
+	i := strings.LastIndexByte(string(data), ')')
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
 // peaks stops the sampling and returns the peak RSS and anonymous memory in MiB.
 func (op *operator) peaks() (float64, float64) {
 	close(op.stop)
@@ -333,9 +350,11 @@ func mixSince(b *testing.B, ctx context.Context, c *cluster, before map[string]i
 type figures struct {
 	elapsed    time.Duration
 	peak, anon float64
-	writes     int
-	mix        mix
-	hook       hookFigures
+	// cpu is the operator's CPU seconds until every Gateway was reconciled.
+	cpu    float64
+	writes int
+	mix    mix
+	hook   hookFigures
 }
 
 // runOperator runs bin on a fresh control plane with its webhook: the 1,000 Gateways,
@@ -351,6 +370,7 @@ func runOperator(b *testing.B, ctx context.Context, bin string) figures {
 	op := startOperator(b, ctx, bin, c)
 	var f figures
 	f.elapsed = createGateways(b, ctx, c.client, "bench", gateways)
+	f.cpu = op.cpuSeconds()
 	f.mix = mixSince(b, ctx, c, before)
 	f.writes = writesWhileIdle(b, ctx, c, 10*time.Second)
 	heapProfile(b, bin)
@@ -386,8 +406,8 @@ func heapProfile(b *testing.B, bin string) {
 }
 
 func (f figures) String() string {
-	return fmt.Sprintf("%d Gateways reconciled after %s; peak RSS %.1f MiB (anonymous %.1f MiB, the rest the binary's mapped pages); %d writes in 10 s with nothing changed; %d concurrent dry-run creates: p99 %s end to end, the apiserver's webhook calls: p99 %s (%.1f %% under 5 ms, %d calls), the webhook server's own: p99 %s (%d requests)",
-		gateways, f.elapsed.Round(time.Millisecond), f.peak, f.anon, f.writes,
+	return fmt.Sprintf("%d Gateways reconciled after %s (operator CPU %.1f s); peak RSS %.1f MiB (anonymous %.1f MiB, the rest the binary's mapped pages); %d writes in 10 s with nothing changed; %d concurrent dry-run creates: p99 %s end to end, the apiserver's webhook calls: p99 %s (%.1f %% under 5 ms, %d calls), the webhook server's own: p99 %s (%d requests)",
+		gateways, f.elapsed.Round(time.Millisecond), f.cpu, f.peak, f.anon, f.writes,
 		dryRunClients, f.hook.p99.Round(10*time.Microsecond), f.hook.webhookP99, 100*f.hook.webhookUnder5ms, f.hook.webhookCalls,
 		f.hook.serverP99, f.hook.serverRequests)
 }
@@ -397,14 +417,26 @@ func benchProcess(b *testing.B, bin string) {
 	defer cancel()
 	floorTook, floorMix := floor(b, ctx, gateways)
 	// FERROFED_OPERATOR_BASELINE_BIN: another build (e.g. of an older commit) run
-	// against the same floor in the same run, for before/after figures.
-	if base := os.Getenv("FERROFED_OPERATOR_BASELINE_BIN"); base != "" {
-		f := runOperator(b, ctx, base)
-		fmt.Printf("bench (baseline %s): %s; %.2f× the floor\n", base, f, f.elapsed.Seconds()/floorTook.Seconds())
+	// against the same floor in the same run, for before/after figures; before the
+	// binary under test, or after it with FERROFED_OPERATOR_BASELINE_LAST=1 (the
+	// second run of a shared machine is often the slower).
+	baseline := func() {
+		if base := os.Getenv("FERROFED_OPERATOR_BASELINE_BIN"); base != "" {
+			f := runOperator(b, ctx, base)
+			fmt.Printf("bench (baseline %s): %s; %.2f× the floor\n", base, f, f.elapsed.Seconds()/floorTook.Seconds())
+		}
+	}
+	last := os.Getenv("FERROFED_OPERATOR_BASELINE_LAST") == "1"
+	if !last {
+		baseline()
 	}
 	f := runOperator(b, ctx, bin)
+	if last {
+		defer baseline()
+	}
 	elapsed, peak, anon, writes, opMix, hook := f.elapsed, f.peak, f.anon, f.writes, f.mix, f.hook
 	b.ReportMetric(elapsed.Seconds(), "s/1000-gateways")
+	b.ReportMetric(f.cpu, "s-operator-cpu")
 	b.ReportMetric(floorTook.Seconds(), "s-floor")
 	b.ReportMetric(elapsed.Seconds()/floorTook.Seconds(), "time/floor")
 	b.ReportMetric(peak, "MiB-operator-peak-rss")
