@@ -22,9 +22,9 @@ func liveDeployment(replicas int32) *appsv1.Deployment {
 			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}"},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: FieldOwner, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:app.kubernetes.io/managed-by":{}}},"f:spec":{"f:replicas":{}}}`)}},
+					FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:app.kubernetes.io/managed-by":{}}},"f:spec":{"f:replicas":{}}}`)},
 				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:example.org/team":{}}}}`)}},
+					FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:example.org/team":{}}}}`)},
 			}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: ContainerName, Image: "example.org/gateway", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}}},
