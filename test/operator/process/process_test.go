@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -184,6 +185,20 @@ func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster) *o
 	op := &operator{stop: make(chan struct{}), sampled: make(chan struct{}), metrics: metrics, cmd: cmd}
 	var ended sync.Once
 	b.Cleanup(func() { ended.Do(op.end) })
+	if wh := c.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
+		// The apiserver refuses every Gateway until the webhook serves: wait for it
+		// before the clock starts (a loaded machine starts the operator slowly).
+		addr := net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
+		for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+			if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				conn.Close()
+				break
+			}
+			if time.Since(start) > time.Minute {
+				b.Fatalf("the operator's webhook does not serve on %s after a minute", addr)
+			}
+		}
+	}
 	go func() {
 		defer close(op.sampled)
 		for {
