@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,6 +16,7 @@ import (
 // operatorOptions are the flags of `ferrofed operator`.
 type operatorOptions struct {
 	metricsAddr   string
+	metricsPlain  bool
 	probeAddr     string
 	pprofAddr     string
 	leaderElect   bool
@@ -39,6 +42,7 @@ names, else the in-cluster configuration.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the metrics endpoint; "0" turns it off`)
+	f.BoolVar(&o.metricsPlain, "metrics-insecure", false, "serve the metrics over plain http without authentication (a loopback address only, e.g. for a benchmark)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", `address of net/http/pprof's /debug/pprof/ (plain http, no authentication: a loopback address only); empty turns it off`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
@@ -59,7 +63,18 @@ names, else the in-cluster configuration.`,
 	return cmd
 }
 
+// operatorGCPercent is the operator's GOGC unless the environment sets one: its heap is
+// mostly its informer caches, long-lived, so the default 100 (a heap twice the live
+// data before each collection) doubles its memory for little CPU saved. 50 keeps the
+// peak near 1.5× the live data: with 1,000 Gateways (test/operator/process) a peak of
+// 35 MiB anonymous memory instead of 45, for about twice as many collections of a
+// 16–20 MB heap.
+const operatorGCPercent = 50
+
 func runOperator(o operatorOptions) error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(operatorGCPercent)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -67,6 +82,7 @@ func runOperator(o operatorOptions) error {
 	}
 	opts, err := controllers.ManagerOptions(controllers.ManagerConfig{
 		MetricsBindAddress:     o.metricsAddr,
+		MetricsInsecure:        o.metricsPlain,
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,

@@ -213,8 +213,6 @@ type ownedObject struct {
 	// desired is its apply configuration, or nil when the object must not exist (it is
 	// then deleted, if the Gateway controls it).
 	desired runtime.ApplyConfiguration
-	// extract reads the fields FieldOwner manages from a live object.
-	extract func(client.Object) (any, error)
 	// uncached: the client reads this kind from the apiserver, not from the cache, so
 	// that its NotFound needs no second look through the APIReader.
 	uncached bool
@@ -235,9 +233,7 @@ const createOnlyVersion = "1"
 // mount it), then the Deployment (into dep), the Service and, with more than one
 // replica, the PodDisruptionBudget.
 func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment) []ownedObject {
-	pdb := ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}, extract: func(o client.Object) (any, error) {
-		return policyv1ac.ExtractPodDisruptionBudget(o.(*policyv1.PodDisruptionBudget), FieldOwner)
-	}}
+	pdb := ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}}
 	if d := PodDisruptionBudget(gw); d != nil {
 		pdb.desired = d
 		pdb.createOnly = func() runtime.ApplyConfiguration {
@@ -245,17 +241,11 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 		}
 	}
 	return []ownedObject{
-		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), extract: func(o client.Object) (any, error) {
-			return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), FieldOwner)
-		}, uncached: true}, // see ManagerOptions' client options
-		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, rendered), extract: func(o client.Object) (any, error) {
-			return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), FieldOwner)
-		}, createOnly: func() runtime.ApplyConfiguration {
+		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), uncached: true}, // see ManagerOptions' client options
+		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, rendered), createOnly: func() runtime.ApplyConfiguration {
 			return Deployment(gw, plan, rendered).WithResourceVersion(createOnlyVersion)
 		}},
-		{kind: "Service", live: &corev1.Service{}, desired: Service(gw), extract: func(o client.Object) (any, error) {
-			return corev1ac.ExtractService(o.(*corev1.Service), FieldOwner)
-		}, createOnly: func() runtime.ApplyConfiguration { return Service(gw).WithResourceVersion(createOnlyVersion) }},
+		{kind: "Service", live: &corev1.Service{}, desired: Service(gw), createOnly: func() runtime.ApplyConfiguration { return Service(gw).WithResourceVersion(createOnlyVersion) }},
 		pdb,
 	}
 }
@@ -330,7 +320,7 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		if !controlledBy(live, gw) {
 			return r.nameConflict(gw, live, kind, name, "Apply")
 		}
-		if same, err := sameAsLive(live, desired, o.extract); err != nil || same {
+		if same, err := sameAsLive(live, desired); err != nil || same {
 			return err
 		}
 	case !apierrors.IsNotFound(err):
@@ -406,21 +396,47 @@ func fromApplyResponse(desired runtime.ApplyConfiguration, live client.Object) e
 
 // sameAsLive compares the fields FieldOwner manages on live with desired. Both go
 // through live's typed struct first, so that values the apiserver does not store
-// (zeros of omitempty fields) compare equal to their absence.
-func sameAsLive(live client.Object, desired runtime.ApplyConfiguration, extract func(client.Object) (any, error)) (bool, error) {
-	got, err := extract(live)
-	if err != nil {
-		return false, fmt.Errorf("extract managed fields: %w", err)
+// (zeros of omitempty fields) compare equal to their absence. A cached owned object
+// holds only the digest of its side (managedSumKey, see trimForCache).
+func sameAsLive(live client.Object, desired runtime.ApplyConfiguration) (bool, error) {
+	have, cached := live.GetAnnotations()[managedSumKey]
+	if !cached {
+		var err error
+		if have, err = managedSum(live); err != nil {
+			return false, err
+		}
 	}
-	a, err := asTyped(live, got)
-	if err != nil {
-		return false, err
-	}
-	b, err := asTyped(live, desired)
-	return err == nil && a == b, err
+	want, err := typedSum(live, desired)
+	return err == nil && have == want, err
 }
 
-func asTyped(proto client.Object, v any) (string, error) {
+// managedSum is the digest of the fields FieldOwner manages on live, with their live
+// values, as sameAsLive compares them.
+func managedSum(live client.Object) (string, error) {
+	got, err := extractManaged(live)
+	if err != nil {
+		return "", fmt.Errorf("extract managed fields: %w", err)
+	}
+	return typedSum(live, got)
+}
+
+// extractManaged reads the fields FieldOwner manages from a live owned object.
+func extractManaged(live client.Object) (any, error) {
+	switch o := live.(type) {
+	case *appsv1.Deployment:
+		return appsv1ac.ExtractDeployment(o, FieldOwner)
+	case *corev1.Service:
+		return corev1ac.ExtractService(o, FieldOwner)
+	case *policyv1.PodDisruptionBudget:
+		return policyv1ac.ExtractPodDisruptionBudget(o, FieldOwner)
+	case *corev1.ConfigMap:
+		return corev1ac.ExtractConfigMap(o, FieldOwner)
+	}
+	return nil, fmt.Errorf("no extraction for %T", live)
+}
+
+// typedSum is the sha256 of v as JSON after a round trip through proto's typed struct.
+func typedSum(proto client.Object, v any) (string, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return "", err
@@ -430,7 +446,11 @@ func asTyped(proto client.Object, v any) (string, error) {
 		return "", err
 	}
 	data, err = json.Marshal(obj)
-	return string(data), err
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // deleteOwned deletes the object named after gw when gw controls it.

@@ -32,8 +32,12 @@ const DefaultMaxConcurrentReconciles = 8
 // certificates). ManagerOptions turns it into the one ctrl.Options both use.
 type ManagerConfig struct {
 	// MetricsBindAddress is the metrics endpoint's address; "0" turns it off. It is
-	// served over https, to callers the cluster authorizes for GET /metrics.
+	// served over https, to callers the cluster authorizes for GET /metrics, unless
+	// MetricsInsecure.
 	MetricsBindAddress string
+	// MetricsInsecure serves the metrics over plain http to anyone: meant for a
+	// loopback address (the benchmark reads the webhook's own latency from it).
+	MetricsInsecure bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" turns them off.
 	HealthProbeBindAddress string
 	// PprofBindAddress serves net/http/pprof (plain http, unauthenticated: meant for a
@@ -108,6 +112,9 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 		LeaderElection:         c.LeaderElection,
 		LeaderElectionID:       LeaderElectionID,
 	}
+	if c.MetricsInsecure {
+		opts.Metrics.SecureServing, opts.Metrics.FilterProvider = false, nil
+	}
 	if c.Webhook {
 		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: c.WebhookHost, Port: c.WebhookPort, CertDir: c.WebhookCertDir})
 	}
@@ -173,15 +180,19 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // CacheOptions keep the informers small in a big cluster:
-//   - the owned kinds (Deployments, Services, PodDisruptionBudgets) are listed and
-//     watched only with the operator's managed-by label, so unrelated objects of the
-//     cluster never reach the operator's memory;
-//   - of every object's managedFields only FieldOwner's entries stay (the reconciler
-//     extracts those and nothing else), and a Gateway loses kubectl's
-//     last-applied-configuration, a second copy of its spec that the reconciler never
-//     reads. The trimmed copies must never be sent back whole (an Update would reset
-//     the other managers' fields): the reconciler only applies, patches status and
-//     deletes.
+//   - the owned kinds (Deployments, Services, PodDisruptionBudgets) and the gateway
+//     pods are listed and watched only with the operator's managed-by label, so
+//     unrelated objects of the cluster never reach the operator's memory;
+//   - what is cached of each object is what the reconciler reads, nothing more
+//     (trimForCache): an owned object keeps its name, owner, generation, its status
+//     counters and a digest of the fields FieldOwner manages with their live values
+//     (what the reconciler compares with the desired apply configuration), not its
+//     spec, labels, annotations or managedFields; a Gateway loses its managedFields and kubectl's
+//     last-applied-configuration; a pod keeps what its drain is read from; a
+//     ConfigMap's metadata (the only part watched) loses its annotations and
+//     managedFields. The trimmed copies must never be sent back whole (an Update would
+//     reset the other managers' fields): the reconciler only applies, patches status
+//     and deletes.
 //
 // ConfigMaps have no full informer at all (see ManagerOptions' client options).
 func CacheOptions() cache.Options {
@@ -197,32 +208,93 @@ func CacheOptions() cache.Options {
 	}
 }
 
+// managedSumKey is the annotation of a cached owned object that holds managedSum of
+// the live object. It is not a valid annotation key (it has spaces), so that no object
+// the apiserver serves can carry it: only the cache's trimmed copies do.
+const managedSumKey = "ferrofed.io/managed-sum (cache only)"
+
+// IsTrimmedForCache reports whether obj is a cached owned object that trimForCache cut
+// to its metadata, status and managedSumKey.
+func IsTrimmedForCache(obj client.Object) bool {
+	_, ok := obj.GetAnnotations()[managedSumKey]
+	return ok
+}
+
 func trimForCache(in any) (any, error) {
-	obj, ok := in.(metav1.Object)
-	if !ok {
-		return in, nil // e.g. cache.DeletedFinalStateUnknown
+	switch o := in.(type) {
+	case *appsv1.Deployment:
+		if trimOwned(o) {
+			o.Spec = appsv1.DeploymentSpec{}
+			o.Status.Conditions = nil // read: the generations and replica counts
+		}
+	case *corev1.Service:
+		if trimOwned(o) {
+			o.Spec, o.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
+		}
+	case *policyv1.PodDisruptionBudget:
+		if trimOwned(o) {
+			o.Spec, o.Status = policyv1.PodDisruptionBudgetSpec{}, policyv1.PodDisruptionBudgetStatus{}
+		}
+	case *corev1.Pod:
+		trimPod(o)
+	case *ferrofedv1alpha1.Gateway:
+		o.ManagedFields = nil
+		if _, has := o.Annotations[corev1.LastAppliedConfigAnnotation]; has {
+			trimmed := make(map[string]string, len(o.Annotations)-1)
+			for k, v := range o.Annotations {
+				if k != corev1.LastAppliedConfigAnnotation {
+					trimmed[k] = v
+				}
+			}
+			o.Annotations = trimmed
+		}
+	case *metav1.PartialObjectMetadata:
+		// A metadata-only watch (ConfigMaps) only maps events to Gateways, by name and
+		// controller.
+		o.ManagedFields, o.Annotations = nil, nil
+	case metav1.Object:
+		o.SetManagedFields(nil)
 	}
-	if mf := obj.GetManagedFields(); len(mf) > 0 {
-		kept := mf[:0:0]
-		for _, e := range mf {
+	return in, nil // e.g. cache.DeletedFinalStateUnknown unchanged
+}
+
+// trimOwned replaces an owned object's managedFields, labels and annotations by one
+// annotation, managedSumKey: the digest of what FieldOwner manages on it (the
+// reconciler reads an owned object's name, ownerReferences, generation and status, and
+// that digest). It reports whether the caller may now drop its spec. An object whose
+// managed fields cannot be read keeps everything but the other managers'
+// managedFields: the reconciler then extracts them itself.
+func trimOwned(o client.Object) bool {
+	if IsTrimmedForCache(o) {
+		return false // trimmed already
+	}
+	sum, err := managedSum(o)
+	if err != nil {
+		kept := []metav1.ManagedFieldsEntry{}
+		for _, e := range o.GetManagedFields() {
 			if e.Manager == FieldOwner {
 				kept = append(kept, e)
 			}
 		}
-		obj.SetManagedFields(kept)
+		o.SetManagedFields(kept)
+		return false
 	}
-	if _, isGateway := in.(*ferrofedv1alpha1.Gateway); isGateway {
-		if a := obj.GetAnnotations(); a != nil {
-			if _, has := a[corev1.LastAppliedConfigAnnotation]; has {
-				trimmed := make(map[string]string, len(a)-1)
-				for k, v := range a {
-					if k != corev1.LastAppliedConfigAnnotation {
-						trimmed[k] = v
-					}
-				}
-				obj.SetAnnotations(trimmed)
-			}
+	o.SetAnnotations(map[string]string{managedSumKey: sum})
+	o.SetLabels(nil)
+	o.SetManagedFields(nil)
+	return true
+}
+
+// trimPod keeps what drainOf reads: the pod's identity, labels and deletion, its grace
+// period, and the final state of the gateway container.
+func trimPod(p *corev1.Pod) {
+	p.ManagedFields, p.Annotations = nil, nil
+	p.Spec = corev1.PodSpec{TerminationGracePeriodSeconds: p.Spec.TerminationGracePeriodSeconds}
+	var kept []corev1.ContainerStatus
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == ContainerName && cs.State.Terminated != nil {
+			kept = append(kept, corev1.ContainerStatus{Name: cs.Name, State: corev1.ContainerState{Terminated: cs.State.Terminated}})
 		}
 	}
-	return in, nil
+	p.Status = corev1.PodStatus{ContainerStatuses: kept}
 }

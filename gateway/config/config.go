@@ -513,6 +513,9 @@ func (l lineIndex) walk(k string) int {
 }
 
 func stripIndexes(key string) string {
+	if !strings.ContainsRune(key, '[') {
+		return key
+	}
 	var b strings.Builder
 	depth := 0
 	for _, r := range key {

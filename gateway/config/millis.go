@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
@@ -98,14 +99,23 @@ var MillisecondKeys = []MillisecondKey{
 // millisecondKey returns the range of key ("auth.issuers[2].jwks_refresh_ms" is looked
 // up as "auth.issuers[].jwks_refresh_ms").
 func millisecondKey(key string) MillisecondKey {
-	k := stripIndexes(key)
-	for _, m := range MillisecondKeys {
-		if stripIndexes(m.Key) == k {
-			return m
-		}
+	if m, ok := millisecondKeysByName()[stripIndexes(key)]; ok {
+		return m
 	}
 	panic("config: no millisecond key " + key)
 }
+
+// millisecondKeysByName is MillisecondKeys by their keys without indexes: every
+// configuration check looks up each of its *_ms keys (the webhook checks each Gateway).
+var millisecondKeysByName = sync.OnceValue(func() map[string]MillisecondKey {
+	m := make(map[string]MillisecondKey, len(MillisecondKeys))
+	for _, k := range MillisecondKeys {
+		if _, dup := m[stripIndexes(k.Key)]; !dup {
+			m[stripIndexes(k.Key)] = k
+		}
+	}
+	return m
+})
 
 // msProblem is what is wrong with v as the value of the millisecond key key, or "".
 func msProblem(key string, v int64) string {
