@@ -38,6 +38,7 @@ PAUSE_IMAGE=ferrofed.local/pause:3.10
 FERROFED_IMAGE="${FERROFED_IMAGE:-ferrofed.local/ferrofed:e2e}"
 MEMBER_IMAGE="${MEMBER_IMAGE:-ferrofed.local/fhir-member:e2e}"
 AUDIT_REPO_IMAGE="${AUDIT_REPO_IMAGE:-ferrofed.local/audit-repo:e2e}"
+PMIR_IMAGE="${PMIR_IMAGE:-ferrofed.local/pmir:e2e}"
 CTR_SOCK="$WORK/containerd/containerd.sock"
 # Components in start order; `down` stops them in reverse.
 COMPONENTS=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler kubelet kube-proxy)
@@ -503,6 +504,16 @@ images() {
     log "imported $AUDIT_REPO_IMAGE"
   else
     log "error: the audit repository image was not built"
+    failed=1
+  fi
+  # The PMIR Patient Identity Registry double (test/pmir) with its control API.
+  if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/pmir" ./test/pmir/cmd/pmir) &&
+    "$BIN/image" -tag "$PMIR_IMAGE" -o "$out/pmir.tar" -file /pmir="$out/pmir" \
+      -entrypoint /pmir -user 65532:65532 -dir /tmp >/dev/null &&
+    import_image "$out/pmir.tar"; then
+    log "imported $PMIR_IMAGE"
+  else
+    log "error: the PMIR registry image was not built"
     failed=1
   fi
   log "images done in $((SECONDS - start)) s; in containerd: $(ctr_ images ls -q | grep '^ferrofed.local' | tr '\n' ' ')"

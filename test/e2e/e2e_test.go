@@ -73,6 +73,7 @@ func TestEndToEnd(t *testing.T) {
 		{"a Gateway with TLS is Ready, and a rotated Secret is served by the same pod without a failed request", s.tlsRotation},
 		{"a Gateway with mutual TLS is Ready through its exec probes, and refuses a client without a certificate", s.mutualTLS},
 		{"a Gateway with [audit] loses no audit record when its container is SIGKILLed twice inside its pod under load", s.auditSIGKILL},
+		{"a Gateway with [pmir] whose registry's DELETE hangs abandons identity_registry in drain step 4, and status.drains says so", s.pmirAbandoned},
 	}
 	t.Cleanup(s.cleanup(t))
 	// The summary lines print last, also when a step failed.

@@ -8,11 +8,12 @@
 //
 // It runs against the cluster KUBECONFIG names (`make e2e`): the local one
 // hack/local-cluster.sh builds, or any real cluster whose nodes have the images
-// (FERROFED_E2E_IMAGE, FERROFED_E2E_MEMBER_IMAGE, FERROFED_E2E_AUDIT_REPO_IMAGE;
-// imagePullPolicy Never). The load steps send requests from this process to the
-// gateway Service's ClusterIP, which kube-proxy makes reachable on a node: they run
-// only when the Service's endpoints are on this machine, and skip otherwise. The
-// SIGKILL step also needs the node's containerd socket (ctr) on this machine.
+// (FERROFED_E2E_IMAGE, FERROFED_E2E_MEMBER_IMAGE, FERROFED_E2E_AUDIT_REPO_IMAGE,
+// FERROFED_E2E_PMIR_IMAGE; imagePullPolicy Never). The load steps send requests from
+// this process to the gateway Service's ClusterIP, which kube-proxy makes reachable on
+// a node: they run only when the Service's endpoints are on this machine, and skip
+// otherwise. The SIGKILL step also needs the node's containerd socket (ctr) on this
+// machine.
 package e2e
 
 import (
@@ -39,12 +40,14 @@ type settings struct {
 	memberImage string // the FHIR member test server image
 	// auditRepoImage is the audit record repository double (test/auditrepo/cmd/auditrepo).
 	auditRepoImage string
-	helm           string
-	operatorNS     string
-	namespace      string // where the Gateways and members run
-	rps            int
-	rollouts       int
-	keep           bool // leave the namespaces and the release for a look afterwards
+	// pmirImage is the PMIR Patient Identity Registry double (test/pmir/cmd/pmir).
+	pmirImage  string
+	helm       string
+	operatorNS string
+	namespace  string // where the Gateways and members run
+	rps        int
+	rollouts   int
+	keep       bool // leave the namespaces and the release for a look afterwards
 	// continueOnFailure runs the steps after a failed one (for debugging the suite).
 	continueOnFailure bool
 	// loadPath and slowLoadPath are what the load asks the gateway: a member answering
@@ -79,6 +82,7 @@ func TestMain(m *testing.M) {
 		image:             env("FERROFED_E2E_IMAGE", "ferrofed.local/ferrofed:e2e"),
 		memberImage:       env("FERROFED_E2E_MEMBER_IMAGE", "ferrofed.local/fhir-member:e2e"),
 		auditRepoImage:    env("FERROFED_E2E_AUDIT_REPO_IMAGE", "ferrofed.local/audit-repo:e2e"),
+		pmirImage:         env("FERROFED_E2E_PMIR_IMAGE", "ferrofed.local/pmir:e2e"),
 		helm:              env("FERROFED_E2E_HELM", filepath.Join(root, "bin", "helm")),
 		operatorNS:        env("FERROFED_E2E_OPERATOR_NAMESPACE", "ferrofed-system"),
 		namespace:         env("FERROFED_E2E_NAMESPACE", "ferrofed-e2e"),
