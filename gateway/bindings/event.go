@@ -43,34 +43,6 @@ func (e QueryEvent) Event() ([]byte, error) {
 	if e.Key == "" || len(e.Query) == 0 {
 		return nil, errors.New("binding: an exchange event needs its binding and its query")
 	}
-	type coding struct {
-		System  string `json:"system"`
-		Code    string `json:"code"`
-		Display string `json:"display,omitempty"`
-	}
-	type codeable struct {
-		Coding []coding `json:"coding"`
-	}
-	type identifier struct {
-		System string `json:"system,omitempty"`
-		Value  string `json:"value"`
-	}
-	type reference struct {
-		Identifier *identifier `json:"identifier,omitempty"`
-		Display    string      `json:"display,omitempty"`
-	}
-	type agent struct {
-		Type      codeable  `json:"type"`
-		Who       reference `json:"who"`
-		Requestor bool      `json:"requestor"`
-	}
-	type entity struct {
-		What  *reference `json:"what,omitempty"`
-		Type  coding     `json:"type"`
-		Role  coding     `json:"role"`
-		Query string     `json:"query,omitempty"`
-	}
-	const dcm = "http://dicom.nema.org/resources/ontology/DCM"
 	subtype := []coding{{System: "http://hl7.org/fhir/restful-interaction", Code: "search", Display: "search"}}
 	if e.Transaction != "" {
 		subtype = append(subtype, coding{System: TransactionSystem, Code: e.Transaction, Display: e.TransactionDisplay})
@@ -132,3 +104,40 @@ func (e Exchange) AuditOutcome() string {
 	}
 	return "0"
 }
+
+// The FHIR R4 AuditEvent parts the exchange events are made of.
+type coding struct {
+	System  string `json:"system"`
+	Code    string `json:"code"`
+	Display string `json:"display,omitempty"`
+}
+
+type codeable struct {
+	Coding []coding `json:"coding"`
+}
+
+type identifier struct {
+	System string `json:"system,omitempty"`
+	Value  string `json:"value"`
+}
+
+type reference struct {
+	Identifier *identifier `json:"identifier,omitempty"`
+	Display    string      `json:"display,omitempty"`
+}
+
+type agent struct {
+	Type      codeable  `json:"type"`
+	Who       reference `json:"who"`
+	Requestor bool      `json:"requestor"`
+}
+
+type entity struct {
+	What  *reference `json:"what,omitempty"`
+	Type  coding     `json:"type"`
+	Role  coding     `json:"role"`
+	Query string     `json:"query,omitempty"`
+}
+
+// dcm is DICOM's code system, of the agents' roles.
+const dcm = "http://dicom.nema.org/resources/ontology/DCM"

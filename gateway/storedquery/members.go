@@ -152,7 +152,7 @@ func call(ctx context.Context, m Members, id, method, path string, body []byte, 
 		return out
 	}
 	interaction := map[string]string{http.MethodPut: interactionUpdate, http.MethodGet: interactionRead, http.MethodDelete: interactionDelete}[method]
-	ev, err := memberEvent{Interaction: interaction, Time: start, Member: id, Query: query, Outcome: auditOutcome(ex.Call)}.Event()
+	ev, err := memberEvent(interaction, start, id, query, auditOutcome(ex.Call)).Event()
 	if err == nil {
 		// The record is stored within CallTimeout, whatever the operator's client does.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), CallTimeout)

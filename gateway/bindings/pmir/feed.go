@@ -164,7 +164,8 @@ func (f *Feed) receive(c *gin.Context) {
 		// Clearing a cache is safe whatever happens next: do it first.
 		f.invalidate()
 	}
-	ev := restEvent{Interaction: interactionOperation, Transaction: TransactionFeed, Time: start, What: what, Inbound: true, Outcome: "0"}
+	ev := restEvent(interactionOperation, TransactionFeed, start, what)
+	ev.Inbound, ev.Outcome = true, "0"
 	if err != nil {
 		ev.Outcome = "4"
 	}

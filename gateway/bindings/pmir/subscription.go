@@ -288,7 +288,8 @@ func (f *Feed) exchange(ctx context.Context, method, u string, body []byte, inte
 	if !ex.Sent {
 		return ex, true
 	}
-	ev := restEvent{Interaction: interaction, Transaction: TransactionSubscribe, Time: start, What: what, Outcome: ex.AuditOutcome()}
+	ev := restEvent(interaction, TransactionSubscribe, start, what)
+	ev.Outcome = ex.AuditOutcome()
 	if interaction == interactionSearch {
 		_, query, _ := strings.Cut(u, "?")
 		ev.Query = []byte(query)
@@ -297,7 +298,7 @@ func (f *Feed) exchange(ctx context.Context, method, u string, body []byte, inte
 }
 
 // record stores one AuditEvent within pmir.timeout_ms, whatever ctx says.
-func (f *Feed) record(ctx context.Context, e restEvent) bool {
+func (f *Feed) record(ctx context.Context, e binding.RESTEvent) bool {
 	if f.rec == nil {
 		return true
 	}
