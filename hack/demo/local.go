@@ -311,33 +311,13 @@ func (d *localDemo) waitReady(ctx context.Context, gws []*demoGateway) error {
 // by a serving gateway's readiness.
 func (d *localDemo) waitRouted(ctx context.Context, gws []*demoGateway) error {
 	step("Waiting for the Services to route to the gateway pods (kube-proxy's rules)")
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	defer client.CloseIdleConnections()
 	return d.poll(ctx, 2*time.Minute, "the Services routing to the gateway pods", func(ctx context.Context) (bool, string) {
 		var parts []string
 		done := true
 		for _, g := range gws {
-			ok, why := 0, ""
-			for ok < 20 {
-				res, err := client.Get(g.baseURL + "/health/readiness")
-				if err != nil {
-					why = err.Error()
-					break
-				}
-				body, _ := io.ReadAll(io.LimitReader(res.Body, 300))
-				res.Body.Close()
-				if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"phase":"serving"`) {
-					why = res.Status + " " + strings.Join(strings.Fields(string(body)), " ")
-					break
-				}
-				ok++
-			}
-			if ok < 20 {
-				done = false
-				parts = append(parts, fmt.Sprintf("%s: %d in a row, then %.80s", g.name, ok, why))
-			} else {
-				parts = append(parts, g.name+": routed")
-			}
+			ok, why := rollout.Routed(ctx, g.baseURL, 20)
+			done = done && ok
+			parts = append(parts, g.name+": "+why)
 		}
 		return done, strings.Join(parts, "; ")
 	})

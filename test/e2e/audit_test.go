@@ -132,6 +132,12 @@ func (s *e2e) auditSIGKILL(t *testing.T) {
 	selector := metav1.FormatLabelSelector(dep.Spec.Selector)
 	pod := s.onlyPod(t, selector)
 	t.Logf("gateway pod %s (uid %s) at %s, repository double at %s", pod.Name, pod.UID, base, repo.base)
+	// Before the load, the Service must lead to this gateway and nothing else (a
+	// ClusterIP freed by an earlier step can still lead to that step's pods for a moment).
+	eventually(t, 2*time.Minute, "the audit gateway's Service routing to it", func(ctx context.Context) (bool, string, error) {
+		ok, why := rollout.Routed(ctx, base, 20)
+		return ok, why, nil
+	})
 
 	// Phase 1: the repository is down (503 to every delivery).
 	repo.control(t, "script?status=503&count=1000000")
@@ -231,6 +237,11 @@ func (s *e2e) auditSIGKILL(t *testing.T) {
 		spooledDelivered, len(spooled), time.Since(start).Round(time.Second))
 	s.summary = append(s.summary, line)
 	t.Log(line)
+	// The gateway answers this search 200, or 5xx while it cannot: a 404 came from
+	// another Service's pods behind a reused ClusterIP, not from the gateway.
+	if n := st.other["404"]; n > 0 {
+		t.Errorf("%d requests answered 404: the load did not reach the gateway alone", n)
+	}
 }
 
 // ---------------------------------------------------------------------------- the repository double as a pod

@@ -3,7 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -131,4 +135,30 @@ func Condition(obj *unstructured.Unstructured, typ string) (status, reason strin
 		}
 	}
 	return "Unknown", "not reported yet"
+}
+
+// Routed asks base's readiness on n fresh connections in a row and says whether every
+// one was answered by a serving gateway, or what answered instead. The EndpointSlice
+// lists a pod once it is ready, but kube-proxy writes its rules a moment later, and a
+// ClusterIP freed a moment ago (by an earlier step or run) can still lead to another
+// Service's pods until it does: a load started before that is partly answered by them.
+func Routed(ctx context.Context, base string, n int) (bool, string) {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	for ok := 0; ok < n; ok++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health/readiness", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return false, fmt.Sprintf("%d in a row, then %v", ok, err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 300))
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"phase":"serving"`) {
+			return false, fmt.Sprintf("%d in a row, then %s %.80s", ok, res.Status, strings.Join(strings.Fields(string(body)), " "))
+		}
+	}
+	return true, "routed"
 }
