@@ -63,18 +63,7 @@ func (e QueryEvent) Event() ([]byte, error) {
 	if outcome == "" {
 		outcome = "0"
 	}
-	ev := struct {
-		ResourceType string         `json:"resourceType"`
-		Meta         map[string]any `json:"meta"`
-		Type         coding         `json:"type"`
-		Subtype      []coding       `json:"subtype"`
-		Action       string         `json:"action"`
-		Recorded     string         `json:"recorded"`
-		Outcome      string         `json:"outcome"`
-		Agent        []agent        `json:"agent"`
-		Source       map[string]any `json:"source"`
-		Entity       []entity       `json:"entity"`
-	}{
+	ev := auditEvent{
 		ResourceType: "AuditEvent",
 		Meta:         map[string]any{"profile": []string{ProfilePatientQuery}},
 		Type:         coding{System: "http://terminology.hl7.org/CodeSystem/audit-event-type", Code: "rest", Display: "Restful Operation"},
@@ -105,7 +94,20 @@ func (e Exchange) AuditOutcome() string {
 	return "0"
 }
 
-// The FHIR R4 AuditEvent parts the exchange events are made of.
+// auditEvent is the FHIR R4 AuditEvent an exchange event is, and below, its parts.
+type auditEvent struct {
+	ResourceType string         `json:"resourceType"`
+	Meta         map[string]any `json:"meta"`
+	Type         coding         `json:"type"`
+	Subtype      []coding       `json:"subtype"`
+	Action       string         `json:"action"`
+	Recorded     string         `json:"recorded"`
+	Outcome      string         `json:"outcome"`
+	Agent        []agent        `json:"agent"`
+	Source       map[string]any `json:"source"`
+	Entity       []entity       `json:"entity"`
+}
+
 type coding struct {
 	System  string `json:"system"`
 	Code    string `json:"code"`

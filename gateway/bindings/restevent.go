@@ -75,18 +75,7 @@ func (e RESTEvent) Event() ([]byte, error) {
 	if e.Transaction != "" {
 		subtype = append(subtype, coding{System: TransactionSystem, Code: e.Transaction, Display: e.TransactionDisplay})
 	}
-	ev := struct {
-		ResourceType string         `json:"resourceType"`
-		Meta         map[string]any `json:"meta"`
-		Type         coding         `json:"type"`
-		Subtype      []coding       `json:"subtype"`
-		Action       string         `json:"action"`
-		Recorded     string         `json:"recorded"`
-		Outcome      string         `json:"outcome"`
-		Agent        []agent        `json:"agent"`
-		Source       map[string]any `json:"source"`
-		Entity       []entity       `json:"entity"`
-	}{
+	ev := auditEvent{
 		ResourceType: "AuditEvent",
 		Meta:         map[string]any{"profile": []string{p.profile}},
 		Type:         coding{System: "http://terminology.hl7.org/CodeSystem/audit-event-type", Code: "rest", Display: "Restful Operation"},
