@@ -261,6 +261,16 @@ setup_network() {
   iptables -N FERROFED-CLUSTER 2>/dev/null || iptables -F FERROFED-CLUSTER
   iptables -A FERROFED-CLUSTER -i "$BRIDGE" ! -o "$BRIDGE" -m comment --comment "ferrofed local cluster: pods stay on this machine" -j DROP
   iptables -C FORWARD -j FERROFED-CLUSTER 2>/dev/null || iptables -I FORWARD 1 -j FERROFED-CLUSTER
+  # Keep this machine's own connections to ClusterIPs here too. The filter table sees a
+  # packet after kube-proxy's DNAT, so a destination still in the service range is one
+  # kube-proxy has no rule for (yet, or any more): refused, as a Service without
+  # endpoints is. Without this it takes the default route off the machine, where an
+  # egress proxy may answer it (a sandbox's answered "404, server: keryx" to ClusterIP
+  # requests while a Service's rules were being rewritten).
+  iptables -N FERROFED-SERVICES 2>/dev/null || iptables -F FERROFED-SERVICES
+  iptables -A FERROFED-SERVICES -d "$SERVICE_CIDR" -p tcp -m comment --comment "ferrofed local cluster: no ClusterIP traffic leaves this machine" -j REJECT --reject-with tcp-reset
+  iptables -A FERROFED-SERVICES -d "$SERVICE_CIDR" -m comment --comment "ferrofed local cluster: no ClusterIP traffic leaves this machine" -j REJECT
+  iptables -C OUTPUT -j FERROFED-SERVICES 2>/dev/null || iptables -A OUTPUT -j FERROFED-SERVICES
 }
 
 # ---------------------------------------------------------------------------- certificates

@@ -439,6 +439,12 @@ func (s *e2e) gatewayReady(t *testing.T) {
 	if local, why := rollout.OnThisMachine(addrs); local {
 		s.baseURL = fmt.Sprintf("http://%s", net.JoinHostPort(s.service.Spec.ClusterIP, fmt.Sprint(s.service.Spec.Ports[0].Port)))
 		t.Logf("gateway Service %s at %s (endpoints %v, on this machine)", s.service.Name, s.baseURL, addrs)
+		// The steps after this one send requests through the Service at once: kube-proxy
+		// must lead it to the pods first (until then connections are refused).
+		eventually(t, 2*time.Minute, "the gateway Service routing to its pods", func(ctx context.Context) (bool, string, error) {
+			ok, why := rollout.Routed(ctx, s.baseURL, 20)
+			return ok, why, nil
+		})
 	} else {
 		t.Logf("gateway Service endpoints are not on this machine (%s): the load steps will skip", why)
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -117,11 +118,13 @@ func (s *e2e) mutualTLS(t *testing.T) {
 	if local, why := rollout.OnThisMachine(addrs); !local {
 		skipOffMachine(t, "the mutual-TLS gateway's Service is not reachable from this machine: "+why)
 	}
-	url := "https://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(svc.Spec.Ports[0].Port)) + "/health"
-	get := func(certs []tls.Certificate) (int, error) {
-		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+	base := "https://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(svc.Spec.Ports[0].Port))
+	client := func(certs []tls.Certificate) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 			TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: mtlsGatewayName, MinVersion: tls.VersionTLS12, Certificates: certs}}}
-		resp, err := client.Get(url)
+	}
+	get := func(certs []tls.Certificate) (int, error) {
+		resp, err := client(certs).Get(base + "/health")
 		if err != nil {
 			return 0, err
 		}
@@ -129,15 +132,24 @@ func (s *e2e) mutualTLS(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, nil
 	}
-	code, refused := get(nil)
-	if refused == nil {
-		t.Errorf("a client without a certificate was answered %d", code)
-	} else {
-		t.Logf("a client without a certificate: %v", refused)
-	}
 	pair, err := tls.X509KeyPair(clientCert, clientKey)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A client with a certificate first, until kube-proxy leads the Service to the pod:
+	// before that every connection is refused, and a refusal would prove nothing below.
+	eventually(t, 2*time.Minute, "the mutual-TLS gateway's Service routing to it", func(ctx context.Context) (bool, string, error) {
+		ok, why := rollout.RoutedVia(ctx, client([]tls.Certificate{pair}), base, 5)
+		return ok, why, nil
+	})
+	code, refused := get(nil)
+	switch {
+	case refused == nil:
+		t.Errorf("a client without a certificate was answered %d", code)
+	case !isTLSRefusal(refused):
+		t.Errorf("a client without a certificate: %v, want the handshake refused for want of a certificate", refused)
+	default:
+		t.Logf("a client without a certificate: %v", refused)
 	}
 	if code, err := get([]tls.Certificate{pair}); err != nil || code != http.StatusOK {
 		t.Errorf("a client with a certificate of the client CA: %d, %v; want 200", code, err)
@@ -145,4 +157,20 @@ func (s *e2e) mutualTLS(t *testing.T) {
 	s.summary = append(s.summary, fmt.Sprintf("e2e mutual TLS: Ready through exec probes after %s; without a client certificate: refused (%v); with one: 200",
 		ready.Round(time.Second), refused))
 	_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(ctx, mtlsGatewayName, metav1.DeleteOptions{})
+}
+
+// isTLSRefusal reports whether err is the server refusing the TLS handshake (a TLS
+// alert: certificate required, bad certificate, or the connection closed by the
+// server during the handshake), not a connection that never reached it.
+func isTLSRefusal(err error) bool {
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false // refused, unreachable: nothing answered
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "tls: ") || strings.Contains(msg, "remote error") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "EOF")
 }

@@ -145,7 +145,14 @@ func (s *e2e) tlsRotation(t *testing.T) {
 	addr := net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(svc.Spec.Ports[0].Port))
 
 	// The load: every request a new TLS handshake, verified against the CA, the
-	// certificate's serial recorded.
+	// certificate's serial recorded. It starts once kube-proxy leads the Service to the
+	// pod (until then connections are refused, which would count as failures here).
+	routeClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: tlsGatewayName, MinVersion: tls.VersionTLS12}}}
+	eventually(t, 2*time.Minute, "the TLS gateway's Service routing to it", func(ctx context.Context) (bool, string, error) {
+		ok, why := rollout.RoutedVia(ctx, routeClient, "https://"+addr, 20)
+		return ok, why, nil
+	})
 	var (
 		requests, failures atomic.Int64
 		mu                 sync.Mutex

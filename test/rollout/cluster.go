@@ -139,12 +139,21 @@ func Condition(obj *unstructured.Unstructured, typ string) (status, reason strin
 
 // Routed asks base's readiness on n fresh connections in a row and says whether every
 // one was answered by a serving gateway, or what answered instead. The EndpointSlice
-// lists a pod once it is ready, but kube-proxy writes its rules a moment later, and a
-// ClusterIP freed a moment ago (by an earlier step or run) can still lead to another
-// Service's pods until it does: a load started before that is partly answered by them.
+// lists a pod once it is ready, but kube-proxy writes its rules a moment later: until
+// then a connection to the ClusterIP is refused (or, on a machine that lets it leave,
+// answered by whatever the default route leads to), and a load started before that
+// counts failures that are not the gateway's.
 func Routed(ctx context.Context, base string, n int) (bool, string) {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	defer client.CloseIdleConnections()
+	return RoutedVia(ctx, client, base, n)
+}
+
+// RoutedVia is Routed through client, whose transport must not keep connections
+// alive (each ask a fresh connection, so a fresh choice by kube-proxy): for a gateway
+// that serves TLS, a client that trusts its certificate (and presents one, with
+// mutual TLS).
+func RoutedVia(ctx context.Context, client *http.Client, base string, n int) (bool, string) {
 	for ok := 0; ok < n; ok++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health/readiness", nil)
 		if err != nil {
