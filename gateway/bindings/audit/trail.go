@@ -183,6 +183,8 @@ func (t *Trail) Start() error {
 		loop, err := deliver.New(sp, deliver.Options{
 			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Linger: t.linger(), Timeout: t.cfg.AuditTimeout(), Authorize: d.client.Authorize,
 			BackoffBase: t.opts.BackoffBase, BackoffMax: t.opts.BackoffMax,
+			// Begin appends events Event built, Record only events EventID parsed: JSON.
+			KeptIsJSON: true,
 			Logf: func(format string, args ...any) {
 				t.log.Info("Audit delivery: "+fmt.Sprintf(format, args...), "destination", d.key)
 			},

@@ -72,6 +72,12 @@ type Options struct {
 	// Logf, when set, is told of what the loop cannot report otherwise (an Ack or a
 	// quarantine write that failed).
 	Logf func(format string, args ...any)
+	// KeptIsJSON says that the spool's appender appends only well-formed JSON (the
+	// trail builds or parses every event it appends), so that a record kept from
+	// this process's append (spool.Record.Kept) goes into a batch unchecked. Every
+	// other record is checked: one that is not a JSON value could change the
+	// batch's shape, and is sent alone instead.
+	KeptIsJSON bool
 }
 
 func (o *Options) defaults() error {
@@ -407,7 +413,7 @@ func (l *Loop) sendBatch(ctx context.Context, recs []spool.Record) (outs []outco
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if !json.Valid(r.Payload) {
+		if !(r.Kept && l.o.KeptIsJSON) && !json.Valid(r.Payload) {
 			// Not JSON at all: no repository takes it. Sent singly, it is
 			// rejected and quarantined with the repository's own reason.
 			return outs, outcome{verdict: Rejected}

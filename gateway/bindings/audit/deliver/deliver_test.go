@@ -416,3 +416,47 @@ func TestLingerIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A record read back from a segment file is checked before it joins a batch even when
+// the appender vouches for what it appends (KeptIsJSON): a payload that is not one
+// JSON value but would make a batch of two entries out of one is sent alone, refused
+// and quarantined, and the records around it are delivered.
+func TestARecordReadBackIsCheckedBeforeItJoinsABatch(t *testing.T) {
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	fsys := crashfs.New()
+	sp, err := spool.Open(memSpool(fsys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 10 {
+		if i == 5 {
+			// Inside a batch entry's {"resource": … ,"request":…} this closes the
+			// entry and opens a second one: the batch stays JSON, one entry longer.
+			odd := `{"resourceType":"AuditEvent"},"request":{"method":"POST","url":"AuditEvent"}},{"resource":{"resourceType":"AuditEvent"}`
+			if _, err := sp.Append(context.Background(), []byte(odd)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := fmt.Sprintf("r-%03d", i)
+		if _, err := sp.Append(context.Background(), event(t, m)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, m)
+	}
+	if err := sp.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sp, err = spool.Open(memSpool(fsys)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sp.Close(context.Background()) })
+	start(t, sp, deliver.Options{BaseURL: arr.URL, InFlight: 1, Batch: true, KeptIsJSON: true})
+	eventually(t, "10 delivered and one quarantined", func() bool {
+		s := sp.Snapshot()
+		return len(arr.Received()) == 10 && s.Quarantined == 1 && s.Pending == 0
+	})
+	if got := slices.Sorted(slices.Values(markers(arr))); !slices.Equal(got, want) {
+		t.Fatalf("delivered %q, want %q", got, want)
+	}
+}

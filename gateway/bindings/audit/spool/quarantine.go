@@ -190,7 +190,11 @@ func (s *Spool) Retry(ctx context.Context, id string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("spool: retry %s: %w", id, err)
 	}
-	seq, err := s.Append(ctx, body)
+	t, err := s.enqueue(body, true)
+	var seq uint64
+	if err == nil {
+		seq, err = t.Wait(ctx)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("spool: retry %s: %w", id, err)
 	}

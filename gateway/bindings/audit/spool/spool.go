@@ -127,6 +127,10 @@ func (o *Options) defaults() error {
 type Record struct {
 	Seq     uint64
 	Payload []byte
+	// Kept is true when Payload is the one an Enqueue or Append of this process
+	// handed in, kept in memory since: not read back from a segment file, not
+	// retried from quarantine. Whatever the appender vouches for holds for it.
+	Kept bool
 }
 
 // span is a byte range [from, to) of a segment the reader skips: bytes found corrupt
@@ -153,6 +157,7 @@ type appendReq struct {
 	payload []byte
 	seq     uint64
 	err     error
+	retried bool // appended by Retry, from quarantine: never Kept
 }
 
 // group is the appends one sync covers: they queue while the writer writes and
@@ -308,6 +313,10 @@ type Ticket struct {
 // stored once Wait returned without error. A queued record is written whatever
 // happens to the caller, so that a caller may do other work until the sync returned.
 func (s *Spool) Enqueue(payload []byte) (Ticket, error) {
+	return s.enqueue(payload, false)
+}
+
+func (s *Spool) enqueue(payload []byte, retried bool) (Ticket, error) {
 	if len(payload) > s.opts.MaxRecordBytes {
 		return Ticket{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), s.opts.MaxRecordBytes)
 	}
@@ -324,7 +333,7 @@ func (s *Spool) Enqueue(payload []byte) (Ticket, error) {
 		s.queue = append(s.queue, g)
 	}
 	i := len(g.reqs)
-	g.reqs = append(g.reqs, appendReq{payload: payload})
+	g.reqs = append(g.reqs, appendReq{payload: payload, retried: retried})
 	g.bytes += headerSize + len(payload)
 	s.qmu.Unlock()
 	select {
@@ -562,7 +571,7 @@ func (s *Spool) flush(buf []byte, g *group, taken []int) {
 		s.times = append(s.times, stamp{seq: q, at: now})
 		n := int64(headerSize + len(g.reqs[k].payload))
 		if cache {
-			s.cache = append(s.cache, cached{seg: seg, off: base + at, n: n, rec: Record{Seq: q, Payload: buf[at+headerSize : at+n : at+n]}})
+			s.cache = append(s.cache, cached{seg: seg, off: base + at, n: n, rec: Record{Seq: q, Payload: buf[at+headerSize : at+n : at+n], Kept: !g.reqs[k].retried}})
 			s.cacheBytes += n
 		}
 		at += n

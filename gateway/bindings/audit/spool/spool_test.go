@@ -245,6 +245,11 @@ func TestQuarantineListsRetriesAndDrops(t *testing.T) {
 	s := open(t, o)
 	appendN(t, s, 0, 3)
 	recs := drain(t, s)
+	for _, r := range recs {
+		if !r.Kept {
+			t.Errorf("record %d, appended by this process and handed out from memory: Kept false", r.Seq)
+		}
+	}
 	why := spool.Reason{Status: 422, Issues: []string{"invalid"}, Attempts: 1}
 	if err := s.Quarantine(recs[1], why); err != nil {
 		t.Fatal(err)
@@ -267,8 +272,12 @@ func TestQuarantineListsRetriesAndDrops(t *testing.T) {
 	if _, err := s.Retry(context.Background(), id1); err != nil {
 		t.Fatal(err)
 	}
-	if got := payloads(drain(t, s)); !slices.Equal(got, []string{string(payload(1))}) {
+	retried := drain(t, s)
+	if got := payloads(retried); !slices.Equal(got, []string{string(payload(1))}) {
 		t.Fatalf("after retry the spool hands out %q, want the retried body", got)
+	}
+	if retried[0].Kept {
+		t.Errorf("a record retried from quarantine is Kept: nothing vouches for its body")
 	}
 	if err := s.Drop(fmt.Sprint(recs[2].Seq)); err != nil {
 		t.Fatal(err)
@@ -286,8 +295,12 @@ func TestQuarantineListsRetriesAndDrops(t *testing.T) {
 	// handed out again.
 	closeSpool(t, s)
 	s2 := open(t, o)
-	if got := payloads(drain(t, s2)); !slices.Equal(got, []string{string(payload(1))}) {
+	reread := drain(t, s2)
+	if got := payloads(reread); !slices.Equal(got, []string{string(payload(1))}) {
 		t.Errorf("after reopen: %q, want only the retried record (not yet acked)", got)
+	}
+	if len(reread) > 0 && reread[0].Kept {
+		t.Errorf("a record read back from its segment file after a reopen is Kept")
 	}
 }
 
