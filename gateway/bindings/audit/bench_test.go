@@ -95,23 +95,30 @@ func (f countingFile) Sync() error {
 // The member answers at once (it runs in this process), so that a search costs little
 // more than the gateway's own work and the audit's sync is nearly all of what it adds
 // to a search's latency: the hardest case. member=10ms is a member across a network,
-// each answer 10 ms later, as a search of real members costs at least.
+// each answer 10 ms later, as a search of real members costs at least; and
+// members=3x10ms is what the gateway is for: one search federated over three such
+// members.
 func BenchmarkAuditedFederatedSearch(b *testing.B) {
 	for _, c := range []struct {
 		repo    string
 		member  time.Duration
+		members int
 		clients []int
 	}{
-		{"double", 0, []int{8, 32}},
-		{"minimal", 0, []int{8, 32, 64}},
-		{"minimal", 10 * time.Millisecond, []int{8, 32}},
+		{"double", 0, 1, []int{8, 32}},
+		{"minimal", 0, 1, []int{8, 32, 64}},
+		{"minimal", 10 * time.Millisecond, 1, []int{8, 32}},
+		{"minimal", 10 * time.Millisecond, 3, []int{32}},
 	} {
 		for _, clients := range c.clients {
 			name := fmt.Sprintf("repo=%s/clients=%d", c.repo, clients)
-			if c.member > 0 {
+			switch {
+			case c.members > 1:
+				name = fmt.Sprintf("repo=%s/members=%dx%v/clients=%d", c.repo, c.members, c.member, clients)
+			case c.member > 0:
 				name = fmt.Sprintf("repo=%s/member=%v/clients=%d", c.repo, c.member, clients)
 			}
-			b.Run(name, func(b *testing.B) { benchAudited(b, clients, c.repo == "minimal", c.member) })
+			b.Run(name, func(b *testing.B) { benchAudited(b, clients, c.repo == "minimal", c.member, c.members) })
 		}
 	}
 }
@@ -160,11 +167,11 @@ func (m *minimalRepository) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // benchPairs is how many pairs of slices one measurement takes.
 const benchPairs = 20
 
-func benchAudited(b *testing.B, clients int, minimal bool, member time.Duration) {
+func benchAudited(b *testing.B, clients int, minimal bool, member time.Duration, members int) {
 	var syncs atomic.Int64
 	var clock syncClock
-	plain := startGateway(b, harnessOptions{waitAfter: spool.DefaultWaitAfter, memberDelay: member})
-	ao := harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs, c: &clock}, waitAfter: spool.DefaultWaitAfter, memberDelay: member}
+	plain := startGateway(b, harnessOptions{waitAfter: spool.DefaultWaitAfter, memberDelay: member, members: members})
+	ao := harnessOptions{audit: repositoryTable, fs: countingFS{FS: spool.OS, n: &syncs, c: &clock}, waitAfter: spool.DefaultWaitAfter, memberDelay: member, members: members}
 	var mini minimalRepository
 	if minimal {
 		srv := httptest.NewServer(&mini)

@@ -72,6 +72,9 @@ type harnessOptions struct {
 	// memberDelay is how long the member waits before each answer (a member across a
 	// network); default none.
 	memberDelay time.Duration
+	// members is how many members the gateway federates (a, b, c, …), each with
+	// memberDelay; default 1.
+	members int
 	// waitAfter is the delivery interval; default the tests' short one. The delivery
 	// linger is a tenth of it, at most 50 ms (production's).
 	waitAfter time.Duration
@@ -104,9 +107,15 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 		o.server = "bindings_drain_timeout_ms = 2000\ntermination_message_path = \"\"\n"
 	}
 	doc := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:0\"\n"+o.server+
-		"[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n"+
-		"[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n",
-		g.member.URL, issuer, audience, jwks, scope)
+		"[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n",
+		g.member.URL)
+	for i := 1; i < o.members; i++ {
+		id := string(rune('a' + i))
+		m := members.Start(t, members.Options{ID: id, Delay: o.memberDelay})
+		doc += fmt.Sprintf("[[registry.members]]\nid = %q\nquery_endpoint = %q\n", id, m.URL)
+	}
+	doc += fmt.Sprintf("[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n",
+		issuer, audience, jwks, scope)
 	if o.audit != "" {
 		arrURL := g.arr.URL
 		if o.arrURL != "" {
