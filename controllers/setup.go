@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"crypto/tls"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -104,6 +105,7 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 		Metrics: metricsserver.Options{
 			BindAddress:   c.MetricsBindAddress,
 			SecureServing: true,
+			TLSOpts:       []func(*tls.Config){http1Only},
 			// Only callers the cluster authorizes for GET /metrics may scrape.
 			FilterProvider: filters.WithAuthenticationAndAuthorization,
 		},
@@ -116,10 +118,18 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 		opts.Metrics.SecureServing, opts.Metrics.FilterProvider = false, nil
 	}
 	if c.Webhook {
-		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: c.WebhookHost, Port: c.WebhookPort, CertDir: c.WebhookCertDir})
+		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: c.WebhookHost, Port: c.WebhookPort, CertDir: c.WebhookCertDir,
+			TLSOpts: []func(*tls.Config){http1Only}})
 	}
 	return opts, nil
 }
+
+// http1Only makes a TLS server offer HTTP/1.1 alone. HTTP/2's stream resets let one
+// client make a server start and abandon handlers without bound (CVE-2023-44487,
+// CVE-2023-39325), and the API server's calls to a webhook need none of what it adds:
+// over HTTP/1.1 each call is read, handled and answered on its connection's own
+// goroutine, with no framer, stream scheduler or write loop between them.
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 
 // Options tune Setup.
 type Options struct {

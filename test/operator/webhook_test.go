@@ -2,7 +2,10 @@ package operator_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -228,5 +231,24 @@ func TestMutualTLSNeedsAHealthcheckIdentity(t *testing.T) {
 	bad := newGateway("cel-only", "mtls-bad-key", tlsOf(&ferrofedv1alpha1.SecretKeyRef{Name: "ca", Key: "../ca"}, "id"))
 	if v := celVerdict(ctx, t, bad); v.accepted || !strings.Contains(v.reason, "spec.tls.clientCASecret.key") {
 		t.Errorf("a clientCASecret.key of \"../ca\": %s %s, want refused naming spec.tls.clientCASecret.key", word(v.accepted), v.reason)
+	}
+}
+
+// The webhook server offers HTTP/1.1 alone (controllers.ManagerOptions): a client
+// that asks for h2 first gets http/1.1, so no HTTP/2 stream reset can reach it.
+func TestTheWebhookServerOffersHTTP1Only(t *testing.T) {
+	u, err := url.Parse(webhookURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := webhookClient.Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.NextProtos = []string{"h2", "http/1.1"}
+	conn, err := tls.Dial("tcp", u.Host, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.ConnectionState().NegotiatedProtocol; got != "http/1.1" {
+		t.Errorf("a client offering h2 and http/1.1 negotiated %q, want http/1.1", got)
 	}
 }
