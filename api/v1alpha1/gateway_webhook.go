@@ -4,8 +4,8 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -25,9 +25,10 @@ type GatewayValidator struct {
 
 var _ admission.Validator[*Gateway] = GatewayValidator{}
 
-// SetupWebhookWithManager registers the validating webhook with the manager's server.
-func SetupWebhookWithManager(mgr ctrl.Manager, v GatewayValidator) error {
-	return ctrl.NewWebhookManagedBy(mgr, &Gateway{}).WithValidator(v).Complete()
+// Webhook is the validating webhook's handler, to be served at WebhookPath: v behind
+// controller-runtime's admission decoding, a panic answered as an error.
+func Webhook(scheme *runtime.Scheme, v GatewayValidator) *admission.Webhook {
+	return admission.WithValidator[*Gateway](scheme, v).WithRecoverPanic(true)
 }
 
 // ValidateCreate validates a new Gateway.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
@@ -251,4 +252,39 @@ func TestTheWebhookServerOffersHTTP1Only(t *testing.T) {
 	if got := conn.ConnectionState().NegotiatedProtocol; got != "http/1.1" {
 		t.Errorf("a client offering h2 and http/1.1 negotiated %q, want http/1.1", got)
 	}
+}
+
+// Every admission review the apiserver sends is timed in
+// ferrofed_operator_webhook_duration_seconds, on the operator's metrics registry.
+func TestTheWebhookIsTimed(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	before := webhookReviews(t)
+	c, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := c.Create(ctx, newGateway("webhook", fmt.Sprintf("timed-%d", i), nil), client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := webhookReviews(t) - before; got < 3 {
+		t.Errorf("ferrofed_operator_webhook_duration_seconds counted %d reviews for 3 dry-run creates", got)
+	}
+}
+
+func webhookReviews(t *testing.T) uint64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "ferrofed_operator_webhook_duration_seconds" {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatal("ferrofed_operator_webhook_duration_seconds is not registered")
+	return 0
 }

@@ -413,7 +413,7 @@ func (l *Loop) sendBatch(ctx context.Context, recs []spool.Record) (outs []outco
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if !(r.Kept && l.o.KeptIsJSON) && !json.Valid(r.Payload) {
+		if vouched := r.Kept && l.o.KeptIsJSON; !vouched && !json.Valid(r.Payload) {
 			// Not JSON at all: no repository takes it. Sent singly, it is
 			// rejected and quarantined with the repository's own reason.
 			return outs, outcome{verdict: Rejected}
