@@ -5,12 +5,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
@@ -98,22 +96,4 @@ func (r *GatewayReconciler) tellDrain(gw *ferrofedv1alpha1.Gateway, d ferrofedv1
 		return
 	}
 	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, c.Reason, "Drain", "%s", c.Message)
-}
-
-// The operator's drain metrics, on controller-runtime's registry (its /metrics).
-var (
-	drainsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ferrofed_operator_drains_total",
-		Help: "Drains of gateway pods the operator saw end, by outcome (completed, cut, killed, unknown).",
-	}, []string{"outcome"})
-	drainSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "ferrofed_operator_drain_seconds",
-		Help:    "How long the drains of gateway pods took, from SIGTERM, in seconds.",
-		Buckets: []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 300, 600, 1800, 3600},
-	})
-	registerMetrics sync.Once
-)
-
-func registerDrainMetrics() {
-	registerMetrics.Do(func() { metrics.Registry.MustRegister(drainsTotal, drainSeconds) })
 }

@@ -4,10 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -20,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -166,7 +163,7 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	if o.WrapRecorder != nil {
 		r.Recorder = o.WrapRecorder(r.Recorder)
 	}
-	registerDrainMetrics()
+	registerMetrics()
 	if err := r.SetupWithManager(mgr, o.MaxConcurrentReconciles); err != nil {
 		return nil, fmt.Errorf("set up the Gateway controller: %w", err)
 	}
@@ -176,7 +173,6 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	}
 	ready := healthz.Ping
 	if o.Webhook {
-		registerWebhookMetrics()
 		hook := ferrofedv1alpha1.Webhook(mgr.GetScheme(), ferrofedv1alpha1.GatewayValidator{AllowedImages: o.AllowedImages})
 		mgr.GetWebhookServer().Register(ferrofedv1alpha1.WebhookPath, timedWebhook(hook))
 		ready = mgr.GetWebhookServer().StartedChecker()
@@ -314,23 +310,7 @@ func trimPod(p *corev1.Pod) {
 	p.Status = corev1.PodStatus{ContainerStatuses: kept}
 }
 
-// webhookSeconds times the validating webhook in the operator, from the request's
-// arrival at its handler to the answer written, in buckets fine enough for a
-// millisecond budget (controller-runtime's own controller_runtime_webhook_latency_seconds
-// has a bucket per power of ten: 1 ms, then 10 ms).
-var (
-	webhookSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "ferrofed_operator_webhook_duration_seconds",
-		Help:    "How long the operator took to answer each admission review of its validating webhook, in seconds.",
-		Buckets: []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
-	})
-	registerWebhook sync.Once
-)
-
-func registerWebhookMetrics() {
-	registerWebhook.Do(func() { metrics.Registry.MustRegister(webhookSeconds) })
-}
-
+// timedWebhook is h, each review it answers observed in webhookSeconds.
 func timedWebhook(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

@@ -1,0 +1,36 @@
+package controllers
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The operator's own metrics, on controller-runtime's registry (its /metrics).
+var (
+	drainsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ferrofed_operator_drains_total",
+		Help: "Drains of gateway pods the operator saw end, by outcome (completed, cut, killed, unknown).",
+	}, []string{"outcome"})
+	drainSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ferrofed_operator_drain_seconds",
+		Help:    "How long the drains of gateway pods took, from SIGTERM, in seconds.",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 300, 600, 1800, 3600},
+	})
+	// webhookSeconds times the validating webhook, from a review's arrival at its
+	// handler to the answer written, in buckets fine enough for a millisecond budget
+	// (controller-runtime's controller_runtime_webhook_latency_seconds has one bucket
+	// per power of ten: 1 ms, then 10 ms).
+	webhookSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ferrofed_operator_webhook_duration_seconds",
+		Help:    "How long the operator took to answer each admission review of its validating webhook, in seconds.",
+		Buckets: []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+	})
+	registered sync.Once
+)
+
+// registerMetrics registers them once, whatever number of managers a process sets up.
+func registerMetrics() {
+	registered.Do(func() { metrics.Registry.MustRegister(drainsTotal, drainSeconds, webhookSeconds) })
+}
