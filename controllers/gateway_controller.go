@@ -161,6 +161,15 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 // left alone and reported, as any name conflict.
 func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway, changed *changes) error {
 	name := ferrofedv1alpha1.PageTokenSecretName(gw.Name)
+	// Secrets are read from the apiserver (never cached): a Gateway never reconciled
+	// has none yet, almost surely, so its Secret is created at once and read only
+	// when one of that name exists.
+	if neverReconciled(gw) {
+		err := r.createPageTokenSecret(ctx, gw, name, changed)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
 	s := &corev1.Secret{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: name}, s)
 	switch {
@@ -171,15 +180,24 @@ func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferro
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("get Secret %s: %w", name, err)
 	}
+	if err := r.createPageTokenSecret(ctx, gw, name, changed); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%w (made meanwhile; the next reconcile checks its owner)", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// createPageTokenSecret creates the page-token Secret with a new random key; the
+// error wraps the apiserver's (AlreadyExists when one of that name exists).
+func (r *GatewayReconciler) createPageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway, name string, changed *changes) error {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("make the page-token key: %w", err)
 	}
 	secret := PageTokenSecret(gw, []byte(hex.EncodeToString(key)))
 	if err := r.Create(ctx, secret); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Secret %s: %w (made meanwhile; the next reconcile checks its owner)", name, err)
-		}
 		return fmt.Errorf("create Secret %s: %w", name, err)
 	}
 	changed.add(verbCreated, "Secret", name, secret)
@@ -216,9 +234,19 @@ type ownedObject struct {
 	// uncached: the client reads this kind from the apiserver, not from the cache, so
 	// that its NotFound needs no second look through the APIReader.
 	uncached bool
-	// createOnly, for a cached kind, is desired again, made to create the object and
-	// fail on any existing one (see createOnlyVersion).
+	// createOnly is desired again, made to create the object and fail on any existing
+	// one (see createOnlyVersion): for a cached kind missing from the cache, and for an
+	// uncached kind of a Gateway never reconciled (neverReconciled).
 	createOnly func() runtime.ApplyConfiguration
+}
+
+// neverReconciled reports whether no reconcile has written gw's status yet (every
+// reconcile writes its observedGeneration): the objects named after it almost surely
+// do not exist, so the kinds read from the apiserver are created at once and read
+// only when that finds one. A Gateway whose first status patch failed is taken for
+// new again, which costs one refused create.
+func neverReconciled(gw *ferrofedv1alpha1.Gateway) bool {
+	return gw.Status.ObservedGeneration == 0
 }
 
 // createOnlyVersion is the resourceVersion a create-only apply carries. In an apply a
@@ -241,7 +269,10 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 		}
 	}
 	return []ownedObject{
-		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), uncached: true}, // see ManagerOptions' client options
+		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), uncached: true, // see ManagerOptions' client options
+			createOnly: func() runtime.ApplyConfiguration {
+				return ConfigMap(gw, rendered).WithResourceVersion(createOnlyVersion)
+			}},
 		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, rendered), createOnly: func() runtime.ApplyConfiguration {
 			return Deployment(gw, plan, rendered).WithResourceVersion(createOnlyVersion)
 		}},
@@ -293,6 +324,19 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, changed *changes) error {
 	kind, name, live, desired := o.kind, gw.Name, o.live, o.desired
 	key := client.ObjectKeyFromObject(gw)
+	if o.uncached && o.createOnly != nil && neverReconciled(gw) {
+		// An uncached kind costs a read from the apiserver: for a Gateway that has
+		// never been reconciled the object is created create-only at once, and read
+		// only when one of that name exists (a Conflict).
+		created := o.createOnly()
+		cerr := r.Apply(ctx, created, client.FieldOwner(FieldOwner), client.ForceOwnership)
+		if cerr == nil {
+			return r.applied(gw, o, created, verbCreated, changed)
+		}
+		if !apierrors.IsConflict(cerr) {
+			return r.applyFailed(gw, kind, name, cerr)
+		}
+	}
 	err := r.Get(ctx, key, live)
 	if apierrors.IsNotFound(err) && !o.uncached {
 		// The cache holds only objects labelled as the operator's: one of this name

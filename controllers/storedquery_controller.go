@@ -38,7 +38,10 @@ const MaxStoredQueriesBytes = 900 << 10
 // StoredQuery's change reconciles the Gateway it names.
 type StoredQueryReconciler struct {
 	client.Client
-	// APIReader reads the ConfigMap, which the operator never caches.
+	// Metadata reads ConfigMaps' metadata from the manager's cache, which holds the
+	// metadata of every ConfigMap (the Gateway controller watches them so); nil reads
+	// it from the apiserver through APIReader, as the data (never cached).
+	Metadata  client.Reader
 	APIReader client.Reader
 }
 
@@ -72,7 +75,14 @@ func (r *StoredQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if len(list.Items) == 0 {
 		cm := &metav1.PartialObjectMetadata{}
 		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-		err := r.reader().Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)}, cm)
+		// No StoredQuery: the ConfigMap is emptied if there is one. Asked of the cache, a
+		// ConfigMap made a moment ago may not be there yet; its creation then brings
+		// this Gateway back (SetupWithManager).
+		reader := r.Metadata
+		if reader == nil {
+			reader = r.reader()
+		}
+		err := reader.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)}, cm)
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
@@ -220,9 +230,20 @@ func (r *StoredQueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		sq := o.(*ferrofedv1alpha1.StoredQuery)
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.GatewayName}}}
 	})
+	// A Gateway's stored-query ConfigMap, seen (as metadata) created, changed or
+	// deleted, brings its Gateway back: level-triggered, so that a reconcile that
+	// asked the cache before the ConfigMap was in it is followed by one that sees it.
+	ofGateway := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		owner := metav1.GetControllerOf(o)
+		if owner == nil || owner.Kind != "Gateway" || o.GetName() != ferrofedv1alpha1.StoredQueriesConfigMapName(owner.Name) {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("storedquery").
 		For(&ferrofedv1alpha1.Gateway{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&ferrofedv1alpha1.StoredQuery{}, toGateway).
+		Watches(&corev1.ConfigMap{}, ofGateway, builder.OnlyMetadata).
 		Complete(r)
 }
