@@ -327,12 +327,14 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 	}
 	c.applyDefaults()
 	found, warnings := c.validate(opts)
-	lines := keyLines(data)
-	for i := range found {
-		found[i].Line = lines.find(found[i].Key)
-	}
-	for i := range warnings {
-		warnings[i].Line = lines.find(warnings[i].Key)
+	if len(found)+len(warnings) > 0 { // the line index only for a document with something to say
+		lines := keyLines(data)
+		for i := range found {
+			found[i].Line = lines.find(found[i].Key)
+		}
+		for i := range warnings {
+			warnings[i].Line = lines.find(warnings[i].Key)
+		}
 	}
 	ps = append(ps, found...)
 	if len(ps) > 0 {
