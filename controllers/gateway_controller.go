@@ -327,14 +327,9 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	if o.uncached && o.createOnly != nil && neverReconciled(gw) {
 		// An uncached kind costs a read from the apiserver: for a Gateway that has
 		// never been reconciled the object is created create-only at once, and read
-		// only when one of that name exists (a Conflict).
-		created := o.createOnly()
-		cerr := r.Apply(ctx, created, client.FieldOwner(FieldOwner), client.ForceOwnership)
-		if cerr == nil {
-			return r.applied(gw, o, created, verbCreated, changed)
-		}
-		if !apierrors.IsConflict(cerr) {
-			return r.applyFailed(gw, kind, name, cerr)
+		// only when one of that name exists.
+		if done, err := r.createOnly(ctx, gw, o, changed); done {
+			return err
 		}
 	}
 	err := r.Get(ctx, key, live)
@@ -344,13 +339,8 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		// first, it is read only when it exists; a Gateway already told of a name
 		// conflict reads first, so that its rechecks write nothing.
 		if o.createOnly != nil && readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
-			created := o.createOnly()
-			cerr := r.Apply(ctx, created, client.FieldOwner(FieldOwner), client.ForceOwnership)
-			if cerr == nil {
-				return r.applied(gw, o, created, verbCreated, changed)
-			}
-			if !apierrors.IsConflict(cerr) {
-				return r.applyFailed(gw, kind, name, cerr)
+			if done, err := r.createOnly(ctx, gw, o, changed); done {
+				return err
 			}
 		}
 		reader := r.APIReader
@@ -378,6 +368,20 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		verb = verbCreated
 	}
 	return r.applied(gw, o, desired, verb, changed)
+}
+
+// createOnly applies o's create-only form: done is false when an object of the name
+// exists (a Conflict), which the caller then reads; otherwise the object was created,
+// or err says why not.
+func (r *GatewayReconciler) createOnly(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, changed *changes) (done bool, err error) {
+	created := o.createOnly()
+	switch cerr := r.Apply(ctx, created, client.FieldOwner(FieldOwner), client.ForceOwnership); {
+	case cerr == nil:
+		return true, r.applied(gw, o, created, verbCreated, changed)
+	case !apierrors.IsConflict(cerr):
+		return true, r.applyFailed(gw, o.kind, gw.Name, cerr)
+	}
+	return false, nil
 }
 
 // applied records a successful apply of o: live takes the response, which the client
