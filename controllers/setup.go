@@ -168,7 +168,7 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 		return nil, fmt.Errorf("set up the Gateway controller: %w", err)
 	}
 	// The StoredQuery resources, rendered into each Gateway's stored-query ConfigMap.
-	if err := (&StoredQueryReconciler{Client: r.Client, Metadata: mgr.GetCache(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := (&StoredQueryReconciler{Client: r.Client, Metadata: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up the StoredQuery controller: %w", err)
 	}
 	ready := healthz.Ping

@@ -38,11 +38,9 @@ const MaxStoredQueriesBytes = 900 << 10
 // StoredQuery's change reconciles the Gateway it names.
 type StoredQueryReconciler struct {
 	client.Client
-	// Metadata reads ConfigMaps' metadata from the manager's cache, which holds the
-	// metadata of every ConfigMap (the Gateway controller watches them so); nil reads
-	// it from the apiserver through APIReader, as the data (never cached).
-	Metadata  client.Reader
-	APIReader client.Reader
+	// Metadata reads ConfigMaps' metadata: the manager's cache, which holds the
+	// metadata of every ConfigMap (the Gateway controller watches them so).
+	Metadata client.Reader
 }
 
 // +kubebuilder:rbac:groups=ferrofed.io,resources=storedqueries,verbs=get;list;watch;patch
@@ -78,11 +76,7 @@ func (r *StoredQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// No StoredQuery: the ConfigMap is emptied if there is one. Asked of the cache, a
 		// ConfigMap made a moment ago may not be there yet; its creation then brings
 		// this Gateway back (SetupWithManager).
-		reader := r.Metadata
-		if reader == nil {
-			reader = r.reader()
-		}
-		err := reader.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)}, cm)
+		err := r.Metadata.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)}, cm)
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
@@ -137,13 +131,6 @@ func renderedCondition(sq *ferrofedv1alpha1.StoredQuery, gatewayFound bool, left
 		c.Message = "a key of ConfigMap " + ferrofedv1alpha1.StoredQueriesConfigMapName(sq.Spec.GatewayName)
 	}
 	return c
-}
-
-func (r *StoredQueryReconciler) reader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
 }
 
 // own makes gw an owner of sq (not its controller: the StoredQuery is the user's), so
