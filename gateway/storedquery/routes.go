@@ -49,12 +49,12 @@ func (q *Queries) Checks() []health.Check {
 }
 
 // RegisterOperator registers {base}/operator/stored-queries behind the operator token.
+// Without the token check (Attach) it registers none: they are never served open.
 func (q *Queries) RegisterOperator(g *gin.RouterGroup) {
-	h := []gin.HandlerFunc{}
-	if q.authorize != nil {
-		h = append(h, q.authorize)
+	if q.authorize == nil {
+		return
 	}
-	op := g.Group("/stored-queries", h...)
+	op := g.Group("/stored-queries", q.authorize)
 	op.GET("", q.list)
 	op.POST("", q.upload)
 	op.GET("/:id", q.read)

@@ -45,16 +45,13 @@ func (r *routes) PrepareReload(cfg *config.Config) (func(), error) {
 }
 
 // RegisterOperator registers the quarantine routes behind the operator token, with
-// the repository destination only.
+// the repository destination only. Without the token check (Attach) it registers
+// none: they are never served open.
 func (r *routes) RegisterOperator(g *gin.RouterGroup) {
-	if len(r.t.dests) == 0 {
+	if len(r.t.dests) == 0 || r.t.authorize == nil {
 		return
 	}
-	h := []gin.HandlerFunc{}
-	if r.t.authorize != nil {
-		h = append(h, r.t.authorize)
-	}
-	op := g.Group("/audit/quarantine", h...)
+	op := g.Group("/audit/quarantine", r.t.authorize)
 	op.GET("", r.list)
 	op.POST("/:destination/:id/retry", r.retry)
 	op.DELETE("/:destination/:id", r.drop)
