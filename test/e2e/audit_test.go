@@ -60,15 +60,7 @@ func (s *e2e) auditSIGKILL(t *testing.T) {
 		skipOffMachine(t, why)
 	}
 	repo := s.deployAuditRepo(t)
-	if s.issuer == nil {
-		host, err := rollout.NodeAddressOnThisMachine(ctx, s.c.kube)
-		if err != nil {
-			skipOffMachine(t, "no token issuer the pods can reach: "+err.Error())
-		}
-		if s.issuer, err = rollout.StartIssuer(host); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.needIssuer(t)
 
 	// One replica: every request goes to the container that is killed. The fast
 	// member only, so that the federated search answers at once. Quick startup and
@@ -76,39 +68,7 @@ func (s *e2e) auditSIGKILL(t *testing.T) {
 	member := s.members[0]
 	inline := fmt.Sprintf("[[registry.members]]\nid = %q\nquery_endpoint = %q\n\n%s\n[audit]\ndestination = \"repository\"\nurl = %q\n",
 		member.ID, member.URL, s.issuer.TOMLIssuer(), repo.base)
-	spec := map[string]any{
-		"replicas": 1,
-		"image":    cfg.image,
-		"lifecycle": map[string]any{
-			"requestTimeout":       requestTimeout.String(),
-			"bindingsDrainTimeout": bindingsDrain.String(),
-		},
-		"probes": map[string]any{
-			"startup":   map[string]any{"periodSeconds": 1, "failureThreshold": 60},
-			"readiness": map[string]any{"periodSeconds": 1, "failureThreshold": 2},
-		},
-		"config": map[string]any{"inline": inline},
-	}
-	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, auditGatewayName, spec)); err != nil {
-		t.Fatalf("create Gateway: %v", err)
-	}
-	defer func() {
-		if !cfg.keep {
-			_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(context.Background(), auditGatewayName, metav1.DeleteOptions{})
-		}
-	}()
-	eventually(t, cfg.stepTimeout, "the audit Gateway Ready", func(ctx context.Context) (bool, string, error) {
-		gw, err := s.c.getGateway(ctx, cfg.namespace, auditGatewayName)
-		if err != nil {
-			return false, "", err
-		}
-		st, reason := rollout.Condition(gw, "Ready")
-		return st == "True", "Ready=" + st + " " + reason, nil
-	})
-	gw, err := s.c.getGateway(ctx, cfg.namespace, auditGatewayName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := s.quickGateway(t, auditGatewayName, inline, bindingsDrain)
 	dep, err := s.c.ownedDeployment(ctx, gw)
 	if err != nil {
 		t.Fatal(err)

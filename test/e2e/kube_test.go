@@ -103,3 +103,62 @@ func (c *cluster) freshNamespace(t *testing.T, ns string) {
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}
 }
+
+// quickGateway creates a one-replica Gateway named name with the inline configuration
+// and the bindings budget given, and startup and readiness probes of a second (a
+// restarted container serves again within seconds); it waits until it is Ready, and
+// deletes it when the step ends (unless FERROFED_E2E_KEEP=1).
+func (s *e2e) quickGateway(t *testing.T, name, inline string, bindingsDrain time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	spec := map[string]any{
+		"replicas": 1,
+		"image":    cfg.image,
+		"lifecycle": map[string]any{
+			"requestTimeout":       requestTimeout.String(),
+			"bindingsDrainTimeout": bindingsDrain.String(),
+		},
+		"probes": map[string]any{
+			"startup":   map[string]any{"periodSeconds": 1, "failureThreshold": 60},
+			"readiness": map[string]any{"periodSeconds": 1, "failureThreshold": 2},
+		},
+		"config": map[string]any{"inline": inline},
+	}
+	ctx := context.Background()
+	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, name, spec)); err != nil {
+		t.Fatalf("create Gateway %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if !cfg.keep {
+			_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+	eventually(t, cfg.stepTimeout, "Gateway "+name+" Ready", func(ctx context.Context) (bool, string, error) {
+		gw, err := s.c.getGateway(ctx, cfg.namespace, name)
+		if err != nil {
+			return false, "", err
+		}
+		st, reason := rollout.Condition(gw, "Ready")
+		return st == "True", "Ready=" + st + " " + reason, nil
+	})
+	gw, err := s.c.getGateway(ctx, cfg.namespace, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gw
+}
+
+// needIssuer starts the token issuer the gateway pods verify operator tokens against,
+// unless an earlier step did; a machine the pods cannot reach skips the step.
+func (s *e2e) needIssuer(t *testing.T) {
+	t.Helper()
+	if s.issuer != nil {
+		return
+	}
+	host, err := rollout.NodeAddressOnThisMachine(context.Background(), s.c.kube)
+	if err != nil {
+		skipOffMachine(t, "no token issuer the pods can reach: "+err.Error())
+	}
+	if s.issuer, err = rollout.StartIssuer(host); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,49 +39,13 @@ func (s *e2e) pmirAbandoned(t *testing.T) {
 		t.Fatal("no member pods: the step that deploys them did not run")
 	}
 	reg := s.deployPMIR(t)
-	if s.issuer == nil {
-		host, err := rollout.NodeAddressOnThisMachine(ctx, s.c.kube)
-		if err != nil {
-			skipOffMachine(t, "no token issuer the pods can reach: "+err.Error())
-		}
-		if s.issuer, err = rollout.StartIssuer(host); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.needIssuer(t)
 
 	endpoint := "http://" + pmirGatewayName + "." + cfg.namespace + ".svc/pmir/$process-message"
 	member := s.members[0]
 	inline := fmt.Sprintf("[[registry.members]]\nid = %q\nquery_endpoint = %q\n\n%s\n[pmir]\nurl = %q\nendpoint = %q\nfeed_scope = \"pmir.feed\"\ntimeout_ms = 10000\n",
 		member.ID, member.URL, s.issuer.TOMLIssuer(), reg.fhir, endpoint)
-	spec := map[string]any{
-		"replicas": 1,
-		"image":    cfg.image,
-		"lifecycle": map[string]any{
-			"requestTimeout":       requestTimeout.String(),
-			"bindingsDrainTimeout": pmirBindingsDrain.String(),
-		},
-		"probes": map[string]any{
-			"startup":   map[string]any{"periodSeconds": 1, "failureThreshold": 60},
-			"readiness": map[string]any{"periodSeconds": 1, "failureThreshold": 2},
-		},
-		"config": map[string]any{"inline": inline},
-	}
-	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, pmirGatewayName, spec)); err != nil {
-		t.Fatalf("create Gateway: %v", err)
-	}
-	defer func() {
-		if !cfg.keep {
-			_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(context.Background(), pmirGatewayName, metav1.DeleteOptions{})
-		}
-	}()
-	eventually(t, cfg.stepTimeout, "the PMIR Gateway Ready", func(ctx context.Context) (bool, string, error) {
-		gw, err := s.c.getGateway(ctx, cfg.namespace, pmirGatewayName)
-		if err != nil {
-			return false, "", err
-		}
-		st, reason := rollout.Condition(gw, "Ready")
-		return st == "True", "Ready=" + st + " " + reason, nil
-	})
+	gw := s.quickGateway(t, pmirGatewayName, inline, pmirBindingsDrain)
 	// identity_registry up: the gateway's subscription is held at the registry.
 	var sub pmirSubscription
 	eventually(t, time.Minute, "the gateway's subscription at the registry", func(context.Context) (bool, string, error) {
@@ -97,10 +61,6 @@ func (s *e2e) pmirAbandoned(t *testing.T) {
 		}
 		return false, fmt.Sprintf("subscriptions %+v", st.Subscriptions), nil
 	})
-	gw, err := s.c.getGateway(ctx, cfg.namespace, pmirGatewayName)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.waitIdentityRegistryUp(t, gw)
 	dep, err := s.c.ownedDeployment(ctx, gw)
 	if err != nil {
