@@ -15,20 +15,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
-	"time"
 
 	"github.com/ferrofed/ferrofed/test/auditrepo"
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // Received is the answer of GET /_double/received.
@@ -57,18 +53,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "auditrepo:", err)
 		os.Exit(1)
 	}
-	srv := &http.Server{Handler: handler(repo), ReadHeaderTimeout: 5 * time.Second}
 	fmt.Println("http://" + ln.Addr().String())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		repo.Close() // held requests go unanswered
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := double.ServeUntilSignal(ln, handler(repo), repo.Close); err != nil { // Close: held requests go unanswered
 		fmt.Fprintln(os.Stderr, "auditrepo:", err)
 		os.Exit(1)
 	}

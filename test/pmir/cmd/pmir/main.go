@@ -14,21 +14,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/pmir"
 )
 
@@ -68,18 +64,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pmir:", err)
 		os.Exit(1)
 	}
-	srv := &http.Server{Handler: handler(reg), ReadHeaderTimeout: 5 * time.Second}
 	fmt.Println(reg.URL)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		reg.Close() // a hanging delete ends unanswered
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := double.ServeUntilSignal(ln, handler(reg), reg.Close); err != nil { // Close: a hanging delete ends unanswered
 		fmt.Fprintln(os.Stderr, "pmir:", err)
 		os.Exit(1)
 	}
