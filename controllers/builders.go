@@ -195,7 +195,8 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 		WithItems(corev1ac.KeyToPath().WithKey(ferrofedv1alpha1.PageTokenKey).WithPath(ferrofedv1alpha1.PageTokenKey))))
 	// The audit spools (audit.spool_dir): an emptyDir, which outlives the container's
 	// restarts within the pod, bounded by spec.audit.spool.sizeLimit.
-	if config.AuditSpools(rendered) > 0 {
+	mounts := config.MountsOf(rendered)
+	if mounts.AuditSpools > 0 {
 		limit := gw.Spec.SpoolSizeLimit()
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("audit-spool").WithMountPath(ferrofedv1alpha1.AuditSpoolDir))
 		volumes = append(volumes, corev1ac.Volume().WithName("audit-spool").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(limit)))
@@ -203,7 +204,7 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 	// The stored queries (stored_queries.dir): the ConfigMap of the Gateway's
 	// StoredQuery resources, read-only, so that every replica reads the same store;
 	// optional, since it is made with the first StoredQuery (an empty store until then).
-	if config.HasStoredQueries(rendered) {
+	if mounts.StoredQueries {
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("stored-queries").WithMountPath(ferrofedv1alpha1.StoredQueriesDir).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName("stored-queries").WithConfigMap(corev1ac.ConfigMapVolumeSource().
 			WithName(ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)).WithOptional(true)))

@@ -173,7 +173,7 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	}
 	ready := healthz.Ping
 	if o.Webhook {
-		hook := ferrofedv1alpha1.Webhook(mgr.GetScheme(), ferrofedv1alpha1.GatewayValidator{AllowedImages: o.AllowedImages})
+		hook := ferrofedv1alpha1.GatewayValidator{AllowedImages: o.AllowedImages}
 		mgr.GetWebhookServer().Register(ferrofedv1alpha1.WebhookPath, timedWebhook(hook))
 		ready = mgr.GetWebhookServer().StartedChecker()
 	}

@@ -2,9 +2,9 @@ package v1alpha1
 
 import (
 	"context"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -23,20 +23,20 @@ type GatewayValidator struct {
 	AllowedImages []string
 }
 
-var _ admission.Validator[*Gateway] = GatewayValidator{}
-
-// Webhook is the validating webhook's handler, to be served at WebhookPath: v behind
-// controller-runtime's admission decoding, a panic answered as an error.
-func Webhook(scheme *runtime.Scheme, v GatewayValidator) *admission.Webhook {
-	return admission.WithValidator[*Gateway](scheme, v).WithRecoverPanic(true)
-}
+// GatewayValidator is served as the webhook's http.Handler (ServeHTTP); its Validate*
+// methods are controller-runtime's admission.Validator of a typed Gateway.
+var (
+	_ http.Handler                  = GatewayValidator{}
+	_ admission.Validator[*Gateway] = GatewayValidator{}
+)
 
 // ValidateCreate validates a new Gateway.
 func (v GatewayValidator) ValidateCreate(_ context.Context, g *Gateway) (admission.Warnings, error) {
 	return v.validate(g)
 }
 
-// ValidateUpdate validates a changed Gateway as a whole; nothing is immutable.
+// ValidateUpdate validates a changed Gateway as a whole; nothing is immutable, and the
+// old Gateway is not read (ServeHTTP does not decode it).
 func (v GatewayValidator) ValidateUpdate(_ context.Context, _, g *Gateway) (admission.Warnings, error) {
 	return v.validate(g)
 }

@@ -2,15 +2,18 @@ package v1alpha1
 
 import (
 	"bytes"
-
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -20,32 +23,53 @@ import (
 // BenchmarkWebhookCreate is the validating webhook's own cost for one create, as the
 // operator's webhook server runs it (the AdmissionReview decoded, the Gateway checked,
 // its configuration rendered and checked, the answer encoded): the CPU time behind the
-// webhook's latency when 50 creates arrive at once (test/operator/process).
+// webhook's latency when 50 creates arrive at once (test/operator/process). The
+// sub-benchmark controller-runtime is the same validator behind controller-runtime's
+// admission.Webhook, the handler the operator served before: the baseline of the
+// same run.
 func BenchmarkWebhookCreate(b *testing.B) {
-	scheme := runtime.NewScheme()
-	if err := AddToScheme(scheme); err != nil {
-		b.Fatal(err)
-	}
-	wh := admission.WithValidator[*Gateway](scheme, GatewayValidator{})
-	wh.LogConstructor = func(base logr.Logger, _ *admission.Request) logr.Logger { return base }
-	body := admissionReview(b, 7)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/validate-ferrofed-io-v1alpha1-gateway", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		wh.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"allowed":true`)) {
-			b.Fatalf("%d %s", rec.Code, rec.Body.String())
-		}
+	body := admissionReview(b, admissionv1.Create, benchGatewayOf(7), nil)
+	for _, h := range []struct {
+		name    string
+		handler http.Handler
+	}{{"ferrofed", GatewayValidator{}}, {"controller-runtime", controllerRuntimeWebhook(b, GatewayValidator{})}} {
+		b.Run(h.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := serve(h.handler, body)
+				if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"allowed":true`)) {
+					b.Fatalf("%d %s", rec.Code, rec.Body.String())
+				}
+			}
+		})
 	}
 }
 
-// admissionReview is the apiserver's review of a create of the benchmark's i-th
-// Gateway (test/operator/process), defaults applied as the CRD applies them.
-func admissionReview(b *testing.B, i int) []byte {
-	gw := &Gateway{
+// controllerRuntimeWebhook is v behind controller-runtime's admission.Webhook, panics
+// answered as errors: the reference TestHandlerAnswersAsControllerRuntime holds
+// GatewayValidator.ServeHTTP to.
+func controllerRuntimeWebhook(tb testing.TB, v GatewayValidator) http.Handler {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		tb.Fatal(err)
+	}
+	wh := admission.WithValidator[*Gateway](scheme, v).WithRecoverPanic(true)
+	wh.LogConstructor = func(base logr.Logger, _ *admission.Request) logr.Logger { return base }
+	return wh
+}
+
+func serve(h http.Handler, body []byte) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, WebhookPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// benchGatewayOf is the i-th Gateway of the operator's process benchmark
+// (test/operator/process), defaults applied as the CRD applies them.
+func benchGatewayOf(i int) *Gateway {
+	return &Gateway{
 		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "Gateway"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("gw-%04d", i)},
 		Spec: GatewaySpec{
@@ -57,26 +81,161 @@ func admissionReview(b *testing.B, i int) []byte {
 				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i))},
 		},
 	}
-	raw, err := json.Marshal(gw)
-	if err != nil {
-		b.Fatal(err)
+}
+
+// admissionReview is the apiserver's review of op on gw (old: the Gateway before an
+// update or a delete), with what the apiserver adds: the creating client's managed
+// fields, the user, the options.
+func admissionReview(tb testing.TB, op admissionv1.Operation, gw, old *Gateway) []byte {
+	raw := func(g *Gateway) runtime.RawExtension {
+		if g == nil {
+			return runtime.RawExtension{}
+		}
+		g = g.DeepCopy()
+		g.UID = "6f1c2a9e-0c41-4d53-9d8e-1f2a3b4c5d6e"
+		g.CreationTimestamp = metav1.NewTime(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
+		g.ManagedFields = []metav1.ManagedFieldsEntry{{
+			Manager: "process.test", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: GroupVersion.String(),
+			Time: &g.CreationTimestamp, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:config":{".":{},"f:inline":{}},"f:image":{},"f:replicas":{}}}`)},
+		}}
+		data, err := json.Marshal(g)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: data}
+	}
+	name := ""
+	if gw != nil {
+		name = gw.Name
+	} else if old != nil {
+		name = old.Name
 	}
 	review := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
-			UID:       "b1e2",
+			UID:       "b1e2c3d4-0000-4000-8000-000000000001",
 			Kind:      metav1.GroupVersionKind{Group: GroupVersion.Group, Version: GroupVersion.Version, Kind: "Gateway"},
 			Resource:  metav1.GroupVersionResource{Group: GroupVersion.Group, Version: GroupVersion.Version, Resource: "gateways"},
-			Name:      gw.Name,
-			Namespace: gw.Namespace,
-			Operation: admissionv1.Create,
-			Object:    runtime.RawExtension{Raw: raw},
+			Name:      name,
+			Namespace: "bench",
+			Operation: op,
+			UserInfo:  authenticationv1.UserInfo{Username: "system:admin", Groups: []string{"system:masters", "system:authenticated"}},
+			Object:    raw(gw),
+			OldObject: raw(old),
 			DryRun:    ptr.To(true),
+			Options:   runtime.RawExtension{Raw: []byte(`{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1","dryRun":["All"]}`)},
 		},
 	}
 	data, err := json.Marshal(review)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return data
+}
+
+// answer is the response of a handler's AdmissionReview, with the review's own
+// apiVersion and kind.
+func answer(t *testing.T, rec *httptest.ResponseRecorder) admissionv1.AdmissionReview {
+	t.Helper()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body.String())
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+		t.Fatalf("not an AdmissionReview with a response (%v): %s", err, rec.Body.String())
+	}
+	return out
+}
+
+// TestHandlerAnswersAsControllerRuntime: the operator's own handler gives the
+// apiserver the answer controller-runtime's admission.Webhook gives with the same
+// validator (the handler the operator served before), for every outcome: allowed,
+// allowed with warnings, refused with field causes, refused by the image allow-list,
+// an update, a delete.
+func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
+	withWarning := benchGatewayOf(1)
+	withWarning.Spec.Lifecycle.DrainDelay = &metav1.Duration{}
+	ownedKey := benchGatewayOf(2)
+	ownedKey.Spec.Config.Inline = ptr.To("[server]\nbase_path = \"/x\"\nlisten = \":9\"\n")
+	notTOML := benchGatewayOf(3)
+	notTOML.Spec.Config.Inline = ptr.To("[[registry.members]\n")
+	bothConfigs := benchGatewayOf(4)
+	bothConfigs.Spec.Config.ConfigMapRef = &ConfigMapKeyRef{Name: "cm"}
+	allowList := GatewayValidator{AllowedImages: []string{"registry.example.org/ferrofed/*"}}
+	tests := []struct {
+		name    string
+		v       GatewayValidator
+		op      admissionv1.Operation
+		gw, old *Gateway
+		allowed bool
+	}{
+		{"a valid create", GatewayValidator{}, admissionv1.Create, benchGatewayOf(0), nil, true},
+		{"a create with a lifecycle warning", GatewayValidator{}, admissionv1.Create, withWarning, nil, true},
+		{"a create setting keys the spec owns", GatewayValidator{}, admissionv1.Create, ownedKey, nil, false},
+		{"a create whose inline configuration is not TOML", GatewayValidator{}, admissionv1.Create, notTOML, nil, false},
+		{"a create with inline and configMapRef", GatewayValidator{}, admissionv1.Create, bothConfigs, nil, false},
+		{"a create of an image off the allow-list", allowList, admissionv1.Create, benchGatewayOf(5), nil, false},
+		{"a valid update", GatewayValidator{}, admissionv1.Update, benchGatewayOf(6), benchGatewayOf(6), true},
+		{"an update to keys the spec owns", GatewayValidator{}, admissionv1.Update, ownedKey, benchGatewayOf(2), false},
+		{"a delete", GatewayValidator{}, admissionv1.Delete, nil, benchGatewayOf(7), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := admissionReview(t, tc.op, tc.gw, tc.old)
+			got := answer(t, serve(tc.v, body))
+			want := answer(t, serve(controllerRuntimeWebhook(t, tc.v), body))
+			if got.APIVersion != "admission.k8s.io/v1" || got.Kind != "AdmissionReview" {
+				t.Errorf("answered as %s %s, want admission.k8s.io/v1 AdmissionReview", got.APIVersion, got.Kind)
+			}
+			if got.Response.Allowed != tc.allowed {
+				t.Errorf("allowed = %t, want %t: %+v", got.Response.Allowed, tc.allowed, got.Response.Result)
+			}
+			if !reflect.DeepEqual(got.Response, want.Response) {
+				g, _ := json.Marshal(got.Response)
+				w, _ := json.Marshal(want.Response)
+				t.Errorf("response differs from controller-runtime's:\n got %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestHandlerRefusesWhatIsNotAReview: a request the handler cannot read is answered
+// allowed=false with code 400 and a message naming what is wrong, as the apiserver
+// relays it; an oversized body is not read past the limit.
+func TestHandlerRefusesWhatIsNotAReview(t *testing.T) {
+	valid := admissionReview(t, admissionv1.Create, benchGatewayOf(0), nil)
+	replace := func(old, new string) []byte { return bytes.Replace(valid, []byte(old), []byte(new), 1) }
+	tests := []struct {
+		name        string
+		contentType string
+		body        []byte
+		want        string
+	}{
+		{"an empty body", "application/json", nil, "request body is empty"},
+		{"YAML", "application/yaml", valid, "contentType=application/yaml, expected application/json"},
+		{"not JSON", "application/json", []byte(`{"apiVersion":`), "decode the AdmissionReview"},
+		{"a v1beta1 review", "application/json", replace(`"apiVersion":"admission.k8s.io/v1"`, `"apiVersion":"admission.k8s.io/v1beta1"`), `apiVersion "admission.k8s.io/v1beta1"`},
+		{"a review without a request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), "request present: false"},
+		{"an unknown operation", "application/json", replace(`"operation":"CREATE"`, `"operation":"PATCH"`), `unknown operation "PATCH"`},
+		{"another kind", "application/json", replace(`"kind":"Gateway"`, `"kind":"StoredQuery"`), "request.kind is ferrofed.io/v1alpha1, Kind=StoredQuery"},
+		{"an object that is not a Gateway", "application/json", replace(`"replicas":1`, `"replicas":"one"`), "decode request.object as a Gateway"},
+		{"a body over the limit", "application/json", append(bytes.Repeat([]byte(" "), MaxReviewBytes), valid...), "request entity is too large; limit is 7340032 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, WebhookPath, bytes.NewReader(tc.body))
+			if tc.body == nil {
+				req.Body = http.NoBody
+			}
+			req.Header.Set("Content-Type", tc.contentType)
+			GatewayValidator{}.ServeHTTP(rec, req)
+			out := answer(t, rec)
+			r := out.Response
+			if r.Allowed || r.Result == nil || r.Result.Code != http.StatusBadRequest || !strings.Contains(r.Result.Message, tc.want) {
+				t.Errorf("answer %+v, want allowed=false, code 400, a message containing %q", r, tc.want)
+			}
+		})
+	}
 }

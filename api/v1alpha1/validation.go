@@ -43,10 +43,11 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	if s.Config != nil && s.Config.Inline != nil {
 		user = []byte(*s.Config.Inline)
 	}
-	if _, err := RenderAndCheck(s, plan, user); err != nil {
+	m := config.MountsOf(user)
+	if _, err := renderAndCheck(s, plan, user, m); err != nil {
 		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
 	}
-	warnings = append(warnings, auditWarnings(s, plan, config.AuditSpools(user))...)
+	warnings = append(warnings, auditWarnings(s, plan, m.AuditSpools)...)
 	return errs, warnings
 }
 
@@ -156,10 +157,15 @@ func mountPathValid(p string) bool {
 // configuration, and runs `config check` on it: what the webhook and the controller
 // both call, so that they refuse the same documents.
 func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
-	spools := config.AuditSpools(user)
+	return renderAndCheck(s, plan, user, config.MountsOf(user))
+}
+
+// renderAndCheck is RenderAndCheck with the mounts of user read already.
+func renderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte, m config.Mounts) ([]byte, error) {
+	spools := m.AuditSpools
 	owned := s.Owned(plan)
 	owned.Audit = AuditOwned(spools)
-	owned.StoredQueries = StoredQueriesOwned(config.HasStoredQueries(user))
+	owned.StoredQueries = StoredQueriesOwned(m.StoredQueries)
 	rendered, err := config.Render(owned, user)
 	if err != nil {
 		return nil, err

@@ -175,18 +175,49 @@ func merge(dst, src map[string]any) {
 // report it).
 func AuditSpools(doc []byte) int {
 	var d struct {
-		Audit *struct {
-			Destination string    `toml:"destination"`
-			Feed        *struct{} `toml:"feed"`
-		} `toml:"audit"`
+		Audit *auditShape `toml:"audit"`
 	}
-	if err := toml.Unmarshal(doc, &d); err != nil || d.Audit == nil || d.Audit.Destination != AuditToRepository {
+	if err := toml.Unmarshal(doc, &d); err != nil {
 		return 0
 	}
-	if d.Audit.Feed != nil {
+	return d.Audit.spools()
+}
+
+// auditShape is what AuditSpools reads of [audit].
+type auditShape struct {
+	Destination string    `toml:"destination"`
+	Feed        *struct{} `toml:"feed"`
+}
+
+func (a *auditShape) spools() int {
+	switch {
+	case a == nil || a.Destination != AuditToRepository:
+		return 0
+	case a.Feed != nil:
 		return 2
 	}
 	return 1
+}
+
+// Mounts is what a ferrofed.toml asks the operator to mount for it: its audit spools
+// (AuditSpools) and the stored-query directory (HasStoredQueries).
+type Mounts struct {
+	AuditSpools   int
+	StoredQueries bool
+}
+
+// MountsOf reads doc's Mounts, each as AuditSpools and HasStoredQueries read it, with
+// one decode of a document both tables of which decode (the document is otherwise
+// read once for each).
+func MountsOf(doc []byte) Mounts {
+	var d struct {
+		Audit         *auditShape `toml:"audit"`
+		StoredQueries *struct{}   `toml:"stored_queries"`
+	}
+	if toml.Unmarshal(doc, &d) != nil {
+		return Mounts{AuditSpools: AuditSpools(doc), StoredQueries: HasStoredQueries(doc)}
+	}
+	return Mounts{AuditSpools: d.Audit.spools(), StoredQueries: d.StoredQueries != nil}
 }
 
 // userProblems reports a user document that is not TOML the way `config check` would,

@@ -84,6 +84,31 @@ func TestAuditSpoolsCountsTheSpoolsOfARepositoryDestination(t *testing.T) {
 	}
 }
 
+// TestMountsOfReadsAsEachPredicate: the one decode of MountsOf answers what
+// AuditSpools and HasStoredQueries answer on their own, also when one table does not
+// decode and the other does.
+func TestMountsOfReadsAsEachPredicate(t *testing.T) {
+	for _, doc := range []string{
+		"",
+		"[audit]\ndestination = 'log'\n",
+		"[audit]\ndestination = 'repository'\n[audit.feed]\nurl = 'https://f.example/fhir'\n[stored_queries]\n",
+		"[stored_queries]\nmax = 3\n",
+		"audit = 1\n[stored_queries]\n",
+		"stored_queries = 'x'\n[audit]\ndestination = 'repository'\n",
+		"[audit]\ndestination = 7\n[stored_queries]\n",
+		"[[audit.feed]]\n[stored_queries]\n",
+		"[audit\n",
+	} {
+		want := Mounts{AuditSpools: AuditSpools([]byte(doc)), StoredQueries: HasStoredQueries([]byte(doc))}
+		if got := MountsOf([]byte(doc)); got != want {
+			t.Errorf("MountsOf(%q) = %+v, want %+v", doc, got, want)
+		}
+	}
+	if got := MountsOf([]byte("audit = 1\n[stored_queries]\n")); !got.StoredQueries {
+		t.Errorf("an [audit] that does not decode hid [stored_queries]: %+v", got)
+	}
+}
+
 func TestRenderMergesTheOwnedSpoolDirsIntoTheUsersAuditTable(t *testing.T) {
 	owned := Owned{Audit: Audit{SpoolDir: "/var/spool", Feed: &AuditFeed{SpoolDir: "/var/spool"}},
 		Fields: map[string]string{"audit.spool_dir": "spec.audit.spool", "audit.feed.spool_dir": "spec.audit.spool"}}

@@ -1,0 +1,153 @@
+package v1alpha1
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	kjson "sigs.k8s.io/json"
+)
+
+// MaxReviewBytes bounds the body of an admission review: two objects of the
+// apiserver's 3 MiB request limit and 1 MiB for the rest, as controller-runtime bounds
+// its webhooks.
+const MaxReviewBytes = 7 << 20
+
+// reviewIn is the part of an admission.k8s.io/v1 AdmissionReview the Gateway webhook
+// reads. The object stays raw until the operation says it is needed; the old object of
+// an update is never decoded, since a Gateway is validated as a whole (ValidateUpdate).
+type reviewIn struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Request    *struct {
+		UID       types.UID               `json:"uid"`
+		Kind      metav1.GroupVersionKind `json:"kind"`
+		Operation admissionv1.Operation   `json:"operation"`
+		Object    json.RawMessage         `json:"object"`
+	} `json:"request"`
+}
+
+var gatewayKind = metav1.GroupVersionKind{Group: GroupVersion.Group, Version: GroupVersion.Version, Kind: "Gateway"}
+
+// ServeHTTP answers the apiserver's AdmissionReview (admission.k8s.io/v1) of a Gateway,
+// as controller-runtime's validating webhook answers it (the same verdicts, codes,
+// field causes and warnings; TestHandlerAnswersAsControllerRuntime), decoding less:
+// the review once, with its object left raw, then the Gateway once, and for an update
+// not the old Gateway at all. A review that cannot be read is answered allowed=false
+// with code 400 naming what is wrong; a panic, with code 500.
+func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var uid types.UID
+	defer func() {
+		if p := recover(); p != nil {
+			logf.FromContext(r.Context()).Error(fmt.Errorf("panic: %v", p), "Gateway webhook", "stack", string(debug.Stack()))
+			writeReview(w, uid, failed(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", p)))
+		}
+	}()
+	body, err := readReview(r)
+	if err != nil {
+		writeReview(w, "", failed(http.StatusBadRequest, err))
+		return
+	}
+	var in reviewIn
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &in); err != nil {
+		writeReview(w, "", failed(http.StatusBadRequest, fmt.Errorf("decode the AdmissionReview: %w", err)))
+		return
+	}
+	if in.APIVersion != admissionv1.SchemeGroupVersion.String() || in.Kind != "AdmissionReview" || in.Request == nil {
+		writeReview(w, "", failed(http.StatusBadRequest, fmt.Errorf(
+			"want an admission.k8s.io/v1 AdmissionReview with a request, got apiVersion %q, kind %q (request present: %t)",
+			in.APIVersion, in.Kind, in.Request != nil)))
+		return
+	}
+	uid = in.Request.UID
+	writeReview(w, uid, v.review(r.Context(), in.Request.Operation, in.Request.Kind, in.Request.Object))
+}
+
+// review is the answer to one operation on the raw object of a review.
+func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, kind metav1.GroupVersionKind, raw []byte) admissionv1.AdmissionResponse {
+	switch op {
+	case admissionv1.Create, admissionv1.Update:
+	case admissionv1.Delete, admissionv1.Connect:
+		return allowed(nil) // ValidateDelete allows every deletion
+	default:
+		return failed(http.StatusBadRequest, fmt.Errorf("unknown operation %q", op))
+	}
+	if kind != gatewayKind {
+		return failed(http.StatusBadRequest, fmt.Errorf("request.kind is %s, this webhook validates %s", kind.String(), gatewayKind.String()))
+	}
+	g := &Gateway{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, g); err != nil {
+		return failed(http.StatusBadRequest, fmt.Errorf("decode request.object as a Gateway: %w", err))
+	}
+	var warnings []string
+	var err error
+	if op == admissionv1.Create {
+		warnings, err = v.ValidateCreate(ctx, g)
+	} else {
+		warnings, err = v.ValidateUpdate(ctx, nil, g)
+	}
+	var status apierrors.APIStatus
+	switch {
+	case err == nil:
+		return allowed(warnings)
+	case errors.As(err, &status):
+		s := status.Status()
+		return admissionv1.AdmissionResponse{Result: &s, Warnings: warnings}
+	default:
+		return admissionv1.AdmissionResponse{Warnings: warnings,
+			Result: &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: err.Error()}}
+	}
+}
+
+// readReview reads a review's body: JSON, at most MaxReviewBytes.
+func readReview(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, errors.New("request body is empty")
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		return nil, fmt.Errorf("contentType=%s, expected application/json", ct)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxReviewBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the request body: %w", err)
+	}
+	if len(body) > MaxReviewBytes {
+		return nil, fmt.Errorf("request entity is too large; limit is %d bytes", MaxReviewBytes)
+	}
+	return body, nil
+}
+
+func allowed(warnings []string) admissionv1.AdmissionResponse {
+	return admissionv1.AdmissionResponse{Allowed: true, Result: &metav1.Status{Code: http.StatusOK}, Warnings: warnings}
+}
+
+func failed(code int32, err error) admissionv1.AdmissionResponse {
+	return admissionv1.AdmissionResponse{Result: &metav1.Status{Code: code, Message: err.Error()}}
+}
+
+// writeReview writes resp, for the request uid, as an admission.k8s.io/v1
+// AdmissionReview.
+func writeReview(w http.ResponseWriter, uid types.UID, resp admissionv1.AdmissionResponse) {
+	resp.UID = uid
+	out := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Response: &resp,
+	}
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(out); err != nil {
+		http.Error(w, "encode the AdmissionReview: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b.Bytes())
+}
