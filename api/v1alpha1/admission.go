@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"runtime/debug"
+	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,8 +25,8 @@ import (
 const MaxReviewBytes = 7 << 20
 
 // reviewIn is the part of an admission.k8s.io/v1 AdmissionReview the Gateway webhook
-// reads. The object stays raw until the operation says it is needed; the old object of
-// an update is never decoded, since a Gateway is validated as a whole (ValidateUpdate).
+// reads, decoded in one pass with the object as a Gateway; the old object of an update
+// is not decoded, since a Gateway is validated as a whole (ValidateUpdate).
 type reviewIn struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -33,7 +34,7 @@ type reviewIn struct {
 		UID       types.UID               `json:"uid"`
 		Kind      metav1.GroupVersionKind `json:"kind"`
 		Operation admissionv1.Operation   `json:"operation"`
-		Object    json.RawMessage         `json:"object"`
+		Object    *Gateway                `json:"object"`
 	} `json:"request"`
 }
 
@@ -53,14 +54,20 @@ func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeReview(w, uid, failed(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", p)))
 		}
 	}()
-	body, err := readReview(r)
-	if err != nil {
+	buf := reviewBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledReview {
+			buf.Reset()
+			reviewBuffers.Put(buf)
+		}
+	}()
+	if err := readReview(r, buf); err != nil {
 		writeReview(w, "", failed(http.StatusBadRequest, err))
 		return
 	}
 	var in reviewIn
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &in); err != nil {
-		writeReview(w, "", failed(http.StatusBadRequest, fmt.Errorf("decode the AdmissionReview: %w", err)))
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(buf.Bytes(), &in); err != nil {
+		writeReview(w, "", failed(http.StatusBadRequest, fmt.Errorf("decode the AdmissionReview (its request.object as a Gateway): %w", err)))
 		return
 	}
 	if in.APIVersion != admissionv1.SchemeGroupVersion.String() || in.Kind != "AdmissionReview" || in.Request == nil {
@@ -70,11 +77,13 @@ func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	uid = in.Request.UID
-	writeReview(w, uid, v.review(r.Context(), in.Request.Operation, in.Request.Kind, in.Request.Object))
+	resp := v.review(r.Context(), in.Request.Operation, in.Request.Kind, in.Request.Object)
+	buf.Reset() // the body is read: the buffer takes the answer
+	writeReviewVia(w, buf, uid, resp)
 }
 
-// review is the answer to one operation on the raw object of a review.
-func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, kind metav1.GroupVersionKind, raw []byte) admissionv1.AdmissionResponse {
+// review is the answer to one operation on the object of a review.
+func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, kind metav1.GroupVersionKind, g *Gateway) admissionv1.AdmissionResponse {
 	switch op {
 	case admissionv1.Create, admissionv1.Update:
 	case admissionv1.Delete, admissionv1.Connect:
@@ -85,9 +94,8 @@ func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, 
 	if kind != gatewayKind {
 		return failed(http.StatusBadRequest, fmt.Errorf("request.kind is %s, this webhook validates %s", kind.String(), gatewayKind.String()))
 	}
-	g := &Gateway{}
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, g); err != nil {
-		return failed(http.StatusBadRequest, fmt.Errorf("decode request.object as a Gateway: %w", err))
+	if g == nil {
+		return failed(http.StatusBadRequest, fmt.Errorf("the %s review has no request.object", op))
 	}
 	var warnings []string
 	var err error
@@ -109,22 +117,32 @@ func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, 
 	}
 }
 
-// readReview reads a review's body: JSON, at most MaxReviewBytes.
-func readReview(r *http.Request) ([]byte, error) {
+// reviewBuffers hold the bodies of reviews being answered: a review's decoded values
+// are copies (strings, the raw object), so its buffer is reused once it is answered,
+// and a burst of reviews does not make garbage of a body each. A buffer grown over
+// maxPooledReview by a large review is left to the collector.
+var reviewBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledReview = 64 << 10
+
+// readReview reads a review's body into buf: JSON, at most MaxReviewBytes.
+func readReview(r *http.Request, buf *bytes.Buffer) error {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, errors.New("request body is empty")
+		return errors.New("request body is empty")
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		return nil, fmt.Errorf("contentType=%s, expected application/json", ct)
+		return fmt.Errorf("contentType=%s, expected application/json", ct)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxReviewBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read the request body: %w", err)
+	if n := r.ContentLength; n > 0 && n <= MaxReviewBytes {
+		buf.Grow(int(n) + bytes.MinRead) // ReadFrom reads on until it sees the end
 	}
-	if len(body) > MaxReviewBytes {
-		return nil, fmt.Errorf("request entity is too large; limit is %d bytes", MaxReviewBytes)
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, MaxReviewBytes+1)); err != nil {
+		return fmt.Errorf("read the request body: %w", err)
 	}
-	return body, nil
+	if buf.Len() > MaxReviewBytes {
+		return fmt.Errorf("request entity is too large; limit is %d bytes", MaxReviewBytes)
+	}
+	return nil
 }
 
 func allowed(warnings []string) admissionv1.AdmissionResponse {
@@ -138,13 +156,17 @@ func failed(code int32, err error) admissionv1.AdmissionResponse {
 // writeReview writes resp, for the request uid, as an admission.k8s.io/v1
 // AdmissionReview.
 func writeReview(w http.ResponseWriter, uid types.UID, resp admissionv1.AdmissionResponse) {
+	writeReviewVia(w, new(bytes.Buffer), uid, resp)
+}
+
+// writeReviewVia is writeReview encoding into b, an empty buffer.
+func writeReviewVia(w http.ResponseWriter, b *bytes.Buffer, uid types.UID, resp admissionv1.AdmissionResponse) {
 	resp.UID = uid
 	out := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 		Response: &resp,
 	}
-	var b bytes.Buffer
-	if err := json.NewEncoder(&b).Encode(out); err != nil {
+	if err := json.NewEncoder(b).Encode(out); err != nil {
 		http.Error(w, "encode the AdmissionReview: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -219,7 +219,8 @@ func TestHandlerRefusesWhatIsNotAReview(t *testing.T) {
 		{"a review without a request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), "request present: false"},
 		{"an unknown operation", "application/json", replace(`"operation":"CREATE"`, `"operation":"PATCH"`), `unknown operation "PATCH"`},
 		{"another kind", "application/json", replace(`"kind":"Gateway"`, `"kind":"StoredQuery"`), "request.kind is ferrofed.io/v1alpha1, Kind=StoredQuery"},
-		{"an object that is not a Gateway", "application/json", replace(`"replicas":1`, `"replicas":"one"`), "decode request.object as a Gateway"},
+		{"an object that is not a Gateway", "application/json", replace(`"replicas":1`, `"replicas":"one"`), "decode the AdmissionReview (its request.object as a Gateway): json: cannot unmarshal string"},
+		{"a create without an object", "application/json", replace(`"object":{`, `"object":null,"x":{`), "the CREATE review has no request.object"},
 		{"a body over the limit", "application/json", append(bytes.Repeat([]byte(" "), MaxReviewBytes), valid...), "request entity is too large; limit is 7340032 bytes"},
 	}
 	for _, tc := range tests {

@@ -421,10 +421,10 @@ func heapProfile(b *testing.B, bin string) {
 }
 
 func (f figures) String() string {
-	return fmt.Sprintf("%d Gateways reconciled after %s (operator CPU %.1f s); peak RSS %.1f MiB (anonymous %.1f MiB, the rest the binary's mapped pages); %d writes in 10 s with nothing changed; %d concurrent dry-run creates: p99 %s end to end, the apiserver's webhook calls: p99 %s (%.1f %% under 5 ms, %d calls), the webhook server's own: p99 %s (%s, %d requests)",
+	return fmt.Sprintf("%d Gateways reconciled after %s (operator CPU %.1f s); peak RSS %.1f MiB (anonymous %.1f MiB, the rest the binary's mapped pages); %d writes in 10 s with nothing changed; %d concurrent dry-run creates: p99 %s end to end, the apiserver's webhook calls: p99 %s (%.1f %% under 5 ms, %d calls), the webhook server's own: p99 %s (%s, %d requests; %d GC cycles, %.1f KiB allocated per review)",
 		gateways, f.elapsed.Round(time.Millisecond), f.cpu, f.peak, f.anon, f.writes,
 		dryRunClients, f.hook.p99.Round(10*time.Microsecond), f.hook.webhookP99, 100*f.hook.webhookUnder5ms, f.hook.webhookCalls,
-		f.hook.serverP99, f.hook.serverUnder5msText(), f.hook.serverRequests)
+		f.hook.serverP99, f.hook.serverUnder5msText(), f.hook.serverRequests, f.hook.gcCycles, f.hook.allocated/1024/float64(max(1, f.hook.serverRequests)))
 }
 
 func (h hookFigures) serverUnder5msText() string {
@@ -599,6 +599,11 @@ type hookFigures struct {
 	serverP99      string
 	serverRequests int
 	serverUnder5ms float64
+	// gcCycles and allocated are the operator's garbage collections and allocated
+	// bytes during the dry-run creates (its Go runtime's metrics): a review that
+	// meets a collection assists its marking.
+	gcCycles  int
+	allocated float64
 }
 
 // describeBucket says where a quantile fell: "≤ 5ms", "in (5ms, 25ms]", "> 10s".
@@ -644,6 +649,17 @@ func histogramBuckets(metrics, name string, match ...string) map[float64]float64
 		out[bound] += v
 	}
 	return out
+}
+
+// metricValue is the value of an unlabelled sample in a /metrics text (0 without it).
+func metricValue(metrics, name string) float64 {
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
 
 // operatorMetrics reads the operator's own /metrics ("" when it serves none).
@@ -737,7 +753,8 @@ func quantileBucket(before, after map[float64]float64, q float64) (lo, hi float6
 // connection and TLS included, without the apiserver's own work on the request.
 func webhookLatency(b *testing.B, ctx context.Context, c *cluster, op *operator, bin string) hookFigures {
 	h0 := webhookBuckets(apiserverMetrics(b, ctx, c))
-	s0 := serverBuckets(operatorMetrics(b, op))
+	m0 := operatorMetrics(b, op)
+	s0 := serverBuckets(m0)
 	profiled := cpuProfile(b, bin, "dry-run-creates", 5*time.Second)
 	lat := make([][]time.Duration, dryRunClients)
 	var wg sync.WaitGroup
@@ -761,7 +778,8 @@ func webhookLatency(b *testing.B, ctx context.Context, c *cluster, op *operator,
 	}
 	slices.Sort(all)
 	h1 := webhookBuckets(apiserverMetrics(b, ctx, c))
-	s1 := serverBuckets(operatorMetrics(b, op))
+	m1 := operatorMetrics(b, op)
+	s1 := serverBuckets(m1)
 	profiled()
 	lo, hi, n := quantileBucket(h0, h1, 0.99)
 	f := hookFigures{webhookCalls: int(n), webhookP99Bound: time.Duration(hi * float64(time.Second)), webhookP99: describeBucket(lo, hi), serverP99: "n/a", serverUnder5ms: -1}
@@ -774,6 +792,8 @@ func webhookLatency(b *testing.B, ctx context.Context, c *cluster, op *operator,
 	if len(all) > 0 {
 		f.p99 = all[len(all)*99/100]
 	}
+	f.gcCycles = int(metricValue(m1, "go_gc_duration_seconds_count") - metricValue(m0, "go_gc_duration_seconds_count"))
+	f.allocated = metricValue(m1, "go_memstats_alloc_bytes_total") - metricValue(m0, "go_memstats_alloc_bytes_total")
 	if n > 0 {
 		f.webhookUnder5ms = (h1[0.005] - h0[0.005]) / n
 	}
