@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
@@ -129,7 +128,11 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, o := range ownedObjects(gw, rolloutPlan, rendered, dep) {
+	owned, err := ownedObjects(gw, rolloutPlan, rendered, dep)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, o := range owned {
 		if o.kind == "ConfigMap" && !outcome.valid() {
 			continue // the last valid rendering stays as it is
 		}
@@ -260,25 +263,40 @@ const createOnlyVersion = "1"
 // ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
 // mount it), then the Deployment (into dep), the Service and, with more than one
 // replica, the PodDisruptionBudget.
-func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment) []ownedObject {
+func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment) ([]ownedObject, error) {
+	cm := ownedObject{kind: "ConfigMap", live: &corev1.ConfigMap{}, uncached: true} // see ManagerOptions' client options
+	deployment := ownedObject{kind: "Deployment", live: dep}
+	svc := ownedObject{kind: "Service", live: &corev1.Service{}}
 	pdb := ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}}
-	if d := PodDisruptionBudget(gw); d != nil {
-		pdb.desired = d
-		pdb.createOnly = func() runtime.ApplyConfiguration {
-			return PodDisruptionBudget(gw).WithResourceVersion(createOnlyVersion)
-		}
+	err := errors.Join(
+		build(&cm, func() *corev1ac.ConfigMapApplyConfiguration { return ConfigMap(gw, rendered) }),
+		build(&deployment, func() *appsv1ac.DeploymentApplyConfiguration { return Deployment(gw, plan, rendered) }),
+		build(&svc, func() *corev1ac.ServiceApplyConfiguration { return Service(gw) }))
+	if PodDisruptionBudget(gw) != nil {
+		err = errors.Join(err, build(&pdb, func() *policyv1ac.PodDisruptionBudgetApplyConfiguration { return PodDisruptionBudget(gw) }))
 	}
-	return []ownedObject{
-		{kind: "ConfigMap", live: &corev1.ConfigMap{}, desired: ConfigMap(gw, rendered), uncached: true, // see ManagerOptions' client options
-			createOnly: func() runtime.ApplyConfiguration {
-				return ConfigMap(gw, rendered).WithResourceVersion(createOnlyVersion)
-			}},
-		{kind: "Deployment", live: dep, desired: Deployment(gw, plan, rendered), createOnly: func() runtime.ApplyConfiguration {
-			return Deployment(gw, plan, rendered).WithResourceVersion(createOnlyVersion)
-		}},
-		{kind: "Service", live: &corev1.Service{}, desired: Service(gw), createOnly: func() runtime.ApplyConfiguration { return Service(gw).WithResourceVersion(createOnlyVersion) }},
-		pdb,
+	return []ownedObject{cm, deployment, svc, pdb}, err
+}
+
+// ownedKind is the apply configuration of an owned kind.
+type ownedKind[T any] interface {
+	annotatable[T]
+	WithResourceVersion(string) T
+}
+
+// build sets o's desired configuration and its create-only form from make, each
+// stamped with AnnotationAppliedConfig (a configuration's With methods change it, so
+// each form is made anew).
+func build[T ownedKind[T]](o *ownedObject, make func() T) error {
+	sum, err := configDigest(make())
+	if err != nil {
+		return err
 	}
+	o.desired = withApplied(make(), sum)
+	o.createOnly = func() runtime.ApplyConfiguration {
+		return withApplied(make(), sum).WithResourceVersion(createOnlyVersion)
+	}
+	return nil
 }
 
 // renderConfig reads the referenced ConfigMap, if any, renders ferrofed.toml and runs
@@ -440,65 +458,6 @@ func fromApplyResponse(desired runtime.ApplyConfiguration, live client.Object) e
 		return fmt.Errorf("read apply response: %w", err)
 	}
 	return json.Unmarshal(data, live)
-}
-
-// sameAsLive compares the fields FieldOwner manages on live with desired. Both go
-// through live's typed struct first, so that values the apiserver does not store
-// (zeros of omitempty fields) compare equal to their absence. A cached owned object
-// holds only the digest of its side (managedSumKey, see trimForCache).
-func sameAsLive(live client.Object, desired runtime.ApplyConfiguration) (bool, error) {
-	have, cached := live.GetAnnotations()[managedSumKey]
-	if !cached {
-		var err error
-		if have, err = managedSum(live); err != nil {
-			return false, err
-		}
-	}
-	want, err := typedSum(live, desired)
-	return err == nil && have == want, err
-}
-
-// managedSum is the digest of the fields FieldOwner manages on live, with their live
-// values, as sameAsLive compares them.
-func managedSum(live client.Object) (string, error) {
-	got, err := extractManaged(live)
-	if err != nil {
-		return "", fmt.Errorf("extract managed fields: %w", err)
-	}
-	return typedSum(live, got)
-}
-
-// extractManaged reads the fields FieldOwner manages from a live owned object.
-func extractManaged(live client.Object) (any, error) {
-	switch o := live.(type) {
-	case *appsv1.Deployment:
-		return appsv1ac.ExtractDeployment(o, FieldOwner)
-	case *corev1.Service:
-		return corev1ac.ExtractService(o, FieldOwner)
-	case *policyv1.PodDisruptionBudget:
-		return policyv1ac.ExtractPodDisruptionBudget(o, FieldOwner)
-	case *corev1.ConfigMap:
-		return corev1ac.ExtractConfigMap(o, FieldOwner)
-	}
-	return nil, fmt.Errorf("no extraction for %T", live)
-}
-
-// typedSum is the sha256 of v as JSON after a round trip through proto's typed struct.
-func typedSum(proto client.Object, v any) (string, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	obj := reflect.New(reflect.TypeOf(proto).Elem()).Interface()
-	if err := json.Unmarshal(data, obj); err != nil {
-		return "", err
-	}
-	data, err = json.Marshal(obj)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
 }
 
 // deleteOwned deletes the object named after gw when gw controls it.

@@ -196,8 +196,9 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 //     unrelated objects of the cluster never reach the operator's memory;
 //   - what is cached of each object is what the reconciler reads, nothing more
 //     (trimForCache): an owned object keeps its name, owner, generation, its status
-//     counters and a digest of the fields FieldOwner manages with their live values
-//     (what the reconciler compares with the desired apply configuration), not its
+//     counters and managedSum, the digest of its applied-config annotation and of
+//     the fields FieldOwner's apply holds (what the reconciler compares with the
+//     desired apply configuration, see managed.go), not its
 //     spec, labels, annotations or managedFields; a Gateway loses its managedFields and kubectl's
 //     last-applied-configuration; a pod keeps what its drain is read from; a
 //     ConfigMap's metadata (the only part watched) loses its annotations and
@@ -270,27 +271,14 @@ func trimForCache(in any) (any, error) {
 }
 
 // trimOwned replaces an owned object's managedFields, labels and annotations by one
-// annotation, managedSumKey: the digest of what FieldOwner manages on it (the
-// reconciler reads an owned object's name, ownerReferences, generation and status, and
-// that digest). It reports whether the caller may now drop its spec. An object whose
-// managed fields cannot be read keeps everything but the other managers'
-// managedFields: the reconciler then extracts them itself.
+// annotation, managedSumKey: managedSum, the digest of what FieldOwner applied to it
+// (the reconciler reads an owned object's name, ownerReferences, generation and
+// status, and that digest). It reports whether the caller may now drop its spec.
 func trimOwned(o client.Object) bool {
 	if IsTrimmedForCache(o) {
 		return false // trimmed already
 	}
-	sum, err := managedSum(o)
-	if err != nil {
-		kept := []metav1.ManagedFieldsEntry{}
-		for _, e := range o.GetManagedFields() {
-			if e.Manager == FieldOwner {
-				kept = append(kept, e)
-			}
-		}
-		o.SetManagedFields(kept)
-		return false
-	}
-	o.SetAnnotations(map[string]string{managedSumKey: sum})
+	o.SetAnnotations(map[string]string{managedSumKey: managedSum(o)})
 	o.SetLabels(nil)
 	o.SetManagedFields(nil)
 	return true

@@ -13,35 +13,66 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
 
-// liveDeployment is a Deployment as the apiserver serves it: FieldOwner manages its
-// replicas and a label, another manager a label of its own.
-func liveDeployment(replicas int32) *appsv1.Deployment {
+// desiredDeployment is the operator's apply configuration of a Deployment with
+// replicas, stamped with its AnnotationAppliedConfig as the reconciler applies it.
+func desiredDeployment(t *testing.T, replicas int32) *appsv1ac.DeploymentApplyConfiguration {
+	t.Helper()
+	build := func() *appsv1ac.DeploymentApplyConfiguration {
+		return appsv1ac.Deployment("gw", "ns").WithLabels(map[string]string{LabelManagedBy: FieldOwner}).
+			WithSpec(appsv1ac.DeploymentSpec().WithReplicas(replicas))
+	}
+	sum, err := configDigest(build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withApplied(build(), sum)
+}
+
+// appliedByUs is FieldOwner's field set after an apply of desiredDeployment, as the
+// apiserver records it (written out here, not computed).
+const appliedByUs = `{"f:metadata":{"f:annotations":{"f:ferrofed.io/applied-config":{}},"f:labels":{"f:app.kubernetes.io/managed-by":{}}},"f:spec":{"f:replicas":{}}}`
+
+// liveDeployment is a Deployment as the apiserver serves it once desired is applied:
+// FieldOwner manages its replicas, a label and the applied-config annotation, another
+// manager a label of its own; the spec holds defaults no one applied.
+func liveDeployment(t *testing.T, desired *appsv1ac.DeploymentApplyConfiguration, fieldsOfOwner string) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw", Generation: 3,
-			Labels:      map[string]string{LabelManagedBy: FieldOwner, "example.org/team": "clinical"},
-			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}"},
+			Labels: map[string]string{LabelManagedBy: FieldOwner, "example.org/team": "clinical"},
+			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}",
+				AnnotationAppliedConfig: desired.Annotations[AnnotationAppliedConfig]},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: FieldOwner, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-					FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:app.kubernetes.io/managed-by":{}}},"f:spec":{"f:replicas":{}}}`)},
+					FieldsV1: metav1.NewFieldsV1(fieldsOfOwner)},
 				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
 					FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:example.org/team":{}}}}`)},
 			}},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Spec: appsv1.DeploymentSpec{Replicas: desired.Spec.Replicas, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: ContainerName, Image: "example.org/gateway", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, ReadyReplicas: 2, UpdatedReplicas: 2,
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Message: "a long message"}}},
 	}
 }
 
-// The cached copy of an owned object answers sameAsLive exactly as the full object
-// does, while holding neither its spec nor any managedFields.
-func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
-	desired := func(replicas int32) *appsv1ac.DeploymentApplyConfiguration {
-		return appsv1ac.Deployment("gw", "ns").WithLabels(map[string]string{LabelManagedBy: FieldOwner}).
-			WithSpec(appsv1ac.DeploymentSpec().WithReplicas(replicas))
+// The field set the reconciler expects of an apply is the apiserver's.
+func TestAppliedFieldsAreTheApiserversRecord(t *testing.T) {
+	fields, applied, err := appliedFields(desiredDeployment(t, 2))
+	if err != nil {
+		t.Fatal(err)
 	}
-	full := liveDeployment(2)
-	cachedAny, err := trimForCache(liveDeployment(2))
+	if string(fields) != appliedByUs || applied != desiredDeployment(t, 2).Annotations[AnnotationAppliedConfig] || len(applied) != 64 {
+		t.Errorf("applied fields %s (annotation %q), want %s", fields, applied, appliedByUs)
+	}
+}
+
+// An owned object is as the reconciler would apply it only with the configuration's
+// own annotation and every field FieldOwner applied still its own; the cached copy of
+// it answers exactly as the full object does, while holding neither its spec nor any
+// managedFields.
+func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
+	two := desiredDeployment(t, 2)
+	full := liveDeployment(t, two, appliedByUs)
+	cachedAny, err := trimForCache(liveDeployment(t, two, appliedByUs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +87,11 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 		t.Errorf("the cached Deployment kept labels %v or annotations %v, or lost its name", cached.Labels, cached.Annotations)
 	}
 	for _, replicas := range []int32{2, 3} {
-		fromFull, err := sameAsLive(full, desired(replicas))
+		fromFull, err := sameAsLive(full, desiredDeployment(t, replicas))
 		if err != nil {
 			t.Fatal(err)
 		}
-		fromCache, err := sameAsLive(cached, desired(replicas))
+		fromCache, err := sameAsLive(cached, desiredDeployment(t, replicas))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +104,31 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 	if again.(*appsv1.Deployment).Annotations[managedSumKey] != cached.Annotations[managedSumKey] {
 		t.Errorf("trimming twice changed the digest")
 	}
+
+	// Someone else updated the replicas: the apiserver moved the field to them.
+	edited := liveDeployment(t, two, `{"f:metadata":{"f:annotations":{"f:ferrofed.io/applied-config":{}},"f:labels":{"f:app.kubernetes.io/managed-by":{}}},"f:spec":{}}`)
+	edited.ManagedFields = append(edited.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate,
+		APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)})
+	edited.Spec.Replicas = ptr.To[int32](5)
+	// Applied by an operator before the annotation, or with the annotation edited away.
+	unmarked := liveDeployment(t, two, appliedByUs)
+	delete(unmarked.Annotations, AnnotationAppliedConfig)
+	for name, live := range map[string]*appsv1.Deployment{"a field taken over by another manager": edited, "no applied-config annotation": unmarked} {
+		for _, obj := range []*appsv1.Deployment{live.DeepCopy(), trimmed(t, live.DeepCopy())} {
+			if same, err := sameAsLive(obj, two); err != nil || same {
+				t.Errorf("%s: same as the desired Deployment = %v (%v), want false", name, same, err)
+			}
+		}
+	}
+}
+
+func trimmed(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
+	t.Helper()
+	out, err := trimForCache(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*appsv1.Deployment)
 }
 
 func TestCacheKeepsOnlyWhatTheReconcilerReads(t *testing.T) {

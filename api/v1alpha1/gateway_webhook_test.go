@@ -97,7 +97,7 @@ func admissionReview(tb testing.TB, op admissionv1.Operation, gw, old *Gateway) 
 		g.ManagedFields = []metav1.ManagedFieldsEntry{{
 			Manager: "process.test", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: GroupVersion.String(),
 			Time: &g.CreationTimestamp, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:config":{".":{},"f:inline":{}},"f:image":{},"f:replicas":{}}}`)},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{".":{},"f:config":{".":{},"f:inline":{}},"f:image":{},"f:replicas":{}}}`),
 		}}
 		data, err := json.Marshal(g)
 		if err != nil {

@@ -266,7 +266,21 @@ func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
 		}}
 		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[[registry.members]]\nid = \"node-a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n")}
 	}
-	for name, mutate := range map[string]func(*ferrofedv1alpha1.Gateway){"quiet-defaults": nil, "quiet-full": full} {
+	// Mutual TLS (exec probes, the client CA and identity volumes), an audit spool
+	// (an emptyDir with a size limit) and a secret mount: the fields each adds to the
+	// applied set are the apiserver's too.
+	mutualTLSAndAudit := func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Port = 8443
+		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "edge-tls",
+			ClientCASecret:            &ferrofedv1alpha1.SecretKeyRef{Name: "clinic-ca", Key: "bundle.pem"},
+			HealthcheckIdentitySecret: ptr.To("edge-healthcheck")}
+		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("2Gi"))}}
+		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-client", MountPath: "/etc/ferrofed/secrets/audit"}}
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\n" +
+			"client_certificate_file = \"/etc/ferrofed/secrets/audit/tls.crt\"\nclient_key_file = \"/etc/ferrofed/secrets/audit/tls.key\"\n" +
+			"[audit.feed]\nurl = \"https://feed.example.org/fhir\"\n")}
+	}
+	for name, mutate := range map[string]func(*ferrofedv1alpha1.Gateway){"quiet-defaults": nil, "quiet-full": full, "quiet-mtls-audit": mutualTLSAndAudit} {
 		t.Run(name+" is reconciled again with zero writes", func(t *testing.T) {
 			key := types.NamespacedName{Namespace: "reconcile", Name: name}
 			if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, mutate)); err != nil {

@@ -14,6 +14,7 @@ package process_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -309,6 +310,7 @@ func floor(b *testing.B, ctx context.Context, n int) (time.Duration, mix) {
 		b.Fatal(err)
 	}
 	before := requestCounts(apiserverMetrics(b, ctx, c))
+	profiled := apiserverProfile(b, ctx, c, "floor", 15*time.Second)
 	start := time.Now()
 	parallel(b, n, func(i int) error {
 		gw := benchGateway("floor", i)
@@ -342,6 +344,7 @@ func floor(b *testing.B, ctx context.Context, n int) (time.Duration, mix) {
 		return c.client.Status().Patch(ctx, gw, patch)
 	})
 	took := time.Since(start)
+	profiled()
 	m := mixSince(b, ctx, c, before)
 	_ = c.env.Stop() // its control plane takes no CPU from the operator's run
 	return took, m
@@ -383,9 +386,11 @@ func runOperator(b *testing.B, ctx context.Context, bin string) figures {
 	op := startOperator(b, ctx, bin, c)
 	var f figures
 	profiled := cpuProfile(b, bin, "reconciles", 15*time.Second)
+	apiserverProfiled := apiserverProfile(b, ctx, c, "operator", 15*time.Second)
 	f.elapsed = createGateways(b, ctx, c, "bench", gateways)
 	f.cpu = op.cpuSeconds()
 	profiled()
+	apiserverProfiled()
 	f.mix = mixSince(b, ctx, c, before)
 	f.writes = writesWhileIdle(b, ctx, c, 10*time.Second)
 	heapProfile(b, bin)
@@ -484,6 +489,32 @@ func benchProcess(b *testing.B, bin string) {
 	if writes != 0 {
 		b.Errorf("the operator wrote %d times while nothing changed", writes)
 	}
+}
+
+// apiserverProfile records the apiserver's CPU profile for d (its /debug/pprof) when
+// FERROFED_BENCH_APISERVER_PPROF is set, into FERROFED_BENCH_PPROF_DIR: where the
+// apiserver's time goes in the floor and in the operator's run. It returns a function
+// that waits for it.
+func apiserverProfile(b *testing.B, ctx context.Context, c *cluster, what string, d time.Duration) func() {
+	if os.Getenv("FERROFED_BENCH_APISERVER_PPROF") == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cs, err := kubernetes.NewForConfig(c.rest)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		data, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + 30*time.Second).DoRaw(ctx)
+		out := filepath.Join(cmp.Or(os.Getenv("FERROFED_BENCH_PPROF_DIR"), os.TempDir()), "kube-apiserver-"+what+"-"+time.Now().Format("150405")+".cpu")
+		if err == nil {
+			err = os.WriteFile(out, data, 0o644)
+		}
+		fmt.Printf("bench: cpu profile of the apiserver (%s): %s (%v)\n", what, out, err)
+	}()
+	return func() { <-done }
 }
 
 // apiserverMetrics reads the apiserver's own /metrics.

@@ -1,0 +1,148 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/applyconfigurations"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	"sigs.k8s.io/yaml"
+)
+
+// How the reconciler knows an owned object is as it would apply it, without reading its
+// spec: every apply configuration carries AnnotationAppliedConfig, the sha256 of the
+// configuration without it, and the apiserver records in the object's managedFields
+// the set of fields FieldOwner applied. When the object carries the annotation of
+// the configuration the reconciler would apply, and FieldOwner still holds exactly the
+// fields that configuration sets, every value FieldOwner set is there: another
+// writer that changes one of them takes it over (an update moves the fields it changes
+// to its own manager; an apply needs force to do so), which leaves FieldOwner's set
+// smaller. So the digest of an owned object (managedSum) is read from its annotation
+// and the raw fieldsV1 of FieldOwner's apply entry, with no structured-merge-diff
+// conversion of the object, and the reconciler computes the same digest of what it
+// would apply (desiredSum) from the field set the apiserver would record for it.
+
+// AnnotationAppliedConfig is set on every object the operator applies: the sha256 of
+// its apply configuration (as JSON, without this annotation).
+const AnnotationAppliedConfig = "ferrofed.io/applied-config"
+
+// annotatable is an apply configuration of an owned kind.
+type annotatable[T any] interface {
+	runtime.ApplyConfiguration
+	WithAnnotations(map[string]string) T
+}
+
+// configDigest is the AnnotationAppliedConfig of ac: the sha256 of ac as JSON.
+func configDigest(ac runtime.ApplyConfiguration) (string, error) {
+	data, err := json.Marshal(ac)
+	if err != nil {
+		return "", fmt.Errorf("encode an apply configuration: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// withApplied is ac with AnnotationAppliedConfig set to sum.
+func withApplied[T annotatable[T]](ac T, sum string) T {
+	return ac.WithAnnotations(map[string]string{AnnotationAppliedConfig: sum})
+}
+
+// managedSum is the digest of live as FieldOwner applied it: its
+// AnnotationAppliedConfig and the fields FieldOwner's apply entry holds. An object
+// without either has the digest of neither, equal to no desiredSum.
+func managedSum(live metav1.Object) string {
+	var fields []byte
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == FieldOwner && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			fields = e.FieldsV1.GetRawBytes()
+		}
+	}
+	return digest(live.GetAnnotations()[AnnotationAppliedConfig], fields)
+}
+
+func digest(applied string, fields []byte) string {
+	h := sha256.New()
+	h.Write([]byte(applied))
+	h.Write([]byte{0})
+	h.Write(fields)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// appliedTypes converts apply configurations of the built-in kinds to typed values with
+// the schema client-go's apply configurations are generated from.
+var appliedTypes = applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+
+// strippedFields are the fields the apiserver never records in a manager's set
+// (apimachinery's managedfields stripMetaManager).
+var strippedFields = fieldpath.NewSet(
+	fieldpath.MakePathOrDie("apiVersion"),
+	fieldpath.MakePathOrDie("kind"),
+	fieldpath.MakePathOrDie("metadata"),
+	fieldpath.MakePathOrDie("metadata", "name"),
+	fieldpath.MakePathOrDie("metadata", "namespace"),
+	fieldpath.MakePathOrDie("metadata", "creationTimestamp"),
+	fieldpath.MakePathOrDie("metadata", "selfLink"),
+	fieldpath.MakePathOrDie("metadata", "uid"),
+	fieldpath.MakePathOrDie("metadata", "clusterName"),
+	fieldpath.MakePathOrDie("metadata", "generation"),
+	fieldpath.MakePathOrDie("metadata", "managedFields"),
+	fieldpath.MakePathOrDie("metadata", "resourceVersion"),
+)
+
+// desiredSum is the managedSum an object has once desired (stamped) is applied to it:
+// its annotation, and the field set the apiserver records for an apply, computed as
+// the apiserver computes it (the configuration read as YAML into an unstructured
+// object, converted to a typed value, its field set without strippedFields).
+func desiredSum(desired runtime.ApplyConfiguration) (string, error) {
+	fields, applied, err := appliedFields(desired)
+	if err != nil {
+		return "", err
+	}
+	return digest(applied, fields), nil
+}
+
+// appliedFields is the fieldsV1 the apiserver records for FieldOwner when desired is
+// applied, and desired's AnnotationAppliedConfig.
+func appliedFields(desired runtime.ApplyConfiguration) ([]byte, string, error) {
+	data, err := json.Marshal(desired)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode an apply configuration: %w", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		return nil, "", fmt.Errorf("read an apply configuration: %w", err)
+	}
+	tv, err := appliedTypes.ObjectToTyped(u, typed.AllowDuplicates)
+	if err != nil {
+		return nil, "", fmt.Errorf("type the apply configuration of %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	set, err := tv.ToFieldSet()
+	if err != nil {
+		return nil, "", fmt.Errorf("the fields of %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	fields, err := set.Difference(strippedFields).ToJSON()
+	if err != nil {
+		return nil, "", fmt.Errorf("the fields of %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return fields, u.GetAnnotations()[AnnotationAppliedConfig], nil
+}
+
+// sameAsLive reports whether live holds what applying desired would make it hold: the
+// same applied configuration, with FieldOwner's fields all its own. A cached owned
+// object holds only its managedSum (managedSumKey, see trimForCache).
+func sameAsLive(live client.Object, desired runtime.ApplyConfiguration) (bool, error) {
+	have, cached := live.GetAnnotations()[managedSumKey]
+	if !cached {
+		have = managedSum(live)
+	}
+	want, err := desiredSum(desired)
+	return err == nil && have == want, err
+}
