@@ -34,8 +34,28 @@ type reviewIn struct {
 		UID       types.UID               `json:"uid"`
 		Kind      metav1.GroupVersionKind `json:"kind"`
 		Operation admissionv1.Operation   `json:"operation"`
-		Object    *Gateway                `json:"object"`
+		Object    *admittedGateway        `json:"object"`
 	} `json:"request"`
+}
+
+// admittedGateway is what the webhook decodes of a reviewed Gateway: what Validate
+// reads (the name for a refusal, the spec, and the recorded drains for their warning),
+// and nothing of the rest, such as the managed fields the apiserver sends along.
+type admittedGateway struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec   GatewaySpec `json:"spec"`
+	Status struct {
+		Drains []DrainRecord `json:"drains"`
+	} `json:"status"`
+}
+
+// gateway is the Gateway of a that Validate sees.
+func (a *admittedGateway) gateway() *Gateway {
+	g := &Gateway{Spec: a.Spec}
+	g.Name, g.Status.Drains = a.Metadata.Name, a.Status.Drains
+	return g
 }
 
 var gatewayKind = metav1.GroupVersionKind{Group: GroupVersion.Group, Version: GroupVersion.Version, Kind: "Gateway"}
@@ -83,7 +103,7 @@ func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // review is the answer to one operation on the object of a review.
-func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, kind metav1.GroupVersionKind, g *Gateway) admissionv1.AdmissionResponse {
+func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, kind metav1.GroupVersionKind, a *admittedGateway) admissionv1.AdmissionResponse {
 	switch op {
 	case admissionv1.Create, admissionv1.Update:
 	case admissionv1.Delete, admissionv1.Connect:
@@ -94,9 +114,10 @@ func (v GatewayValidator) review(ctx context.Context, op admissionv1.Operation, 
 	if kind != gatewayKind {
 		return failed(http.StatusBadRequest, fmt.Errorf("request.kind is %s, this webhook validates %s", kind.String(), gatewayKind.String()))
 	}
-	if g == nil {
+	if a == nil {
 		return failed(http.StatusBadRequest, fmt.Errorf("the %s review has no request.object", op))
 	}
+	g := a.gateway()
 	var warnings []string
 	var err error
 	if op == admissionv1.Create {

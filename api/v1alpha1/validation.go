@@ -21,7 +21,9 @@ import (
 // configuration. It returns the problems as field errors and lifecycle's warnings.
 //
 // A referenced ConfigMap is not read here (admission has no business reading other
-// objects); the controller checks it, with the same functions, before any rollout.
+// objects); the controller checks it, with the same functions, before any rollout. Of
+// the Gateway it reads the name, the spec and status.drains only: the webhook decodes
+// nothing else (admittedGateway).
 func (g *Gateway) Validate() (field.ErrorList, []string) {
 	s := &g.Spec
 	plan := s.Plan()
