@@ -2,7 +2,8 @@
 // run, against envtest, without the test's own clients in the figures:
 //   - 1,000 Gateways: the time until all are reconciled against the floor (a bare
 //     client making the same Gateways and the same owned objects, with server-side
-//     apply, on a fresh control plane of the same run), the process's peak resident
+//     apply, on a fresh control plane, before and after the operator's run, the
+//     ratio against their mean), the process's peak resident
 //     memory (VmHWM) and anonymous memory, the writes it makes once nothing changes,
 //     and the webhook's latency under 50 concurrent server-side dry-run creates; the
 //     requests the apiserver took from the floor and from the operator, by verb and
@@ -442,15 +443,20 @@ func (h hookFigures) serverUnder5msText() string {
 func benchProcess(b *testing.B, bin string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	floorTook, floorMix := floor(b, ctx, gateways)
+	// The floor is measured before and after the operator runs, and the time is
+	// compared with their mean: a shared machine's speed drifts within a run (floors of
+	// 19 s and 30 s in two runs of one hour), and one floor measured only before would
+	// carry that drift into the ratio.
+	floorBefore, floorMix := floor(b, ctx, gateways)
 	// FERROFED_OPERATOR_BASELINE_BIN: another build (e.g. of an older commit) run
-	// against the same floor in the same run, for before/after figures; before the
-	// binary under test, or after it with FERROFED_OPERATOR_BASELINE_LAST=1 (the
-	// second run of a shared machine is often the slower).
+	// between the same floors, for before/after figures; before the binary under test,
+	// or after it with FERROFED_OPERATOR_BASELINE_LAST=1 (the second run of a shared
+	// machine is often the slower).
+	var base *figures
 	baseline := func() {
-		if base := os.Getenv("FERROFED_OPERATOR_BASELINE_BIN"); base != "" {
-			f := runOperator(b, ctx, base)
-			fmt.Printf("bench (baseline %s): %s; %.2f× the floor\n", base, f, f.elapsed.Seconds()/floorTook.Seconds())
+		if bin := os.Getenv("FERROFED_OPERATOR_BASELINE_BIN"); bin != "" {
+			f := runOperator(b, ctx, bin)
+			base = &f
 		}
 	}
 	last := os.Getenv("FERROFED_OPERATOR_BASELINE_LAST") == "1"
@@ -459,7 +465,14 @@ func benchProcess(b *testing.B, bin string) {
 	}
 	f := runOperator(b, ctx, bin)
 	if last {
-		defer baseline()
+		baseline()
+	}
+	floorAfter, _ := floor(b, ctx, gateways)
+	floorTook := (floorBefore + floorAfter) / 2
+	fmt.Printf("bench (floor): %s before the operator, %s after, %s their mean\n",
+		floorBefore.Round(time.Millisecond), floorAfter.Round(time.Millisecond), floorTook.Round(time.Millisecond))
+	if base != nil {
+		fmt.Printf("bench (baseline %s): %s; %.2f× the floor\n", os.Getenv("FERROFED_OPERATOR_BASELINE_BIN"), *base, base.elapsed.Seconds()/floorTook.Seconds())
 	}
 	elapsed, peak, anon, writes, opMix, hook := f.elapsed, f.peak, f.anon, f.writes, f.mix, f.hook
 	b.ReportMetric(elapsed.Seconds(), "s/1000-gateways")
