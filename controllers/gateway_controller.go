@@ -284,17 +284,17 @@ type ownedKind[T any] interface {
 	WithResourceVersion(string) T
 }
 
-// build sets o's desired configuration and its create-only form from make, each
+// build sets o's desired configuration and its create-only form from newConfig, each
 // stamped with AnnotationAppliedConfig (a configuration's With methods change it, so
 // each form is made anew).
-func build[T ownedKind[T]](o *ownedObject, make func() T) error {
-	sum, err := configDigest(make())
+func build[T ownedKind[T]](o *ownedObject, newConfig func() T) error {
+	sum, err := configDigest(newConfig())
 	if err != nil {
 		return err
 	}
-	o.desired = withApplied(make(), sum)
+	o.desired = withApplied(newConfig(), sum)
 	o.createOnly = func() runtime.ApplyConfiguration {
-		return withApplied(make(), sum).WithResourceVersion(createOnlyVersion)
+		return withApplied(newConfig(), sum).WithResourceVersion(createOnlyVersion)
 	}
 	return nil
 }
