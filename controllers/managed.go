@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,8 +79,13 @@ func digest(applied string, fields []byte) string {
 }
 
 // appliedTypes converts apply configurations of the built-in kinds to typed values with
-// the schema client-go's apply configurations are generated from.
-var appliedTypes = applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+// the schema client-go's apply configurations are generated from. It is made on first
+// use: parsing that schema takes tens of milliseconds and megabytes, which every other
+// command of the binary (`ferrofed serve`, the `ferrofed healthcheck` of exec probes)
+// must not pay at start.
+var appliedTypes = sync.OnceValue(func() managedfields.TypeConverter {
+	return applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+})
 
 // strippedFields are the fields the apiserver never records in a manager's set
 // (apimachinery's managedfields stripMetaManager).
@@ -120,7 +127,7 @@ func appliedFields(desired runtime.ApplyConfiguration) ([]byte, string, error) {
 	if err := yaml.Unmarshal(data, &u.Object); err != nil {
 		return nil, "", fmt.Errorf("read an apply configuration: %w", err)
 	}
-	tv, err := appliedTypes.ObjectToTyped(u, typed.AllowDuplicates)
+	tv, err := appliedTypes().ObjectToTyped(u, typed.AllowDuplicates)
 	if err != nil {
 		return nil, "", fmt.Errorf("type the apply configuration of %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
