@@ -469,8 +469,15 @@ func benchProcess(b *testing.B, bin string) {
 	}
 	floorAfter, _ := floor(b, ctx, gateways)
 	floorTook := (floorBefore + floorAfter) / 2
-	fmt.Printf("bench (floor): %s before the operator, %s after, %s their mean\n",
-		floorBefore.Round(time.Millisecond), floorAfter.Round(time.Millisecond), floorTook.Round(time.Millisecond))
+	// How far the machine's speed moved during the run: a mean of two floors that far
+	// apart stands for neither end of the operator's run.
+	drift := math.Abs(floorAfter.Seconds()-floorBefore.Seconds()) / floorTook.Seconds()
+	fmt.Printf("bench (floor): %s before the operator, %s after, %s their mean (%.0f %% apart)\n",
+		floorBefore.Round(time.Millisecond), floorAfter.Round(time.Millisecond), floorTook.Round(time.Millisecond), 100*drift)
+	if drift > 0.15 {
+		fmt.Printf("bench (floor): the machine's speed changed by more than 15 %% during this run: its ratios are not comparable with a steadier run's\n")
+	}
+	b.ReportMetric(drift, "floor-drift")
 	if base != nil {
 		fmt.Printf("bench (baseline %s): %s; %.2f× the floor\n", os.Getenv("FERROFED_OPERATOR_BASELINE_BIN"), *base, base.elapsed.Seconds()/floorTook.Seconds())
 	}
