@@ -239,7 +239,8 @@ type ownedObject struct {
 	uncached bool
 	// createOnly is desired again, made to create the object and fail on any existing
 	// one (see createOnlyVersion): for a cached kind missing from the cache, and for an
-	// uncached kind of a Gateway never reconciled (neverReconciled).
+	// uncached kind of a Gateway never reconciled (neverReconciled). build sets it with
+	// desired.
 	createOnly func() runtime.ApplyConfiguration
 }
 
@@ -285,14 +286,16 @@ type ownedKind[T any] interface {
 }
 
 // build sets o's desired configuration and its create-only form from newConfig, each
-// stamped with AnnotationAppliedConfig (a configuration's With methods change it, so
-// each form is made anew).
+// stamped with AnnotationAppliedConfig, the digest of the configuration before it is
+// stamped. The create-only form is made anew when it is needed: a configuration's With
+// methods change it in place.
 func build[T ownedKind[T]](o *ownedObject, newConfig func() T) error {
-	sum, err := configDigest(newConfig())
+	desired := newConfig()
+	sum, err := configDigest(desired)
 	if err != nil {
 		return err
 	}
-	o.desired = withApplied(newConfig(), sum)
+	o.desired = withApplied(desired, sum)
 	o.createOnly = func() runtime.ApplyConfiguration {
 		return withApplied(newConfig(), sum).WithResourceVersion(createOnlyVersion)
 	}
@@ -342,7 +345,7 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, changed *changes) error {
 	kind, name, live, desired := o.kind, gw.Name, o.live, o.desired
 	key := client.ObjectKeyFromObject(gw)
-	if o.uncached && o.createOnly != nil && neverReconciled(gw) {
+	if o.uncached && neverReconciled(gw) {
 		// An uncached kind costs a read from the apiserver: for a Gateway that has
 		// never been reconciled the object is created create-only at once, and read
 		// only when one of that name exists.
@@ -356,7 +359,7 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		// without the label must be seen before it is taken over. Created create-only
 		// first, it is read only when it exists; a Gateway already told of a name
 		// conflict reads first, so that its rechecks write nothing.
-		if o.createOnly != nil && readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
+		if readyReason(gw.Status) != ferrofedv1alpha1.ReasonNameConflict {
 			if done, err := r.createOnly(ctx, gw, o, changed); done {
 				return err
 			}

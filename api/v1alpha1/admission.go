@@ -25,8 +25,8 @@ import (
 const MaxReviewBytes = 7 << 20
 
 // reviewIn is the part of an admission.k8s.io/v1 AdmissionReview the Gateway webhook
-// reads, decoded in one pass with the object as a Gateway; the old object of an update
-// is not decoded, since a Gateway is validated as a whole (ValidateUpdate).
+// reads, decoded in one pass with the object as an admittedGateway; the old object of
+// an update is not decoded, since a Gateway is validated as a whole (ValidateUpdate).
 type reviewIn struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -63,9 +63,9 @@ var gatewayKind = metav1.GroupVersionKind{Group: GroupVersion.Group, Version: Gr
 // ServeHTTP answers the apiserver's AdmissionReview (admission.k8s.io/v1) of a Gateway,
 // as controller-runtime's validating webhook answers it (the same verdicts, codes,
 // field causes and warnings; TestHandlerAnswersAsControllerRuntime), decoding less:
-// the review once, with its object left raw, then the Gateway once, and for an update
-// not the old Gateway at all. A review that cannot be read is answered allowed=false
-// with code 400 naming what is wrong; a panic, with code 500.
+// the review in one pass, of its Gateway only what Validate reads (admittedGateway),
+// and for an update not the old Gateway at all. A review that cannot be read is
+// answered allowed=false with code 400 naming what is wrong; a panic, with code 500.
 func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var uid types.UID
 	defer func() {
