@@ -386,7 +386,7 @@ func runOperator(b *testing.B, ctx context.Context, bin string) figures {
 	before := requestCounts(apiserverMetrics(b, ctx, c))
 	op := startOperator(b, ctx, bin, c)
 	var f figures
-	profiled := cpuProfile(b, bin, "reconciles", 15*time.Second)
+	profiled := cpuProfile(bin, "reconciles", 15*time.Second)
 	apiserverProfiled := apiserverProfile(b, ctx, c, "operator", 15*time.Second)
 	f.elapsed = createGateways(b, ctx, c, "bench", gateways)
 	f.cpu = op.cpuSeconds()
@@ -394,7 +394,7 @@ func runOperator(b *testing.B, ctx context.Context, bin string) figures {
 	apiserverProfiled()
 	f.mix = mixSince(b, ctx, c, before)
 	f.writes = writesWhileIdle(b, ctx, c, 10*time.Second)
-	heapProfile(b, bin)
+	heapProfile(bin)
 	f.hook = webhookLatency(b, ctx, c, op, bin)
 	f.peak, f.anon = op.peaks()
 	return f
@@ -403,27 +403,10 @@ func runOperator(b *testing.B, ctx context.Context, bin string) figures {
 // heapProfile saves the operator's heap profile at steady state, when
 // FERROFED_BENCH_PPROF names the address its pprof endpoint listens on, into
 // FERROFED_BENCH_PPROF_DIR (default the temporary directory), named after the binary.
-func heapProfile(b *testing.B, bin string) {
-	addr := os.Getenv("FERROFED_BENCH_PPROF")
-	if addr == "" {
-		return
+func heapProfile(bin string) {
+	if addr := os.Getenv("FERROFED_BENCH_PPROF"); addr != "" {
+		saveProfile(filepath.Base(bin), "steady-state", "heap", fromPprof(addr, "heap?gc=1"))()
 	}
-	dir := os.Getenv("FERROFED_BENCH_PPROF_DIR")
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		b.Logf("heap profile: %v", err)
-		return
-	}
-	defer resp.Body.Close()
-	out := filepath.Join(dir, filepath.Base(bin)+"-"+time.Now().Format("150405")+".heap")
-	data, err := io.ReadAll(resp.Body)
-	if err == nil {
-		err = os.WriteFile(out, data, 0o644)
-	}
-	fmt.Printf("bench: heap profile of %s at steady state: %s (%v)\n", bin, out, err)
 }
 
 func (f figures) String() string {
@@ -519,22 +502,14 @@ func apiserverProfile(b *testing.B, ctx context.Context, c *cluster, what string
 	if os.Getenv("FERROFED_BENCH_APISERVER_PPROF") == "" {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cs, err := kubernetes.NewForConfig(c.rest)
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		data, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + 30*time.Second).DoRaw(ctx)
-		out := filepath.Join(cmp.Or(os.Getenv("FERROFED_BENCH_PPROF_DIR"), os.TempDir()), "kube-apiserver-"+what+"-"+time.Now().Format("150405")+".cpu")
-		if err == nil {
-			err = os.WriteFile(out, data, 0o644)
-		}
-		fmt.Printf("bench: cpu profile of the apiserver (%s): %s (%v)\n", what, out, err)
-	}()
-	return func() { <-done }
+	cs, err := kubernetes.NewForConfig(c.rest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return saveProfile("kube-apiserver", what, "cpu", func() ([]byte, error) {
+		return cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(int(d.Seconds()))).
+			Timeout(d + 30*time.Second).DoRaw(ctx)
+	})
 }
 
 // apiserverMetrics reads the apiserver's own /metrics.
@@ -729,31 +704,41 @@ func operatorMetrics(b *testing.B, op *operator) string {
 }
 
 // cpuProfile records the operator's CPU profile for d when FERROFED_BENCH_PPROF is
-// set, into FERROFED_BENCH_PPROF_DIR; it returns a function that waits for it.
-func cpuProfile(b *testing.B, bin, what string, d time.Duration) func() {
+// set (its pprof address); it returns a function that waits for it.
+func cpuProfile(bin, what string, d time.Duration) func() {
 	addr := os.Getenv("FERROFED_BENCH_PPROF")
 	if addr == "" {
 		return func() {}
 	}
+	return saveProfile(filepath.Base(bin), what, "cpu", fromPprof(addr, fmt.Sprintf("profile?seconds=%d", int(d.Seconds()))))
+}
+
+// fromPprof reads a profile from the operator's pprof endpoint at addr.
+func fromPprof(addr, profile string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/" + profile)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	}
+}
+
+// saveProfile runs fetch, which records a profile of process, in the background, and
+// writes the profile into FERROFED_BENCH_PPROF_DIR (default the temporary directory),
+// named after process, what and the time, with the extension ext; it returns a
+// function that waits for it.
+func saveProfile(process, what, ext string, fetch func() ([]byte, error)) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
-		if err != nil {
-			b.Logf("cpu profile: %v", err)
-			return
-		}
-		defer resp.Body.Close()
-		dir := os.Getenv("FERROFED_BENCH_PPROF_DIR")
-		if dir == "" {
-			dir = os.TempDir()
-		}
-		out := filepath.Join(dir, filepath.Base(bin)+"-"+what+"-"+time.Now().Format("150405")+".cpu")
-		data, err := io.ReadAll(resp.Body)
+		out := filepath.Join(cmp.Or(os.Getenv("FERROFED_BENCH_PPROF_DIR"), os.TempDir()), process+"-"+what+"-"+time.Now().Format("150405")+"."+ext)
+		data, err := fetch()
 		if err == nil {
 			err = os.WriteFile(out, data, 0o644)
 		}
-		fmt.Printf("bench: cpu profile of %s (%s): %s (%v)\n", bin, what, out, err)
+		fmt.Printf("bench: %s profile of %s (%s): %s (%v)\n", ext, process, what, out, err)
 	}()
 	return func() { <-done }
 }
@@ -806,7 +791,7 @@ func webhookLatency(b *testing.B, ctx context.Context, c *cluster, op *operator,
 	h0 := webhookBuckets(apiserverMetrics(b, ctx, c))
 	m0 := operatorMetrics(b, op)
 	s0 := serverBuckets(m0)
-	profiled := cpuProfile(b, bin, "dry-run-creates", 5*time.Second)
+	profiled := cpuProfile(bin, "dry-run-creates", 5*time.Second)
 	lat := make([][]time.Duration, dryRunClients)
 	var wg sync.WaitGroup
 	for w := range dryRunClients {
