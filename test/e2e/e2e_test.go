@@ -385,15 +385,7 @@ func (s *e2e) gatewayReady(t *testing.T) {
 		ok, detail := rollout.RolledOut(dep)
 		return ok, detail, nil
 	})
-	eventually(t, time.Minute, "the Gateway's Ready condition", func(ctx context.Context) (bool, string, error) {
-		gw, err := s.c.getGateway(ctx, cfg.namespace, gatewayName)
-		if err != nil {
-			return false, "", err
-		}
-		s.gateway = gw
-		st, reason := rollout.Condition(gw, "Ready")
-		return st == "True", "Ready=" + st + " " + reason, nil
-	})
+	s.gateway = s.readyGateway(t, gatewayName, time.Minute)
 	c := dep.Spec.Template.Spec.Containers[0]
 	base := strings.TrimSuffix(stringAt(s.gateway, "spec", "basePath"), "/")
 	for _, p := range []struct {

@@ -132,18 +132,23 @@ func (s *e2e) quickGateway(t *testing.T, name, inline string, bindingsDrain time
 			_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 		}
 	})
-	eventually(t, cfg.stepTimeout, "Gateway "+name+" Ready", func(ctx context.Context) (bool, string, error) {
-		gw, err := s.c.getGateway(ctx, cfg.namespace, name)
+	return s.readyGateway(t, name, cfg.stepTimeout)
+}
+
+// readyGateway waits up to timeout until the Gateway name reports Ready=True, and
+// returns it as it was read then.
+func (s *e2e) readyGateway(t *testing.T, name string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	var gw *unstructured.Unstructured
+	eventually(t, timeout, "Gateway "+name+" Ready", func(ctx context.Context) (bool, string, error) {
+		got, err := s.c.getGateway(ctx, cfg.namespace, name)
 		if err != nil {
 			return false, "", err
 		}
-		st, reason := rollout.Condition(gw, "Ready")
+		gw = got
+		st, reason := rollout.Condition(got, "Ready")
 		return st == "True", "Ready=" + st + " " + reason, nil
 	})
-	gw, err := s.c.getGateway(ctx, cfg.namespace, name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return gw
 }
 

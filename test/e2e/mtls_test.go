@@ -72,19 +72,8 @@ func (s *e2e) mutualTLS(t *testing.T) {
 	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, mtlsGatewayName, spec)); err != nil {
 		t.Fatalf("create Gateway: %v", err)
 	}
-	eventually(t, cfg.stepTimeout, "the mutual-TLS Gateway Ready", func(ctx context.Context) (bool, string, error) {
-		gw, err := s.c.getGateway(ctx, cfg.namespace, mtlsGatewayName)
-		if err != nil {
-			return false, "", err
-		}
-		st, reason := rollout.Condition(gw, "Ready")
-		return st == "True", "Ready=" + st + " " + reason, nil
-	})
+	gw := s.readyGateway(t, mtlsGatewayName, cfg.stepTimeout)
 	ready := time.Since(created)
-	gw, err := s.c.getGateway(ctx, cfg.namespace, mtlsGatewayName)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Ready through exec probes: the pod carries no HTTP probe at all.
 	pods, err := s.c.kube.CoreV1().Pods(cfg.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + mtlsGatewayName})
 	if err != nil || len(pods.Items) != 1 {

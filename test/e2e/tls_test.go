@@ -113,18 +113,7 @@ func (s *e2e) tlsRotation(t *testing.T) {
 	if err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, tlsGatewayName, spec)); err != nil {
 		t.Fatalf("create Gateway: %v", err)
 	}
-	eventually(t, cfg.stepTimeout, "the TLS Gateway Ready", func(ctx context.Context) (bool, string, error) {
-		gw, err := s.c.getGateway(ctx, cfg.namespace, tlsGatewayName)
-		if err != nil {
-			return false, "", err
-		}
-		st, reason := rollout.Condition(gw, "Ready")
-		return st == "True", "Ready=" + st + " " + reason, nil
-	})
-	gw, err := s.c.getGateway(ctx, cfg.namespace, tlsGatewayName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := s.readyGateway(t, tlsGatewayName, cfg.stepTimeout)
 	svc, err := s.c.ownedService(ctx, gw)
 	if err != nil {
 		t.Fatal(err)
