@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# A real single-node Kubernetes on this machine, for `make e2e` (see
-# ../shared/LOCAL-CLUSTER.md for the facts it is built from).
+# A real single-node Kubernetes on this machine, for `make e2e`.
 #
 #   hack/local-cluster.sh up       build (once, cached), start, wait for the node, import images
 #   hack/local-cluster.sh down     stop everything `up` started and restore the host (idempotent)

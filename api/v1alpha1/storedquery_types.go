@@ -78,7 +78,7 @@ const (
 	ReasonGatewayNotFound = "GatewayNotFound"
 )
 
-// StoredQuery is a named query template of a Gateway (DESIGN §2.9): the operator
+// StoredQuery is a named query template of a Gateway: the operator
 // renders every StoredQuery naming a Gateway into the ConfigMap <gateway>-stored-queries,
 // which every pod of the Gateway mounts as its stored-query store, so that every
 // replica has the same queries. A gateway whose store is this ConfigMap answers an

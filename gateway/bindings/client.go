@@ -25,8 +25,8 @@ const (
 var ErrResponseTooLarge = errors.New("binding: answer larger than the binding's cap")
 
 // Rule is a binding's state rule: the state one exchange observed, from whether an
-// answer came back and its status (the seed, key by key). dependencies.FromHTTP is
-// the common one.
+// answer came back and its status (each binding's table in docs/bindings.md).
+// dependencies.FromHTTP is the common one.
 type Rule func(answered bool, status int) dependencies.State
 
 // ClientOptions shape one binding's client.

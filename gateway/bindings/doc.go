@@ -1,4 +1,4 @@
-// Package binding is what every binding of the gateway is built from (DESIGN §2.8):
+// Package binding is what every binding of the gateway is built from (docs/bindings.md):
 // an outbound client with its own budget, a cap on what it reads and no redirects,
 // credentials from files, the binding's state rule applied to the dependency tracker
 // from each exchange, the metrics of its exchanges, and a Surface that stops the

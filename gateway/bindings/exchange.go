@@ -74,11 +74,12 @@ func expired(ctx context.Context, err error) bool {
 	return errors.As(err, &te) && te.Timeout()
 }
 
-// State is the state the exchange observed of its service under the seed's rule for
-// the patient-scoped bindings: an answer below 500 is up (whatever it said), a 5xx is
-// failing, no answer (refused, reset, past the budget) is down, and an exchange whose
-// audit record could not be stored (stored false) is failing. ok is false for an
-// exchange that never left the gateway: it changes nothing.
+// State is the state the exchange observed of its service under the common rule of the
+// patient-scoped bindings (docs/bindings.md, "The dependency report"): an answer below
+// 500 is up (whatever it said), a 5xx is failing, no answer (refused, reset, past the
+// budget) is down, and an exchange whose audit record could not be stored (stored
+// false) is failing. ok is false for an exchange that never left the gateway: it
+// changes nothing.
 func (e Exchange) State(stored bool) (s dependencies.State, ok bool) {
 	switch {
 	case !e.Sent:

@@ -27,7 +27,7 @@ const (
 	AuditServe = "serve"
 )
 
-// Defaults and limits of [audit] (BINDINGS.md §2.6, §4.2).
+// Defaults and limits of [audit] (docs/audit-spool.md).
 const (
 	DefaultAuditTimeoutMS = 5000
 	MaxAuditTimeoutMS     = 60000
@@ -42,7 +42,7 @@ const (
 	MaxBearerTokenBytes = 16 << 10
 )
 
-// Audit is the [audit] table (BINDINGS.md §2.6). Absent, nothing is audited and the
+// Audit is the [audit] table (docs/audit-spool.md). Absent, nothing is audited and the
 // report has neither audit_repository nor audit_feed.
 type Audit struct {
 	// Destination is "log" (the default) or "repository".

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The [registry.mcsd] table (BINDINGS.md §2.5): the member registry read from an IHE
+// The [registry.mcsd] table (docs/bindings.md#directory): the member registry read from an IHE
 // mCSD directory instead of [[registry.members]]. An initial ITI-90 load, then ITI-91
 // refreshes on an interval; each candidate registry is checked by the rules of
 // [[registry.members]] (MemberProblems) and the rest of the configuration against it
@@ -20,7 +20,7 @@ const (
 	MinDirectoryRefreshIntervalMS = 100
 	MaxDirectoryRefreshIntervalMS = 86400000
 	MaxDirectoryTimeoutMS         = 300000
-	// MaxDirectoryMembers bounds the members one directory may name (BINDINGS.md: 5,000).
+	// MaxDirectoryMembers bounds the members one directory may name.
 	MaxDirectoryMembers = 5000
 )
 

@@ -6,7 +6,7 @@ import (
 	"os"
 )
 
-// Defaults and limits of the [federation] table (DESIGN §2.7).
+// Defaults and limits of the [federation] table (docs/data-plane.md).
 const (
 	// DefaultCount is the page size of a federated search without _count.
 	DefaultCount = 20

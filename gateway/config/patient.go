@@ -9,7 +9,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
-// The tables of the patient-scoped bindings (BINDINGS.md §1, §2.1–2.4): [pdqm]
+// The tables of the patient-scoped bindings (docs/bindings.md): [pdqm]
 // (demographics), [resolver], [consent] and [localizer]. Each is off when absent, and
 // its key in the dependency report is then absent too.
 
@@ -30,7 +30,7 @@ const (
 // ActReason code system, as system|code.
 const DefaultPurposeOfUse = "http://terminology.hl7.org/CodeSystem/v3-ActReason|TREAT"
 
-// Defaults and limits of the binding tables (BINDINGS.md's proposals).
+// Defaults and limits of the binding tables (the README's Limits table lists them).
 const (
 	DefaultPDQmTimeoutMS         = 2000
 	DefaultResolverTimeoutMS     = 2000

@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// The [pmir] table (BINDINGS.md §2.7, DESIGN §2.8): the identity feed. The gateway
+// The [pmir] table (docs/bindings.md, "Identity feed"): the identity feed. The gateway
 // holds an IHE PMIR ITI-94 Subscription at a Patient Identity Registry, checks it on
 // an interval, deletes it in drain step 4, and receives the ITI-93 feed messages the
 // registry posts to the subscription's channel endpoint. Absent, the report has
 // neither identity_registry nor identity_registry_fault.
 
-// Defaults and limits of [pmir] (BINDINGS.md §2.7's proposals).
+// Defaults and limits of [pmir].
 const (
 	DefaultPMIRCheckIntervalMS = 60000
 	// MinPMIRCheckIntervalMS and MaxPMIRCheckIntervalMS bound pmir.check_interval_ms:

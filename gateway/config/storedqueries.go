@@ -8,7 +8,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 )
 
-// Defaults and limits of [stored_queries] (DESIGN §2.9, BINDINGS.md §2.8).
+// Defaults and limits of [stored_queries] (docs/bindings.md, "Stored queries").
 const (
 	// DefaultDriftIntervalMS is how often the members' copies are checked (5 minutes).
 	DefaultDriftIntervalMS = 300000

@@ -5,7 +5,7 @@ import "maps"
 // SetServiceFunc makes name a live key of the report: its state is f's answer at each
 // Report (and each scrape of the metric), not the last observation. A binding whose
 // state is a property of something it holds, rather than of its last exchange, uses
-// it: the audit spool is read at each report request (BINDINGS.md §2.6). f must be
+// it: the audit spool is read at each report request (docs/audit-spool.md). f must be
 // cheap and must not call back into the tracker. It replaces any recorded state of
 // the same name; RemoveService drops it.
 func (t *Tracker) SetServiceFunc(name string, f func() State) {

@@ -130,9 +130,10 @@ type Report struct {
 	Faults map[string]string
 }
 
-// MarshalJSON writes the report in the seed's shape: "endpoints" as an object, each
-// binding as a top-level key, each fault as "<binding>_fault". Keys are sorted (by
-// encoding/json for maps, explicitly here for the top level) so bodies are stable.
+// MarshalJSON writes the report in the shape of
+// docs/bindings.md#the-dependency-report: "endpoints" as an object, each binding as a
+// top-level key, each fault as "<binding>_fault". Keys are sorted (by encoding/json
+// for maps, explicitly here for the top level) so bodies are stable.
 func (r Report) MarshalJSON() ([]byte, error) {
 	top := make(map[string]any, 1+len(r.Services)+len(r.Faults))
 	endpoints := r.Endpoints

@@ -16,7 +16,7 @@ var xmlTypes = []string{"application/fhir+xml", "application/xml+fhir", "applica
 // jsonTypes are the media types (and _format values) of FHIR JSON.
 var jsonTypes = []string{"application/fhir+json", "application/json+fhir", "application/json", "json", "*/*", "application/*"}
 
-// acceptable reports whether the client can take FHIR JSON (DESIGN §2.7: the data
+// acceptable reports whether the client can take FHIR JSON (docs/data-plane.md: the data
 // plane is JSON, XML is a 406). _format wins over Accept, as FHIR says. anyType makes
 // only an XML-only request unacceptable (the routed path, where a member may answer
 // a Binary of any type); otherwise an Accept must allow JSON.

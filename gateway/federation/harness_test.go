@@ -225,7 +225,7 @@ func (h *harness) do(ctx context.Context, method, path, authorization string, he
 
 // checkR4 validates every FHIR JSON answer of the gateway against HL7's R4 JSON
 // schema: with strict_fhir it must be valid R4; without it the one problem allowed is
-// meta.federation (DESIGN §2.7).
+// meta.federation (docs/data-plane.md, "A federated search").
 func (h *harness) checkR4(what string, res *http.Response, body []byte) {
 	h.t.Helper()
 	if res.Header.Get("Content-Type") != FHIRJSON || len(body) == 0 || body[0] != '{' {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The _sort keys the gateway can merge (DESIGN §2.7, docs/data-plane.md): each reads
+// The _sort keys the gateway can merge (docs/data-plane.md): each reads
 // one value of the resources the members answer, so that the members' sorted pages
 // can be merged into one order. Any other key is refused with a 400: a merge on a
 // value the gateway cannot read would be a wrong order, answered as if right.

@@ -325,7 +325,7 @@ func (s *Surface) Checks() []health.Check {
 // group carries the server's readiness gate and request deadline.
 //
 // Every path under /fhir and /nodes is the surface's, so that whatever is not a
-// success there is an OperationOutcome (DESIGN §2.7): an unknown route a 404, a
+// success there is an OperationOutcome (docs/data-plane.md): an unknown route a 404, a
 // method a 405, XML a 406.
 func (s *Surface) RegisterDataPlane(g *gin.RouterGroup) {
 	g.Any("/fhir", s.handleFHIR)

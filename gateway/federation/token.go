@@ -13,7 +13,7 @@ import (
 	"strings"
 )
 
-// The continuation token of a federated search's next link (DESIGN §2.7): each
+// The continuation token of a federated search's next link (docs/data-plane.md): each
 // member's position, authenticated with the gateway's page token key, so that a
 // replica that shares the key can serve the next page and nobody else can write one.
 //

@@ -1,4 +1,4 @@
-// Package storedquery is the gateway's stored queries (DESIGN §2.9, BINDINGS.md §2.8):
+// Package storedquery is the gateway's stored queries (docs/bindings.md#stored-queries):
 // named query templates, each a FHIR OperationDefinition of kind query carrying an
 // application/x-fhir-query template, kept in a directory every replica reads
 // ([stored_queries] dir), managed on the operator surface ({base}/operator/stored-queries),
@@ -28,7 +28,7 @@ import (
 // Limits of one stored query.
 const (
 	// MaxDefinitionBytes bounds one OperationDefinition, as uploaded and as read from
-	// the store (64 KiB, BINDINGS.md §2.8).
+	// the store (64 KiB).
 	MaxDefinitionBytes = 64 << 10
 	// MaxTemplateBytes bounds its template: the search it expands to is held to
 	// limits.max_query_bytes after substitution anyway.

@@ -36,7 +36,7 @@ func (r recording) CallMember(ctx context.Context, id, method, path string, body
 	return r.members.CallMember(ctx, id, method, path, body, maxBody)
 }
 
-// Limits of the member calls (BINDINGS.md §2.8).
+// Limits of the member calls (docs/bindings.md, "Stored queries").
 const (
 	// CallTimeout bounds each member call.
 	CallTimeout = 5 * time.Second

@@ -246,7 +246,7 @@ func TestPublishedExamples(t *testing.T) {
 	})
 }
 
-// ferrofed is the request the consent binding sends (BINDINGS.md §2.3).
+// ferrofed is the request the consent binding sends (docs/bindings.md, "Consent").
 func ferrofed(patient, purpose string, members ...string) string {
 	var items []string
 	for _, m := range members {

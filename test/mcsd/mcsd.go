@@ -1,6 +1,6 @@
 // Package mcsd is an IHE mCSD Care Services Selective and Update Supplier for tests
-// (BINDINGS.md §2.5): a real HTTP server on loopback that holds Organizations and
-// Endpoints with their versions and answers
+// (docs/bindings.md, "Directory"): a real HTTP server on loopback that holds
+// Organizations and Endpoints with their versions and answers
 //
 //   - ITI-90 `GET [base]/Organization?active=true&_include=Organization:endpoint&_count=n`
 //     (and `GET [base]/Endpoint?_count=n`) with searchset Bundles, paged by `next`

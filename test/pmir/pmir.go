@@ -1,4 +1,4 @@
-// Package pmir is an IHE PMIR Patient Identity Registry for tests (BINDINGS.md §2.7): a
+// Package pmir is an IHE PMIR Patient Identity Registry for tests (docs/bindings.md): a
 // real HTTP server on loopback that holds Subscriptions as ITI-94 says and can send
 // an ITI-93 Mobile Patient Identity Feed message to a subscription's endpoint.
 //

@@ -26,17 +26,17 @@ import (
 	"github.com/ferrofed/ferrofed/test/members"
 )
 
-// The SIGKILL test of BINDINGS.md §4.3 on the real binary: 200 federated requests,
-// each with a unique marker in its query, against `ferrofed serve` with [audit] to a
-// repository double. Each of 5 rounds (kill points drawn from a printed seed) has a
-// phase A, the repository down (503): the spool grows, and the gateway is killed
-// with SIGKILL while requests are in flight; and a phase B, restarted with the
-// repository holding every delivery after reading it: the gateway is killed while
-// deliveries are in flight. Phase C restarts it with the repository healthy. Every
-// request answered 200 before a kill must have its event delivered at least once,
-// duplicates within what was in flight at the kills, the quarantine empty; the states
-// seen degraded in A and B, up at the end. Set FERROFED_SIGKILL_SEED to replay a
-// seed.
+// The SIGKILL test of the audit spool (docs/audit-spool.md) on the real binary: 200
+// federated requests, each with a unique marker in its query, against `ferrofed serve`
+// with [audit] to a repository double. Each of 5 rounds (kill points drawn from a
+// printed seed) has a phase A, the repository down (503): the spool grows, and the
+// gateway is killed with SIGKILL while requests are in flight; and a phase B,
+// restarted with the repository holding every delivery after reading it: the gateway
+// is killed while deliveries are in flight. Phase C restarts it with the repository
+// healthy. Every request answered 200 before a kill must have its event delivered at
+// least once, duplicates within what was in flight at the kills, the quarantine empty;
+// the states seen degraded in A and B, up at the end. Set FERROFED_SIGKILL_SEED to
+// replay a seed.
 func TestSIGKILLLosesNoAuditRecord(t *testing.T) {
 	const (
 		rounds   = 5

@@ -1,4 +1,4 @@
-// Package audit is the gateway's audit trail (issue 12, BINDINGS.md §2.6): one BALP
+// Package audit is the gateway's audit trail (docs/audit-spool.md): one BALP
 // AuditEvent (FHIR R4) per access of the data plane, built by Event, a pure function,
 // and stored by Trail.Record before the access is made.
 //

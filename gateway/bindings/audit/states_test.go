@@ -11,9 +11,10 @@ import (
 	"github.com/ferrofed/ferrofed/test/crashfs"
 )
 
-// Each row of the state table (BINDINGS.md §2.6, the seed's audit_repository and
-// audit_feed) through the real route, GET {base}/operator/dependencies, with the
-// repository double driving the spool's condition.
+// Each row of the state table of audit_repository and audit_feed (docs/audit-spool.md,
+// "The state of audit_repository and audit_feed") through the real route, GET
+// {base}/operator/dependencies, with the repository double driving the spool's
+// condition.
 func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 	cases := []struct {
 		name string

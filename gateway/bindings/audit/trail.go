@@ -21,7 +21,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
 
-// The report keys of the destinations (the seed's names), also their binding names.
+// The report keys of the destinations, also their binding names.
 const (
 	KeyRepository = "audit_repository"
 	KeyFeed       = "audit_feed"

@@ -1,5 +1,5 @@
 // Package authzen is the consent pre-filter of the gateway ([consent], report key
-// "consent", BINDINGS.md §2.3): one OpenID AuthZEN Authorization API 1.0 Access
+// "consent", docs/bindings.md#consent): one OpenID AuthZEN Authorization API 1.0 Access
 // Evaluations call per patient-scoped search, `POST [url]/access/v1/evaluations`, with
 // the requester as subject, the query and consent.purpose_of_use as action, the
 // patient and the searched type as context, and one evaluation per candidate member

@@ -11,8 +11,8 @@ import (
 )
 
 // A consent question whose budget was spent before it left the gateway sends nothing
-// and changes nothing: the seed's "a request that never left the gateway changes
-// nothing". It still fails closed.
+// and changes nothing (docs/bindings.md, "The dependency report": a request that
+// never left the gateway changes nothing). It still fails closed.
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
 	pdp := testauthzen.Start(t, testauthzen.Options{Rules: []testauthzen.Rule{{Permit: true}}})
 	c, err := authzen.New(authzen.Options{Service: config.BindingService{URL: pdp.URL}, PurposeOfUse: config.DefaultPurposeOfUse})

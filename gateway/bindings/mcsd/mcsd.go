@@ -1,6 +1,7 @@
-// Package mcsd is the gateway's mCSD Care Services Selective Consumer (BINDINGS.md
-// §2.5): the member registry read from an IHE mCSD directory ([registry.mcsd]) instead
-// of [[registry.members]]. It loads the directory once with ITI-90 (`GET
+// Package mcsd is the gateway's mCSD Care Services Selective Consumer
+// (docs/bindings.md, "Directory"): the member registry read from an IHE mCSD
+// directory ([registry.mcsd]) instead of [[registry.members]]. It loads the directory
+// once with ITI-90 (`GET
 // [url]/Organization?active=true&_include=Organization:endpoint&_count=100`, every
 // page), then refreshes it with ITI-91 (`GET [url]/Organization/_history?_since=…` and
 // `GET [url]/Endpoint/_history?_since=…`, every page) on refresh_interval_ms.
@@ -91,7 +92,7 @@ const ProfileQuery = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.
 // Lookback is what the next _since is moved back by, against clock skew.
 const Lookback = 60 * time.Second
 
-// Limits bound what one refresh reads (BINDINGS.md §2.5).
+// Limits bound what one refresh reads.
 type Limits struct {
 	// Count is the _count asked of each page; default 100.
 	Count int

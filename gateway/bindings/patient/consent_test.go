@@ -16,8 +16,8 @@ import (
 
 const aliceByID = mpi + "|MRN-1"
 
-// Every row of the consent pre-filter's state table (BINDINGS.md §2.3, the seed's "A
-// call to the consent pre-filter updates consent") drives the AuthZEN double, read
+// Every row of the consent pre-filter's state table (docs/bindings.md, "Consent", and
+// the README's table of the patient-scoped keys) drives the AuthZEN double, read
 // through GET {base}/operator/dependencies.
 func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 	permitA := []authzen.Rule{{Resource: "a", Patient: aliceByID, Permit: true}}

@@ -25,8 +25,8 @@ func supplier() testpdqm.Options {
 	}}
 }
 
-// Every row of the demographics state table (BINDINGS.md §2.2, the seed's "A call to
-// the PDQm Supplier updates demographics") drives the PDQm double, read through GET
+// Every row of the demographics state table (docs/bindings.md, "Demographics", and the
+// README's table of the patient-scoped keys) drives the PDQm double, read through GET
 // {base}/operator/dependencies, with what the client got and which members were asked.
 func TestTheDemographicsStatesThroughTheDependencyReport(t *testing.T) {
 	all := []string{"a", "b", "c"}

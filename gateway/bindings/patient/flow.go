@@ -1,10 +1,10 @@
-// Package patient is the flow of a patient-scoped search (BINDINGS.md §1, DESIGN
-// §2.7): for a search that names a patient (patient=, subject=, patient.identifier=,
-// or Patient?identifier=), the configured bindings run before the fan-out, in the
-// order demographics → resolver → consent → localizer, each within its own budget and
-// all within the request's, and the result is a plan: which members are asked, each
-// with its own local patient reference, and which are excluded, by which step. A
-// member a step drops is never contacted.
+// Package patient is the flow of a patient-scoped search
+// (docs/bindings.md#the-patient-scoped-flow): for a search that names a patient
+// (patient=, subject=, patient.identifier=, or Patient?identifier=), the configured
+// bindings run before the fan-out, in the order demographics → resolver → consent →
+// localizer, each within its own budget and all within the request's, and the result
+// is a plan: which members are asked, each with its own local patient reference, and
+// which are excluded, by which step. A member a step drops is never contacted.
 //
 // # Caches
 //

@@ -30,8 +30,8 @@ func responding() testxcpd.Options {
 	}}
 }
 
-// Every row of the localizer's state table (BINDINGS.md §2.4, the seed's "A call to
-// the localizer updates localizer") drives the XCPD double, read through GET
+// Every row of the localizer's state table (docs/bindings.md, "Localizer", and the
+// README's table of the patient-scoped keys) drives the XCPD double, read through GET
 // {base}/operator/dependencies. The localizer fails open: whatever goes wrong, every
 // permitted member is asked, within the request's budget; the hostile answers are
 // refused with no panic.

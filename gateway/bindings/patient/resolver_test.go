@@ -38,9 +38,10 @@ func resolverTable(p *pixm.Server, extra string) string {
 	return fmt.Sprintf("[resolver]\nurl = %q\n%s", p.URL, extra)
 }
 
-// Every row of the resolver's state table (BINDINGS.md §2.1, the seed's "A resolution
-// updates resolver") drives the PIXm double and is read through GET
-// {base}/operator/dependencies, with what the client got and which members were asked.
+// Every row of the resolver's state table (docs/bindings.md, "Resolver", and the
+// README's table of the patient-scoped keys) drives the PIXm double and is read
+// through GET {base}/operator/dependencies, with what the client got and which members
+// were asked.
 func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 	cases := []struct {
 		name string

@@ -1,8 +1,9 @@
-// Package pdqm is the PDQm Patient Demographics Consumer of the gateway (BINDINGS.md
-// §2.2), the demographics step ([pdqm], report key "demographics"): one IHE ITI-78
-// query, `GET [url]/Patient?<the patient's criteria>&_count=5`, classified after the
-// merged records are dropped as no match, one match, or an ambiguous match. Five
-// entries are enough to tell one from several after merges; no next link is followed.
+// Package pdqm is the PDQm Patient Demographics Consumer of the gateway
+// (docs/bindings.md, "Demographics"), the demographics step ([pdqm], report key
+// "demographics"): one IHE ITI-78 query, `GET [url]/Patient?<the patient's
+// criteria>&_count=5`, classified after the merged records are dropped as no match,
+// one match, or an ambiguous match. Five entries are enough to tell one from several
+// after merges; no next link is followed.
 //
 // Each exchange records its BALP AuditEvent (IHE.PDQm.Query.Audit.Consumer:
 // PatientQuery, subtype ITI-78) and sets the state:

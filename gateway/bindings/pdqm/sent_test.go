@@ -11,7 +11,7 @@ import (
 )
 
 // A lookup whose budget was spent before it left the gateway sends nothing and
-// changes nothing: the seed's "a request that never left the gateway changes nothing".
+// changes nothing (docs/bindings.md, "The dependency report").
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
 	s := testpdqm.Start(t, testpdqm.Options{})
 	c, err := pdqm.New(pdqm.Options{Service: config.BindingService{URL: s.URL}})

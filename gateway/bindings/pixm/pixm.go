@@ -1,5 +1,5 @@
 // Package pixm is the PIXm Patient Identifier Cross-reference Consumer of the gateway
-// (BINDINGS.md §2.1): one IHE ITI-83 query, `GET [url]/Patient/$ihe-pix?
+// (docs/bindings.md, "Resolver"): one IHE ITI-83 query, `GET [url]/Patient/$ihe-pix?
 // sourceIdentifier=<system>|<value>&targetSystem=<domain>…`, with every member domain
 // as a targetSystem in the one call, answered as each domain's identifier of the
 // patient. It is the [resolver] (report key "resolver") and, with localizer.protocol

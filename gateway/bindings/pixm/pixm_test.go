@@ -25,7 +25,7 @@ func consumer(t *testing.T, url string) (*pixm.Consumer, *dependencies.Tracker) 
 }
 
 // A resolution whose budget was spent before it left the gateway sends nothing and
-// changes nothing: the seed's "a request that never left the gateway changes nothing".
+// changes nothing (docs/bindings.md, "The dependency report").
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
 	p := testpixm.Start(t, testpixm.Options{Domains: []string{"urn:oid:1.2"}})
 	c, tr := consumer(t, p.URL)

@@ -1,4 +1,4 @@
-// Package pmir is the identity feed of the gateway (BINDINGS.md §2.7, DESIGN §2.8):
+// Package pmir is the identity feed of the gateway (docs/bindings.md, "Identity feed"):
 // the [pmir] table. It holds an IHE PMIR ITI-94 Subscription at a Patient Identity
 // Registry, checks it on an interval, deletes it in drain step 4, and receives the
 // ITI-93 Mobile Patient Identity Feed on POST {base}/pmir/$process-message.
@@ -78,7 +78,7 @@ import (
 // Key is the binding's report key and its surface's name.
 const Key = "identity_registry"
 
-// The classes of identity_registry_fault (the seed's).
+// The classes of identity_registry_fault.
 const (
 	FaultUnreachable  = "unreachable"
 	FaultRefused      = "refused"
@@ -87,7 +87,7 @@ const (
 	FaultAuditFailed  = "audit-failed"
 )
 
-// MaxAnswerBytes caps what is read of a registry's answer (BINDINGS.md §2.7).
+// MaxAnswerBytes caps what is read of a registry's answer.
 const MaxAnswerBytes = 64 << 10
 
 // Options build a Feed.

@@ -10,7 +10,7 @@ import (
 	pmirdouble "github.com/ferrofed/ferrofed/test/pmir"
 )
 
-// Each row of the state table (BINDINGS.md §2.7), read through GET
+// Each row of the state table (docs/bindings.md, "Identity feed"), read through GET
 // /operator/dependencies.
 func TestEachStateRowThroughTheDependencyReport(t *testing.T) {
 	rows := []struct {

@@ -12,9 +12,8 @@ import (
 )
 
 // A localization whose budget was spent before it left the gateway sends nothing and
-// changes nothing (the seed's "a request that never left the gateway changes
-// nothing"), and neither does a patient XCPD cannot name (an identifier system that
-// is no OID).
+// changes nothing (docs/bindings.md, "The dependency report"), and neither does a
+// patient XCPD cannot name (an identifier system that is no OID).
 func TestARequestThatNeverLeftChangesNothing(t *testing.T) {
 	gw := testxcpd.Start(t, testxcpd.Options{})
 	c, err := xcpd.New(xcpd.Options{Service: config.BindingService{URL: gw.URL}})

@@ -1,5 +1,5 @@
 // Package xcpd is the localizer of the gateway over IHE XCPD ([localizer] protocol =
-// "xcpd", report key "localizer", BINDINGS.md §2.4): one Cross Gateway Patient
+// "xcpd", report key "localizer", docs/bindings.md#localizer): one Cross Gateway Patient
 // Discovery [ITI-55] exchange, SOAP 1.2 over HTTP, a PRPA_IN201305UV02 naming the
 // patient by its livingSubjectId, answered with a PRPA_IN201306UV02 whose
 // registrationEvents' custodians are the communities that hold the patient (a member

@@ -180,7 +180,7 @@ func Validate(body []byte) error {
 }
 
 // ValidateFederated is Validate allowing the one documented exception: the
-// gateway's meta.federation (DESIGN §2.7), which is not an element of R4's Meta.
+// gateway's meta.federation (docs/data-plane.md), which is not an element of R4's Meta.
 // With [federation] strict_fhir the gateway leaves it out, and Validate applies.
 func ValidateFederated(body []byte) error {
 	ps, err := Check(body)

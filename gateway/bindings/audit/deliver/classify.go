@@ -37,7 +37,7 @@ func (v Verdict) String() string {
 	}
 }
 
-// Classify is the verdict of an HTTP status (BINDINGS.md §2.6).
+// Classify is the verdict of an HTTP status (docs/audit-spool.md, "Delivery").
 func Classify(status int) Verdict {
 	switch {
 	case status >= 200 && status < 300:

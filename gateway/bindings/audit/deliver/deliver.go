@@ -18,7 +18,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 )
 
-// Defaults and limits of Options (BINDINGS.md §2.6).
+// Defaults and limits of Options.
 const (
 	DefaultTimeout          = 5 * time.Second
 	DefaultInFlight         = 2

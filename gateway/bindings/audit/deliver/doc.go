@@ -6,7 +6,7 @@
 // first record for more (the trail sets 50 ms), so that under load exchanges are
 // fewer and fuller; every record waiting is already stored.
 //
-// Each answer is classified (Classify, BINDINGS.md §2.6): a 2xx is delivered and
+// Each answer is classified (Classify, docs/audit-spool.md): a 2xx is delivered and
 // acknowledged to the spool; a 4xx other than 401, 403, 408 and 429 is a refusal no
 // retry changes, and the record goes to the spool's quarantine with the status, the
 // OperationOutcome's issue codes, the attempts and the time; 401 and 403 are a

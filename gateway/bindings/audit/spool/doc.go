@@ -87,7 +87,7 @@
 // # State
 //
 // The dependency report's audit_repository and audit_feed keys are State(Snapshot()),
-// read at each report request (BINDINGS.md §2.6): degraded while anything sits in
+// read at each report request (docs/audit-spool.md): degraded while anything sits in
 // quarantine, while a failed delivery is being retried, and while a record waits (it
 // is older than one delivery interval, WaitAfter, or was left by a previous run; a
 // record merely enqueued does not wait); otherwise unknown until something was

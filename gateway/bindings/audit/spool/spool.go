@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Defaults and limits of Options (BINDINGS.md §4.2).
+// Defaults and limits of Options.
 const (
 	DefaultSegmentBytes   = 8 << 20
 	DefaultMaxBytes       = 256 << 20

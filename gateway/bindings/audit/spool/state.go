@@ -45,7 +45,7 @@ func (s *Spool) Snapshot() Snapshot {
 	}
 }
 
-// State is the rule of the audit_repository and audit_feed keys (BINDINGS.md §2.6):
+// State is the rule of the audit_repository and audit_feed keys (docs/audit-spool.md):
 // degraded while anything sits in quarantine, while a failed delivery is retried and
 // while a record waits; else unknown until something was spooled and delivered; up
 // when the last delivery succeeded.
