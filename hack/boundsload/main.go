@@ -1,10 +1,11 @@
-// Command boundsload runs the attacks of issue 11 against a built ferrofed binary and
-// reports the gateway's peak resident memory under each (VmHWM of /proc/<pid>/status,
-// a fresh process per attack), and the liveness p99 during the fan-out flood against
-// the same process idle. hack/bounds-load.sh builds the binaries and runs it; see
+// Command boundsload runs the attacks of issues 11 and 30 against a built ferrofed
+// binary and reports the gateway's peak resident memory under each (VmHWM of
+// /proc/<pid>/status, a fresh process per attack), the liveness p99 during the fan-out
+// flood against the same process idle, and what the slow-body attack leaves the
+// member's other clients. hack/bounds-load.sh builds the binaries and runs it; see
 // there. Every attack is bounded: a fixed number of requests, each with a timeout.
 //
-//	boundsload -binary B [-baseline] [-attack entries|fanout|query|all]
+//	boundsload -binary B [-baseline] [-attack entries|fanout|query|slowbody|all]
 //
 // -baseline writes configurations without the [limits] table, for a binary that
 // predates it.
@@ -15,6 +16,13 @@
 //	fanout   2,000 members served by 4 loopback listeners; 300 searches at once;
 //	         liveness probed every 2 ms meanwhile, and 200 times before, idle
 //	query    4 members; 100 searches at once, each with a 900 KB query
+//	slowbody 1 member that reads a request's whole body before it answers (as a FHIR
+//	         server reads a form or a resource); for 20 s, 40 connections each send a
+//	         routed form POST head with Content-Length: 5 and never the body (a new
+//	         one as soon as one is answered), while 4 clients GET a routed read of
+//	         that member in turn and one a federated search every 500 ms, each
+//	         within 10 s (the request timeout); their answered ratio, p50 and p99
+//	         (an unanswered request counts as its 10 s), and the member's state after
 //
 // Nothing here is used by the gateway or the operator themselves.
 package main
@@ -43,14 +51,14 @@ import (
 func main() {
 	binary := flag.String("binary", "", "the ferrofed binary to attack")
 	baseline := flag.Bool("baseline", false, "the binary predates [limits]: leave it out of the configuration")
-	attack := flag.String("attack", "all", "entries, fanout, query or all")
+	attack := flag.String("attack", "all", "entries, fanout, query, slowbody or all")
 	flag.Parse()
 	if *binary == "" {
 		fmt.Fprintln(os.Stderr, "boundsload: -binary is required")
 		os.Exit(2)
 	}
-	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query}
-	names := []string{"entries", "fanout", "query"}
+	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query, "slowbody": slowbody}
+	names := []string{"entries", "fanout", "query", "slowbody"}
 	if *attack != "all" {
 		if attacks[*attack] == nil {
 			fmt.Fprintf(os.Stderr, "boundsload: no attack %q\n", *attack)
@@ -336,4 +344,145 @@ func check(err error) {
 		fmt.Fprintln(os.Stderr, "boundsload:", err)
 		os.Exit(1)
 	}
+}
+
+// slowbody is the attack of issue 30, point 1: slow clients that each held one of a
+// member's limits.max_member_calls_per_member calls for the whole request timeout.
+func slowbody(g *gateway) string {
+	const (
+		slow     = 40
+		victims  = 4
+		attack   = 20 * time.Second
+		budget   = 10 * time.Second // the request timeout of every configuration here
+		slowHead = "POST /nodes/m0/fhir/Patient/_search HTTP/1.1\r\nHost: gw.test\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 5\r\n\r\n"
+	)
+	base := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
+		w.Header().Set("Content-Type", "application/fhir+json")
+		if strings.HasSuffix(r.URL.Path, "/Patient") || strings.HasSuffix(r.URL.Path, "/_search") {
+			_, _ = io.WriteString(w, oneMatch)
+			return
+		}
+		_, _ = io.WriteString(w, `{"resourceType":"Patient","id":"1"}`)
+	}))
+	g.start([]string{base + "/m0/fhir"}, "")
+	defer g.stop()
+	host := strings.TrimPrefix(g.url, "http://")
+	end := time.Now().Add(attack)
+	var wg sync.WaitGroup
+	var slowAnswers sync.Map // status -> *atomic.Int64
+	countSlow := func(k string) {
+		v, _ := slowAnswers.LoadOrStore(k, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+	for range slow {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				conn, err := net.Dial("tcp", host)
+				if err != nil {
+					countSlow("dial-error")
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				_ = conn.SetDeadline(end.Add(budget + 2*time.Second))
+				if _, err := io.WriteString(conn, slowHead); err == nil {
+					if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+						countSlow(strconv.Itoa(res.StatusCode))
+					} else {
+						countSlow("error")
+					}
+				}
+				conn.Close()
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // the slow heads are in
+	type result struct {
+		took   time.Duration
+		status int
+	}
+	var mu sync.Mutex
+	var routed, federated []result
+	client := &http.Client{Timeout: budget, Transport: &http.Transport{MaxIdleConnsPerHost: victims + 1}}
+	ask := func(url string, into *[]result) {
+		start := time.Now()
+		status := 0
+		if res, err := client.Get(url); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			status = res.StatusCode
+		}
+		took := time.Since(start)
+		if status == 0 {
+			took = budget
+		}
+		mu.Lock()
+		*into = append(*into, result{took, status})
+		mu.Unlock()
+	}
+	for range victims {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				ask(g.url+"/nodes/m0/fhir/Patient/1", &routed)
+			}
+		})
+	}
+	wg.Go(func() {
+		for time.Now().Before(end) {
+			ask(g.url+"/fhir/Patient", &federated)
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+	wg.Wait()
+	state := memberState(g.url)
+	describe := func(name string, rs []result) string {
+		ok := 0
+		var took []time.Duration
+		counts := map[string]int{}
+		for _, r := range rs {
+			took = append(took, r.took)
+			if r.status == 200 {
+				ok++
+			}
+			k := strconv.Itoa(r.status)
+			if r.status == 0 {
+				k = "timeout"
+			}
+			counts[k]++
+		}
+		return fmt.Sprintf("%s_answered=%d/%d %s_p50=%s %s_p99=%s %s_%s", name, ok, len(rs), name, quantile(took, 50), name, quantile(took, 99), name, summary(counts))
+	}
+	slowCounts := map[string]int{}
+	slowAnswers.Range(func(k, v any) bool { slowCounts[k.(string)] = int(v.(*atomic.Int64).Load()); return true })
+	return fmt.Sprintf("%s %s slow_%s member_state=%s", describe("routed", routed), describe("federated", federated), summary(slowCounts), state)
+}
+
+// quantile is the q-th percentile of d.
+func quantile(d []time.Duration, q int) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*q/100)].Round(100 * time.Microsecond).String()
+}
+
+// memberState is member m0's state in the gateway's metrics.
+func memberState(url string) string {
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		return "no-metrics"
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if strings.HasPrefix(line, "ferrofed_dependency_state{") && strings.Contains(line, `endpoint="m0-query"`) && strings.HasSuffix(line, " 1") {
+			_, s, _ := strings.Cut(line, `state="`)
+			s, _, _ = strings.Cut(s, `"`)
+			return s
+		}
+	}
+	return "absent"
 }
