@@ -268,11 +268,15 @@ func (c *caller) routeNotSent(w http.ResponseWriter, r *http.Request, m *member,
 // readPrefix reads a routed request's body before its call takes a slot: the whole
 // body when it is at most limit bytes (whole), else its first limit bytes (known
 // length) or limit+1 (chunked). length is the request's Content-Length, -1 unknown.
+// The buffer grows as the bytes arrive: a head that announces a length holds nothing.
 func readPrefix(body io.Reader, length, limit int64) (prefix []byte, whole bool, err error) {
 	if length > 0 {
 		n := min(length, limit)
-		prefix = make([]byte, n)
-		if _, err := io.ReadFull(body, prefix); err != nil {
+		prefix, err = io.ReadAll(io.LimitReader(body, n))
+		if err == nil && int64(len(prefix)) < n {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
 			return nil, false, err
 		}
 		return prefix, n == length, nil
