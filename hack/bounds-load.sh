@@ -7,9 +7,12 @@
 # the finding-10 query-size attack (100 searches of 900 KB on 4 members), with default
 # limits, and the liveness p99 during the finding-4 flood against the same process
 # idle. Bounded: every attack is a fixed number of requests with timeouts; each runs
-# against a fresh process, one at a time.
+# against a fresh process, one at a time. ATTACK=slowbody and slowdrain are issue 30's:
+# 40 clients that never send their routed body, and what the member's other clients
+# got, for 20 s, or across a SIGTERM (their baseline is 9b223b7, the last before the fix).
 #
-#   hack/bounds-load.sh [baseline-commit]        ATTACK=entries|fanout|query|all (default all)
+#   hack/bounds-load.sh [baseline-commit]        ATTACK=entries|fanout|query|slowbody|slowdrain|all (default all)
+#   ATTACK=slowbody hack/bounds-load.sh 9b223b7
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=${1:-50f7948}

@@ -59,6 +59,23 @@ const (
 	// search asks every member.
 	DefaultMaxRegistryMembers = 1000
 	MaxRegistryMembersLimit   = 100000
+	// DefaultMaxRoutedBodyBufferBytes bounds what the gateway reads of a routed
+	// request's body before the call takes its slots: a body that fits is read whole
+	// first, so that a client that sends its body slowly (or never) holds no slot of
+	// the member; a longer one takes them once this much of it has arrived, and the
+	// rest is streamed.
+	DefaultMaxRoutedBodyBufferBytes = 64 << 10
+	MaxRoutedBodyBufferBytesLimit   = 16 << 20
+	// DefaultMemberCallWaitMS bounds how long a routed call waits for its slots
+	// (max_member_calls, max_member_calls_per_member); past it the client is answered
+	// 503 with Retry-After and the member's state is unchanged.
+	DefaultMemberCallWaitMS = 2000
+	MaxMemberCallWaitMS     = 3600000
+	// DefaultMinMemberCallMS is the least of a call's budget worth sending it with:
+	// a call left with less than this (or half its own budget, when that is less)
+	// once it has its slots is never sent.
+	DefaultMinMemberCallMS = 100
+	MaxMinMemberCallMS     = 60000
 )
 
 // Limits is the [limits] table.
@@ -98,19 +115,37 @@ type Limits struct {
 	// MaxRegistryMembers (max_registry_members) is how many [[registry.members]] a
 	// configuration may list. Default 1000.
 	MaxRegistryMembers int `toml:"max_registry_members"`
+	// MaxRoutedBodyBufferBytes (max_routed_body_buffer_bytes) is what the gateway
+	// reads of a routed request's body before its call takes a slot: a body that fits
+	// is read whole before the member is asked (408 when it has not arrived within
+	// server.request_timeout_ms, the member never asked); a longer one takes its
+	// slots once this much has arrived. 1 to 16 MiB; default 64 KiB.
+	MaxRoutedBodyBufferBytes int64 `toml:"max_routed_body_buffer_bytes"`
+	// MemberCallWaitMS (member_call_wait_ms) is the longest a routed call waits for
+	// its slots; past it (or when the wait would leave less than min_member_call_ms)
+	// the client is answered 503 with Retry-After: 1 and the member's state is
+	// unchanged. 1 to 3600000; default 2000.
+	MemberCallWaitMS int64 `toml:"member_call_wait_ms"`
+	// MinMemberCallMS (min_member_call_ms) is the least budget a member call is sent
+	// with: once it has its slots, a call with less left than this, or than half its
+	// own budget when that is less, is never sent. 1 to 60000; default 100.
+	MinMemberCallMS int64 `toml:"min_member_call_ms"`
 }
 
 func defaultLimits() Limits {
 	return Limits{
-		MaxInFlightRequests:     DefaultMaxInFlightRequests,
-		MaxMemberCalls:          DefaultMaxMemberCalls,
-		MaxQueuedMemberCalls:    DefaultMaxQueuedMemberCalls,
-		MaxMemberCallsPerMember: DefaultMaxMemberCallsPerMember,
-		MaxMemberEntries:        DefaultMaxMemberEntries,
-		MaxAnswerEntries:        DefaultMaxAnswerEntries,
-		MaxSearchBytes:          DefaultMaxSearchBytes,
-		MaxQueryBytes:           DefaultMaxQueryBytes,
-		MaxRegistryMembers:      DefaultMaxRegistryMembers,
+		MaxInFlightRequests:      DefaultMaxInFlightRequests,
+		MaxMemberCalls:           DefaultMaxMemberCalls,
+		MaxQueuedMemberCalls:     DefaultMaxQueuedMemberCalls,
+		MaxMemberCallsPerMember:  DefaultMaxMemberCallsPerMember,
+		MaxMemberEntries:         DefaultMaxMemberEntries,
+		MaxAnswerEntries:         DefaultMaxAnswerEntries,
+		MaxSearchBytes:           DefaultMaxSearchBytes,
+		MaxQueryBytes:            DefaultMaxQueryBytes,
+		MaxRegistryMembers:       DefaultMaxRegistryMembers,
+		MaxRoutedBodyBufferBytes: DefaultMaxRoutedBodyBufferBytes,
+		MemberCallWaitMS:         DefaultMemberCallWaitMS,
+		MinMemberCallMS:          DefaultMinMemberCallMS,
 	}
 }
 
@@ -144,6 +179,15 @@ func (l Limits) Resolved() Limits {
 	}
 	if l.MaxRegistryMembers <= 0 {
 		l.MaxRegistryMembers = d.MaxRegistryMembers
+	}
+	if l.MaxRoutedBodyBufferBytes <= 0 {
+		l.MaxRoutedBodyBufferBytes = d.MaxRoutedBodyBufferBytes
+	}
+	if l.MemberCallWaitMS <= 0 {
+		l.MemberCallWaitMS = d.MemberCallWaitMS
+	}
+	if l.MinMemberCallMS <= 0 {
+		l.MinMemberCallMS = d.MinMemberCallMS
 	}
 	return l
 }
@@ -205,6 +249,9 @@ func (c *Config) validBounds() []Problem {
 	inRange("max_answer_entries", int64(l.MaxAnswerEntries), int64(max(c.Federation.MaxCount, 1)), MaxAnswerEntriesLimit)
 	inRange("max_search_bytes", l.MaxSearchBytes, max(c.Registry.MaxMemberBodyBytes, 1), MaxSearchBytesLimit)
 	inRange("max_query_bytes", int64(l.MaxQueryBytes), MinQueryBytes, MaxQueryBytesLimit)
+	inRange("max_routed_body_buffer_bytes", l.MaxRoutedBodyBufferBytes, 1, MaxRoutedBodyBufferBytesLimit)
+	// member_call_wait_ms and min_member_call_ms are checked with the other
+	// millisecond keys (millis.go), before anything converts them.
 	if inRange("max_registry_members", int64(l.MaxRegistryMembers), 1, MaxRegistryMembersLimit) && len(c.Registry.Members) > l.MaxRegistryMembers {
 		add("registry.members", "lists %d members, more than limits.max_registry_members (%d)", len(c.Registry.Members), l.MaxRegistryMembers)
 	}

@@ -14,7 +14,8 @@ func TestLimitsAreRefusedOutOfRangeNamingTheirKeys(t *testing.T) {
 	}{
 		{"the defaults", member, ""},
 		{"every limit at its lowest", "[limits]\nmax_in_flight_requests = 1\nmax_member_calls = 1\nmax_queued_member_calls = 1\nmax_member_calls_per_member = 1\n" +
-			"max_member_entries = 1000\nmax_answer_entries = 1000\nmax_search_bytes = 16777216\nmax_query_bytes = 9216\nmax_registry_members = 1\n" + member, ""},
+			"max_member_entries = 1000\nmax_answer_entries = 1000\nmax_search_bytes = 16777216\nmax_query_bytes = 9216\nmax_registry_members = 1\n" +
+			"max_routed_body_buffer_bytes = 1\nmember_call_wait_ms = 1\nmin_member_call_ms = 1\n" + member, ""},
 		{"no in-flight request", "[limits]\nmax_in_flight_requests = 0\n", "limits.max_in_flight_requests (line 2): 0 is not from 1 to 100000"},
 		{"more calls per member than in total", "[limits]\nmax_member_calls = 4\nmax_member_calls_per_member = 5\n",
 			"limits.max_member_calls_per_member (line 3): 5 is not from 1 to 4"},
@@ -25,6 +26,12 @@ func TestLimitsAreRefusedOutOfRangeNamingTheirKeys(t *testing.T) {
 		{"fewer answer entries than a full page", "[limits]\nmax_answer_entries = -1\n", "limits.max_answer_entries (line 2): -1 is not from 1000"},
 		{"a search budget below one member's body cap", "[limits]\nmax_search_bytes = 1024\n", "limits.max_search_bytes (line 2): 1024 is not from 16777216"},
 		{"a query limit past what net/http reads", "[limits]\nmax_query_bytes = 1048576\n", "limits.max_query_bytes (line 2): 1048576 is not from 9216 to 524288"},
+		{"no routed body buffer", "[limits]\nmax_routed_body_buffer_bytes = -1\n", "limits.max_routed_body_buffer_bytes (line 2): -1 is not from 1 to 16777216"},
+		{"a routed body buffer past 16 MiB", "[limits]\nmax_routed_body_buffer_bytes = 16777217\n", "limits.max_routed_body_buffer_bytes (line 2): 16777217 is not from 1 to 16777216"},
+		{"a slot wait past an hour", "[limits]\nmember_call_wait_ms = 3600001\n", "limits.member_call_wait_ms (line 2): 3600001 is more than the maximum, 3600000 (1h0m0s)"},
+		{"a slot wait that wraps a duration", "[limits]\nmember_call_wait_ms = 18446744083710\n", "limits.member_call_wait_ms (line 2): 18446744083710 is more than the maximum, 3600000 (1h0m0s)"},
+		{"a least call budget past a minute", "[limits]\nmin_member_call_ms = 60001\n", "limits.min_member_call_ms (line 2): 60001 is more than the maximum, 60000 (1m0s)"},
+		{"a negative least call budget", "[limits]\nmin_member_call_ms = -5\n", "limits.min_member_call_ms (line 2): must be greater than zero: it is from 1 to 60000 (1m0s)"},
 		{"more members than the registry may list", "[limits]\nmax_registry_members = 1\n" + member + strings.Replace(member, `"a"`, `"b"`, 1),
 			"registry.members (line 3): lists 2 members, more than limits.max_registry_members (1)"},
 		{"a trusted proxy that is no CIDR", "[forwarding]\ntrusted_proxies = [\"10.0.0.0/8\", \"10.0.0.1\"]\n",

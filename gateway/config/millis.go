@@ -92,6 +92,10 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "one whole refresh of the registry from the mCSD directory, every page included"},
 	{Key: "federation.capability_ttl_ms", Default: fmt.Sprint(DefaultCapabilityTTLMS), Min: 0, Max: MaxCapabilityTTLMS,
 		Bounds: "how long the gateway's CapabilityStatement is reused (0: the members are asked every time)"},
+	{Key: "limits.member_call_wait_ms", Default: fmt.Sprint(DefaultMemberCallWaitMS), Min: 1, Max: MaxMemberCallWaitMS,
+		Bounds: "how long a routed call waits for its slots (`limits.max_member_calls`, `_per_member`)"},
+	{Key: "limits.min_member_call_ms", Default: fmt.Sprint(DefaultMinMemberCallMS), Min: 1, Max: MaxMinMemberCallMS,
+		Bounds: "the least budget a member call is sent with"},
 	{Key: "stored_queries.drift_interval_ms", Default: fmt.Sprint(DefaultDriftIntervalMS), Min: MinDriftIntervalMS, Max: MaxDriftIntervalMS,
 		Bounds: "how often every supporting member's copy of every stored query is checked for drift"},
 }
@@ -175,6 +179,8 @@ func (c *Config) msBoundsProblems() (ps []Problem, budgetsOK bool) {
 		}
 	}
 	check("federation.capability_ttl_ms", c.Federation.CapabilityTTLMS)
+	check("limits.member_call_wait_ms", c.Limits.MemberCallWaitMS)
+	check("limits.min_member_call_ms", c.Limits.MinMemberCallMS)
 	return ps, budgetsOK
 }
 

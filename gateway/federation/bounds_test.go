@@ -201,10 +201,18 @@ func TestAClientsBrokenRequestNeverChangesTheMembersState(t *testing.T) {
 }
 
 // Finding 2: a routed request whose body never arrives outlived request_timeout_ms.
-func TestARoutedBodyThatNeverArrivesIsA408AndTheMembersConnectionIsClosed(t *testing.T) {
+// Since issue 30 a body within limits.max_routed_body_buffer_bytes is read before the
+// member is asked: the member never sees a request whose body never came.
+func TestARoutedBodyThatNeverArrivesIsA408AndTheMemberIsNeverAsked(t *testing.T) {
+	var asked atomic.Int64
 	m := startUploadMember(t)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		m.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(counting.Close)
 	const timeout = 500 * time.Millisecond
-	h := newHarness(t, harnessOptions{requestTimeout: timeout}, node{id: "node-a", url: m.URL + "/fhir"})
+	h := newHarness(t, harnessOptions{requestTimeout: timeout}, node{id: "node-a", url: counting.URL + "/fhir"})
 	gw := serveFull(t, h)
 	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\nContent-Length: 100\r\n\r\n"
 	a := rawSend(t, gw, head, []string{`{"resource`}, 0, false, 20*timeout)
@@ -214,7 +222,28 @@ func TestARoutedBodyThatNeverArrivesIsA408AndTheMembersConnectionIsClosed(t *tes
 	if !a.closed {
 		t.Fatal("the client's connection stayed open")
 	}
-	// The member was sent the part that came, and then lost its connection.
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the member was asked %d times for a body that never came", n)
+	}
+	h.wantStates(map[string]string{"node-a-query": "unknown"})
+}
+
+// A body longer than limits.max_routed_body_buffer_bytes takes its slots once that
+// much has arrived and streams the rest: when the rest never comes, the member was
+// sent the part that came and then loses its connection, its state unchanged.
+func TestARoutedBodyPastTheBufferThatStopsIsA408AndTheMembersConnectionIsClosed(t *testing.T) {
+	m := startUploadMember(t)
+	const timeout = 500 * time.Millisecond
+	h := newHarness(t, harnessOptions{requestTimeout: timeout, tables: "[limits]\nmax_routed_body_buffer_bytes = 16\n"}, node{id: "node-a", url: m.URL + "/fhir"})
+	gw := serveFull(t, h)
+	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\nContent-Length: 100\r\n\r\n"
+	a := rawSend(t, gw, head, []string{`{"resourceType":"Patient",`}, 0, false, 20*timeout)
+	if a.status != http.StatusRequestTimeout || !strings.Contains(a.body, "did not arrive within server.request_timeout_ms") {
+		t.Fatalf("answered %d %s, want 408", a.status, a.body)
+	}
+	if !a.closed {
+		t.Fatal("the client's connection stayed open")
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for m.brokenBodies.Load() == 0 {
 		if time.Now().After(deadline) {
@@ -778,4 +807,79 @@ func TestViaCarriesReadsEveryEntry(t *testing.T) {
 			t.Errorf("viaCarries(%q) = %v, want %v", c.values, got, c.want)
 		}
 	}
+}
+
+// Issue 30: a routed call waits for its slots at most limits.member_call_wait_ms; past
+// it the client is answered 503 with Retry-After and an OperationOutcome, the member is
+// never asked and keeps its state. Before, it waited the whole request budget for a
+// 504.
+func TestARoutedCallThatGetsNoSlotWithinTheWaitIs503AndTheMemberKeepsItsState(t *testing.T) {
+	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second,
+		tables: "[limits]\nmax_member_calls_per_member = 1\nmember_call_wait_ms = 100\n"},
+		node{id: "node-a", opts: members.Options{Delay: 1500 * time.Millisecond}})
+	first := make(chan int, 1)
+	go func() {
+		res, _, err := h.do(t.Context(), http.MethodGet, "/nodes/node-a/fhir/Patient/1", "", nil)
+		if err != nil {
+			first <- 0
+			return
+		}
+		first <- res.StatusCode
+	}()
+	for h.members["node-a"].Requests() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	res, body := h.get("/nodes/node-a/fhir/Patient/2")
+	took := time.Since(start)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != ShedRetryAfter ||
+		!strings.Contains(string(body), `"code":"throttled"`) || !strings.Contains(string(body), "limits.member_call_wait_ms") {
+		t.Fatalf("answered %d (Retry-After %q) %s after %s; want 503, Retry-After: 1, a throttled OperationOutcome", res.StatusCode, res.Header.Get("Retry-After"), body, took)
+	}
+	if strings.Contains(string(body), h.members["node-a"].URL) {
+		t.Fatalf("the answer names the member's address: %s", body)
+	}
+	if n := h.members["node-a"].Requests(); n != 1 {
+		t.Fatalf("the member was asked %d times, want once", n)
+	}
+	if s := <-first; s != 200 {
+		t.Fatalf("the call that held the slot answered %d", s)
+	}
+	h.wantStates(map[string]string{"node-a-query": "up"})
+}
+
+// Issue 30: a call left with less than its least useful budget (limits.min_member_call_ms,
+// or half its budget) once it has its slots is never sent. Before, a call that waited
+// for the slot until 200 ms of its budget were left was sent, timed out, and marked the
+// member down though the member answered every call it had time for.
+//
+// The budget is 1.4 s (1.5 s less the answer's margin); the least useful part of it
+// 400 ms, so the second call waits until 1 s; the first holds the slot 1.2 s.
+func TestACallLeftWithTooLittleBudgetIsNeverSentAndTheMemberStaysUp(t *testing.T) {
+	h := newHarness(t, harnessOptions{requestTimeout: 1500 * time.Millisecond,
+		tables: "[limits]\nmax_member_calls_per_member = 1\nmember_call_wait_ms = 3600000\nmin_member_call_ms = 400\n"},
+		node{id: "node-a", opts: members.Options{Delay: 1200 * time.Millisecond}})
+	first := make(chan int, 1)
+	go func() {
+		res, _, err := h.do(t.Context(), http.MethodGet, "/nodes/node-a/fhir/Patient/1", "", nil)
+		if err != nil {
+			first <- 0
+			return
+		}
+		first <- res.StatusCode
+	}()
+	for h.members["node-a"].Requests() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	res, body := h.get("/nodes/node-a/fhir/Patient/2")
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != ShedRetryAfter || !strings.Contains(string(body), "limits.min_member_call_ms") {
+		t.Fatalf("answered %d %s; want 503 with Retry-After naming limits.min_member_call_ms", res.StatusCode, body)
+	}
+	if s := <-first; s != 200 {
+		t.Fatalf("the call that held the slot answered %d", s)
+	}
+	if n := h.members["node-a"].Requests(); n != 1 {
+		t.Fatalf("the member was asked %d times, want once", n)
+	}
+	h.wantStates(map[string]string{"node-a-query": "up"})
 }

@@ -38,14 +38,25 @@ type exchange struct {
 // client that left from a member that did not answer.
 //
 // The call waits for one of m's slots (limits.max_member_calls_per_member) within
-// ctx; the caller holds a total slot already (calls.fanOut). It carries cs.via.
+// ctx, and never so long that less than its least useful budget would be left
+// (limits.min_member_call_ms, calls.usefulLeft): such a call is never sent, its outcome
+// a timeout, the member's state unchanged. The caller holds a total slot already
+// (calls.fanOut). It carries cs.via.
 //
 // prefer is the client's Prefer header, sent on (nil for none).
 func (c *caller) get(ctx, client context.Context, m *member, url string, cs *calls, prefer []string) exchange {
 	start := time.Now()
-	release, ok := cs.lim.acquireMember(ctx, m.id)
+	var release func()
+	ok := false
+	if deadline, has := ctx.Deadline(); has {
+		release, ok = cs.slots(ctx, m.id, deadline, false, 0)
+	} else {
+		release, ok = cs.lim.acquireMember(ctx, m.id)
+	}
 	if !ok {
 		ex := notSent(ctx, client)
+		// Stopped short of the deadline: the budget's all the same.
+		ex.call.Expired = ex.call.Expired || client.Err() == nil
 		ex.duration = time.Since(start)
 		return ex
 	}

@@ -10,14 +10,17 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // limiter bounds the member calls in flight: limits.max_member_calls in total and
-// limits.max_member_calls_per_member to one member. A call waits for its slots within
-// its own budget; one whose budget ends first is never sent, and says nothing of the
-// member (its record is a timeout, its state unchanged).
+// limits.max_member_calls_per_member to one member. A call waits for its slots
+// (calls.slots) at most as long as leaves it its least useful budget
+// (limits.min_member_call_ms), a routed one at most limits.member_call_wait_ms, and
+// a routed one only once its body is in (route); one that gets none in time is never
+// sent, and says nothing of the member (its state unchanged). See docs/data-plane.md.
 //
 // A reload that keeps both limits keeps the limiter; one that changes them makes a
 // new one, and the calls still in flight give their slots back to the old one.
@@ -116,6 +119,45 @@ func (l *limiter) acquireMember(ctx context.Context, id string) (func(), bool) {
 	}
 }
 
+// slots takes the slots of one call to member id whose budget ends at deadline: a
+// total one first when total is set (a routed call; a fan-out holds its own), then one
+// of id's. It waits at most wait (0: no bound but the budget's), and never so long that
+// less than the call's least useful budget would be left once it has them (usefulLeft);
+// a call that would be left with less is not sent. Release with the returned function.
+func (cs *calls) slots(ctx context.Context, id string, deadline time.Time, total bool, wait time.Duration) (func(), bool) {
+	now := time.Now()
+	end := deadline.Add(-cs.usefulLeft(deadline.Sub(now)))
+	if wait > 0 && now.Add(wait).Before(end) {
+		end = now.Add(wait)
+	}
+	if !end.After(now) {
+		return nil, false
+	}
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	if total && !cs.lim.acquire(wctx) {
+		return nil, false
+	}
+	release, ok := cs.lim.acquireMember(wctx, id)
+	if !ok {
+		if total {
+			cs.lim.release()
+		}
+		return nil, false
+	}
+	if total {
+		return func() { release(); cs.lim.release() }, true
+	}
+	return release, true
+}
+
+// usefulLeft is the least of a call's budget worth sending it with, for a call whose
+// budget is b: limits.min_member_call_ms, or half of b when that is less (a call whose
+// whole budget is short is still sent when it did not wait).
+func (cs *calls) usefulLeft(b time.Duration) time.Duration {
+	return max(0, min(cs.minCall, b/2))
+}
+
 // errTooCostly is a member answer that would take the request past one of its
 // limits; the message names the limit.
 type errTooCostly struct{ msg string }
@@ -157,12 +199,21 @@ type calls struct {
 	// via are the Via values every member request carries: the client's, then the
 	// gateway's own.
 	via []string
+	// bodyBuffer is limits.max_routed_body_buffer_bytes: what is read of a routed
+	// request's body before its call takes a slot.
+	bodyBuffer int64
+	// wait is limits.member_call_wait_ms: the longest a routed call waits for its
+	// slots. minCall is limits.min_member_call_ms (see usefulLeft).
+	wait, minCall time.Duration
 }
 
 // newCalls is the calls of one client request, whose own Via values are via, under st.
 func (s *Surface) newCalls(st *settings, via []string) *calls {
 	return &calls{lim: s.lim.Load(), bytes: newBytesBudget(st.limits.MaxSearchBytes), maxBody: st.reg.maxBody, maxEntries: st.limits.MaxMemberEntries,
-		via: append(via[:len(via):len(via)], "1.1 "+s.viaID(st))}
+		via:        append(via[:len(via):len(via)], "1.1 "+s.viaID(st)),
+		bodyBuffer: st.limits.MaxRoutedBodyBufferBytes,
+		wait:       time.Duration(st.limits.MemberCallWaitMS) * time.Millisecond,
+		minCall:    time.Duration(st.limits.MinMemberCallMS) * time.Millisecond}
 }
 
 // useLimits makes the limiter enforce l's call limits, keeping the one in place when

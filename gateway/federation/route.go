@@ -117,34 +117,53 @@ func copyHeaders(dst, src http.Header, drop ...string) {
 // gateway's. For one that does not, URLs under the member's base in Location,
 // Content-Location and a JSON body are rewritten to the gateway's /nodes/{id}/fhir.
 func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path string, budget time.Duration, rb routedBase) {
-	if m.timeout > 0 && m.timeout < budget {
-		budget = m.timeout
+	deadline := time.Now().Add(budget)
+	// The body comes before the slots (limits.max_routed_body_buffer_bytes): a body
+	// that fits is read whole, a longer one up to the buffer, so that a client that
+	// sends its body slowly, or never, holds none of the member's calls. One that does
+	// not arrive in time, or breaks off, is the client's 408 or 400; the member was
+	// never asked.
+	var body *clientBody
+	var outBody io.Reader
+	length := r.ContentLength
+	if r.ContentLength != 0 {
+		prefix, whole, err := readPrefix(r.Body, r.ContentLength, rb.calls.bodyBuffer)
+		if err != nil {
+			// A client that half-closed its side cancels the request's context: it
+			// may still read the answer.
+			bodyFault(w, r.Context(), err)
+			return
+		}
+		switch {
+		case whole && len(prefix) == 0:
+			length = 0
+		case whole:
+			outBody, length = bytes.NewReader(prefix), int64(len(prefix))
+		default:
+			body = &clientBody{r: r.Body}
+			outBody = io.MultiReader(bytes.NewReader(prefix), body)
+		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), budget)
-	defer cancel()
-	// The call waits for its slots (limits.max_member_calls, _per_member) within its
-	// budget; one that never gets them was never sent and says nothing of the member.
-	if !rb.calls.lim.acquire(ctx) {
-		c.routeNotSent(w, ctx, r, m)
-		return
+	// The member's budget starts once the body is in, within the request's.
+	if m.timeout > 0 && time.Now().Add(m.timeout).Before(deadline) {
+		deadline = time.Now().Add(m.timeout)
 	}
-	defer rb.calls.lim.release()
-	release, ok := rb.calls.lim.acquireMember(ctx, m.id)
+	// The call waits for its slots (limits.max_member_calls, _per_member) at most
+	// limits.member_call_wait_ms, and never so long that less than its least useful
+	// budget (limits.min_member_call_ms) would be left: one that never gets them is
+	// never sent and says nothing of the member.
+	release, ok := rb.calls.slots(r.Context(), m.id, deadline, true, rb.calls.wait)
 	if !ok {
-		c.routeNotSent(w, ctx, r, m)
+		c.routeNotSent(w, r, m, rb.calls)
 		return
 	}
 	defer release()
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
 	// The trace goes on the context before the request is built: adding it to a built
 	// request would copy the request.
 	tctx, sent := traceSent(ctx)
 	start := time.Now()
-	var body *clientBody
-	var outBody io.Reader
-	if r.ContentLength != 0 {
-		body = &clientBody{r: r.Body}
-		outBody = body
-	}
 	out, err := http.NewRequestWithContext(tctx, r.Method, m.url(path, r.URL.RawQuery), outBody)
 	if err != nil {
 		writeFHIR(w, http.StatusBadGateway, operationOutcome("exception", "the request cannot be sent to member "+m.id))
@@ -153,7 +172,7 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	copyHeaders(out.Header, r.Header, routedDrop...)
 	setForwarded(out.Header, r, rb)
 	out.Header["Via"] = append(out.Header["Via"], rb.calls.via[len(rb.calls.via)-1])
-	out.ContentLength = r.ContentLength
+	out.ContentLength = length
 	// Without a User-Agent of its own Go would send "Go-http-client"; an empty one
 	// keeps the client's absent header absent.
 	if _, ok := out.Header["User-Agent"]; !ok {
@@ -234,13 +253,39 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	}
 }
 
-// routeNotSent answers a routed request whose call never got its slots.
-func (c *caller) routeNotSent(w http.ResponseWriter, ctx context.Context, r *http.Request, m *member) {
+// routeNotSent answers a routed request whose call never got its slots in time: 503
+// with Retry-After, the member never asked and its state unchanged.
+func (c *caller) routeNotSent(w http.ResponseWriter, r *http.Request, m *member, cs *calls) {
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		return // the client left
 	}
-	writeFHIR(w, http.StatusGatewayTimeout, operationOutcome("timeout",
-		"member "+m.id+" was not asked: the gateway's calls to it (limits.max_member_calls, limits.max_member_calls_per_member) stayed busy for the whole request budget"))
+	w.Header().Set("Retry-After", ShedRetryAfter)
+	writeFHIR(w, http.StatusServiceUnavailable, operationOutcome("throttled", fmt.Sprintf(
+		"member %s was not asked: the gateway's calls to it (limits.max_member_calls, limits.max_member_calls_per_member) stayed busy for limits.member_call_wait_ms (%d ms), or for as long as leaves the call limits.min_member_call_ms (%d ms): retry after %s s",
+		m.id, cs.wait.Milliseconds(), cs.minCall.Milliseconds(), ShedRetryAfter)))
+}
+
+// readPrefix reads a routed request's body before its call takes a slot: the whole
+// body when it is at most limit bytes (whole), else its first limit bytes (known
+// length) or limit+1 (chunked). length is the request's Content-Length, -1 unknown.
+// The buffer grows as the bytes arrive: a head that announces a length holds nothing.
+func readPrefix(body io.Reader, length, limit int64) (prefix []byte, whole bool, err error) {
+	if length > 0 {
+		n := min(length, limit)
+		prefix, err = io.ReadAll(io.LimitReader(body, n))
+		if err == nil && int64(len(prefix)) < n {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return prefix, n == length, nil
+	}
+	prefix, err = io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	return prefix, int64(len(prefix)) <= limit, nil
 }
 
 // clientBody is the client's request body as the transport reads it to send it on.
@@ -248,8 +293,10 @@ func (c *caller) routeNotSent(w http.ResponseWriter, ctx context.Context, r *htt
 // taken for the member's failure.
 type clientBody struct {
 	r io.Reader
-	// waited is how long Reads waited for the client, in total.
-	waited atomic.Int64
+	// waited is how long Reads waited for the client, in total; reading is when the
+	// Read in progress began (Unix ns), 0 when none is: a Read the transport is still
+	// blocked in when the call fails counts too.
+	waited, reading atomic.Int64
 	// done is set once the body was read to its end.
 	done atomic.Bool
 	// failed is set once a Read failed with more than io.EOF; err is that error.
@@ -259,8 +306,10 @@ type clientBody struct {
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	start := time.Now()
+	b.reading.Store(start.UnixNano())
 	n, err := b.r.Read(p)
 	b.waited.Add(int64(time.Since(start)))
+	b.reading.Store(0)
 	switch {
 	case errors.Is(err, io.EOF):
 		b.done.Store(true)
@@ -281,18 +330,28 @@ func (b *clientBody) clientsFault(ctx context.Context, elapsed time.Duration) bo
 	if b.failed.Load() {
 		return true
 	}
-	return !b.done.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded) && 2*time.Duration(b.waited.Load()) > elapsed
+	waited := time.Duration(b.waited.Load())
+	if since := b.reading.Load(); since != 0 {
+		waited += time.Since(time.Unix(0, since))
+	}
+	return !b.done.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded) && 2*waited > elapsed
 }
 
 // clientFault answers a request whose body the client broke or held up: 408 when it
 // did not arrive in time, 400 when it could not be read. The connection is closed
 // after: the rest of the body is never read.
 func clientFault(w http.ResponseWriter, ctx context.Context, b *clientBody) {
-	w.Header().Set("Connection", "close")
 	var err error
 	if b.failed.Load() {
 		err = b.err
 	}
+	bodyFault(w, ctx, err)
+}
+
+// bodyFault answers a request whose body failed to read with err (nil: it was still
+// coming when ctx ended), as clientFault.
+func bodyFault(w http.ResponseWriter, ctx context.Context, err error) {
+	w.Header().Set("Connection", "close")
 	if (err == nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) || bodyTimedOut(ctx, err) {
 		writeFHIR(w, http.StatusRequestTimeout, operationOutcome("timeout", "the request body did not arrive within server.request_timeout_ms"))
 		return

@@ -3,6 +3,7 @@ package federation
 import (
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +68,35 @@ func TestCopyingHeadersAllocatesOneArray(t *testing.T) {
 	// is copyHeaders' own.
 	if n := testing.AllocsPerRun(100, func() { copyHeaders(dst, src, clientCredentials...) }); n > 2 {
 		t.Fatalf("copyHeaders allocates %v times per call, want at most 2 (the values, the Connection names)", n)
+	}
+}
+
+// readPrefix reads the whole body when it fits the buffer, else the buffer's worth
+// (a chunked body one byte more, to tell), and fails a body shorter than announced.
+func TestReadPrefixReadsTheBodyOrItsBufferedPrefix(t *testing.T) {
+	cases := []struct {
+		name, body string
+		length     int64
+		limit      int64
+		want       string
+		whole      bool
+		fails      bool
+	}{
+		{"a known length within the buffer", "hello", 5, 8, "hello", true, false},
+		{"a known length equal to the buffer", "hello", 5, 5, "hello", true, false},
+		{"a known length past the buffer", "hello world", 11, 5, "hello", false, false},
+		{"a chunked body within the buffer", "hello", -1, 8, "hello", true, false},
+		{"a chunked body of the buffer's length", "hello", -1, 5, "hello", true, false},
+		{"a chunked body past the buffer", "hello world", -1, 5, "hello ", false, false},
+		{"an empty chunked body", "", -1, 5, "", true, false},
+		{"a body shorter than announced", "hel", 5, 8, "", false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, whole, err := readPrefix(strings.NewReader(c.body), c.length, c.limit)
+			if (err != nil) != c.fails || string(got) != c.want || whole != c.whole {
+				t.Fatalf("readPrefix = %q, whole %v, err %v; want %q, whole %v, fails %v", got, whole, err, c.want, c.whole, c.fails)
+			}
+		})
 	}
 }

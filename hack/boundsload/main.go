@@ -1,10 +1,11 @@
-// Command boundsload runs the attacks of issue 11 against a built ferrofed binary and
-// reports the gateway's peak resident memory under each (VmHWM of /proc/<pid>/status,
-// a fresh process per attack), and the liveness p99 during the fan-out flood against
-// the same process idle. hack/bounds-load.sh builds the binaries and runs it; see
+// Command boundsload runs the attacks of issues 11 and 30 against a built ferrofed
+// binary and reports the gateway's peak resident memory under each (VmHWM of
+// /proc/<pid>/status, a fresh process per attack), the liveness p99 during the fan-out
+// flood against the same process idle, and what the slow-body attack leaves the
+// member's other clients. hack/bounds-load.sh builds the binaries and runs it; see
 // there. Every attack is bounded: a fixed number of requests, each with a timeout.
 //
-//	boundsload -binary B [-baseline] [-attack entries|fanout|query|all]
+//	boundsload -binary B [-baseline] [-attack entries|fanout|query|slowbody|slowdrain|all]
 //
 // -baseline writes configurations without the [limits] table, for a binary that
 // predates it.
@@ -15,6 +16,17 @@
 //	fanout   2,000 members served by 4 loopback listeners; 300 searches at once;
 //	         liveness probed every 2 ms meanwhile, and 200 times before, idle
 //	query    4 members; 100 searches at once, each with a 900 KB query
+//	slowbody 1 member that reads a request's whole body before it answers (as a FHIR
+//	         server reads a form or a resource); for 20 s, 40 connections each send a
+//	         routed form POST head with Content-Length: 5 and never the body (a new
+//	         one as soon as one is answered), while other clients GET a routed read
+//	         of that member every 100 ms and a federated search every 500 ms (open
+//	         loop), each within 10 s (the request timeout); their answered ratio,
+//	         p50 and p99 (an unanswered request counts as its 10 s), and the
+//	         member's state after
+//	slowdrain the slowbody attack with server.drain_delay_ms = 500, a routed read every
+//	         50 ms; 3 s in, SIGTERM: of the reads sent before it, how many were
+//	         answered 200, and how the process exited
 //
 // Nothing here is used by the gateway or the operator themselves.
 package main
@@ -27,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -37,20 +50,21 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 func main() {
 	binary := flag.String("binary", "", "the ferrofed binary to attack")
 	baseline := flag.Bool("baseline", false, "the binary predates [limits]: leave it out of the configuration")
-	attack := flag.String("attack", "all", "entries, fanout, query or all")
+	attack := flag.String("attack", "all", "entries, fanout, query, slowbody, slowdrain or all")
 	flag.Parse()
 	if *binary == "" {
 		fmt.Fprintln(os.Stderr, "boundsload: -binary is required")
 		os.Exit(2)
 	}
-	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query}
-	names := []string{"entries", "fanout", "query"}
+	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query, "slowbody": slowbody, "slowdrain": slowdrain}
+	names := []string{"entries", "fanout", "query", "slowbody", "slowdrain"}
 	if *attack != "all" {
 		if attacks[*attack] == nil {
 			fmt.Fprintf(os.Stderr, "boundsload: no attack %q\n", *attack)
@@ -69,10 +83,12 @@ func main() {
 type gateway struct {
 	binary   string
 	baseline bool
-	cmd      *exec.Cmd
-	url      string
-	idleRSS  int64
-	peakRSS  int64
+	// server is more of the [server] table, as TOML lines.
+	server  string
+	cmd     *exec.Cmd
+	url     string
+	idleRSS int64
+	peakRSS int64
 }
 
 // start writes a configuration with the given members and limits and starts the
@@ -82,7 +98,7 @@ func (g *gateway) start(memberURLs []string, limits string) {
 	check(err)
 	port := freePort()
 	var b strings.Builder
-	fmt.Fprintf(&b, "[server]\nlisten = \"127.0.0.1:%d\"\nbase_path = \"/\"\nrequest_timeout_ms = 10000\ntermination_message_path = \"\"\n", port)
+	fmt.Fprintf(&b, "[server]\nlisten = \"127.0.0.1:%d\"\nbase_path = \"/\"\nrequest_timeout_ms = 10000\ntermination_message_path = \"\"\n%s", port, g.server)
 	if !g.baseline && limits != "" {
 		b.WriteString("[limits]\n" + limits + "\n")
 	}
@@ -336,4 +352,256 @@ func check(err error) {
 		fmt.Fprintln(os.Stderr, "boundsload:", err)
 		os.Exit(1)
 	}
+}
+
+// slowbody is the attack of issue 30, point 1: slow clients that each held one of a
+// member's limits.max_member_calls_per_member calls for the whole request timeout.
+func slowbody(g *gateway) string {
+	const (
+		slow    = 40
+		victims = 4
+		attack  = 20 * time.Second
+		budget  = 10 * time.Second // the request timeout of every configuration here
+	)
+	g.start([]string{bodyReader() + "/m0/fhir"}, "")
+	defer g.stop()
+	end := time.Now().Add(attack)
+	var wg sync.WaitGroup
+	slowCounts := slowClients(&wg, g.url, slow, end, budget)
+	time.Sleep(500 * time.Millisecond) // the slow heads are in
+	type result struct {
+		took   time.Duration
+		status int
+	}
+	var mu sync.Mutex
+	var routed, federated []result
+	client := &http.Client{Timeout: budget, Transport: &http.Transport{MaxIdleConnsPerHost: victims + 1}}
+	ask := func(url string, into *[]result) {
+		start := time.Now()
+		status := 0
+		if res, err := client.Get(url); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			status = res.StatusCode
+		}
+		took := time.Since(start)
+		if status == 0 {
+			took = budget
+		}
+		mu.Lock()
+		*into = append(*into, result{took, status})
+		mu.Unlock()
+	}
+	// Open loop: the other clients come at their own pace, whether or not the last
+	// was answered (a closed loop would count a burst of quick answers at each turn
+	// of the slow clients, and few while they hold the slots).
+	for i := 0; time.Now().Before(end); i++ {
+		wg.Go(func() { ask(g.url+"/nodes/m0/fhir/Patient/1", &routed) })
+		if i%5 == 0 {
+			wg.Go(func() { ask(g.url+"/fhir/Patient", &federated) })
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	state := memberState(g.url)
+	describe := func(name string, rs []result) string {
+		ok := 0
+		var took []time.Duration
+		counts := map[string]int{}
+		for _, r := range rs {
+			took = append(took, r.took)
+			if r.status == 200 {
+				ok++
+			}
+			k := strconv.Itoa(r.status)
+			if r.status == 0 {
+				k = "timeout"
+			}
+			counts[k]++
+		}
+		return fmt.Sprintf("%s_answered=%d/%d %s_p50=%s %s_p99=%s %s_%s", name, ok, len(rs), name, quantile(took, 50), name, quantile(took, 99), name, summary(counts))
+	}
+	return fmt.Sprintf("%s %s slow_%s member_state=%s", describe("routed", routed), describe("federated", federated), summary(slowCounts.counts()), state)
+}
+
+// bodyReader is a member that reads a request's whole body before it answers, as a
+// FHIR server reads a form or a resource; it returns its base URL.
+func bodyReader() string {
+	return serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
+		w.Header().Set("Content-Type", "application/fhir+json")
+		if strings.HasSuffix(r.URL.Path, "/Patient") || strings.HasSuffix(r.URL.Path, "/_search") {
+			_, _ = io.WriteString(w, oneMatch)
+			return
+		}
+		_, _ = io.WriteString(w, `{"resourceType":"Patient","id":"1"}`)
+	}))
+}
+
+// counter counts answers by key.
+type counter struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *counter) add(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	c.m[k]++
+}
+
+func (c *counter) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.m)
+}
+
+// slowClients runs n connections to the gateway at url until end, each sending a
+// routed form POST head that announces a 5-byte body and never sending the body; a
+// connection that is answered (or fails) is replaced by a new one. Their answers are
+// counted by status.
+func slowClients(wg *sync.WaitGroup, url string, n int, end time.Time, budget time.Duration) *counter {
+	const head = "POST /nodes/m0/fhir/Patient/_search HTTP/1.1\r\nHost: gw.test\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 5\r\n\r\n"
+	host := strings.TrimPrefix(url, "http://")
+	c := &counter{}
+	for range n {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				conn, err := net.Dial("tcp", host)
+				if err != nil {
+					c.add("dial-error")
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				_ = conn.SetDeadline(end.Add(budget + 2*time.Second))
+				if _, err := io.WriteString(conn, head); err == nil {
+					if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+						c.add(strconv.Itoa(res.StatusCode))
+						res.Body.Close()
+					} else {
+						c.add("error")
+					}
+				}
+				conn.Close()
+			}
+		})
+	}
+	return c
+}
+
+// slowdrain is the slowbody attack with a drain in the middle: SIGTERM 3 s in, and
+// what became of the routed reads sent before it.
+func slowdrain(g *gateway) string {
+	const (
+		slow    = 40
+		victims = 100 // at once, at most: one read every 50 ms, each within 10 s
+		budget  = 10 * time.Second
+	)
+	g.server = "drain_delay_ms = 500\n"
+	g.start([]string{bodyReader() + "/m0/fhir"}, "")
+	// Stopped by SIGTERM below, not by g.stop; its peak RSS read just before.
+	var sigAt time.Time
+	var mu sync.Mutex
+	type sent struct {
+		at     time.Time
+		status int
+	}
+	var log []sent
+	var slowWG, wg sync.WaitGroup
+	attackEnd := time.Now().Add(3500 * time.Millisecond)
+	slowCounts := slowClients(&slowWG, g.url, slow, attackEnd, budget)
+	time.Sleep(500 * time.Millisecond) // the slow heads are in
+	client := &http.Client{Timeout: budget, Transport: &http.Transport{MaxIdleConnsPerHost: victims}}
+	// Open loop: a routed read every 50 ms, for 3 s before SIGTERM and 1.5 s after.
+	ask := func() {
+		at := time.Now()
+		status := 0
+		if res, err := client.Get(g.url + "/nodes/m0/fhir/Patient/1"); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			status = res.StatusCode
+		}
+		mu.Lock()
+		log = append(log, sent{at, status})
+		mu.Unlock()
+	}
+	sig := time.Now().Add(3 * time.Second)
+	for time.Now().Before(sig) {
+		wg.Go(ask)
+		time.Sleep(50 * time.Millisecond)
+	}
+	g.peakRSS = g.status("VmHWM")
+	mu.Lock()
+	sigAt = time.Now()
+	mu.Unlock()
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- g.cmd.Wait() }()
+	for after := time.Now().Add(1500 * time.Millisecond); time.Now().Before(after); {
+		wg.Go(ask)
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	exit := "none within 30 s"
+	select {
+	case err := <-exited:
+		exit = "0"
+		if err != nil {
+			exit = err.Error()
+		}
+	case <-time.After(30 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-exited
+	}
+	slowWG.Wait()
+	before, ok := 0, 0
+	counts := map[string]int{}
+	for _, s := range log {
+		if !s.at.Before(sigAt) {
+			continue
+		}
+		before++
+		if s.status == 200 {
+			ok++
+		}
+		k := strconv.Itoa(s.status)
+		if s.status == 0 {
+			k = "none"
+		}
+		counts[k]++
+	}
+	return fmt.Sprintf("sent_before_sigterm=%d answered_200=%d before_sigterm_%s slow_%s exit=%s", before, ok, summary(counts), summary(slowCounts.counts()), exit)
+}
+
+// quantile is the q-th percentile of d.
+func quantile(d []time.Duration, q int) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*q/100)].Round(100 * time.Microsecond).String()
+}
+
+// memberState is member m0's state in the gateway's metrics.
+func memberState(url string) string {
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		return "no-metrics"
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if strings.HasPrefix(line, "ferrofed_dependency_state{") && strings.Contains(line, `endpoint="m0-query"`) && strings.HasSuffix(line, " 1") {
+			_, s, _ := strings.Cut(line, `state="`)
+			s, _, _ = strings.Cut(s, `"`)
+			return s
+		}
+	}
+	return "absent"
 }
