@@ -111,7 +111,11 @@ func LoadKeyPair(certFile, keyFile string, log logr.Logger) (*KeyPair, error) {
 	if err == nil {
 		err = k.swap(certPEM, keyPEM)
 	}
-	if err != nil {
+	var fe *config.FileError
+	switch {
+	case errors.As(err, &fe):
+		return nil, err // it names its key
+	case err != nil:
 		return nil, fmt.Errorf("server.tls.certificate_file: %w", err)
 	}
 	k.logLoaded("Loaded the TLS key pair", "")
