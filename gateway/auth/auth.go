@@ -102,9 +102,9 @@ func New(issuers []config.Issuer, opts Options) (*Verifier, error) {
 		is := &issuer{cfg: ic, algs: algs}
 		switch {
 		case ic.JWKSFile != "":
-			ks, err := fileKeySource(ic.JWKSFile, opts.Now)
+			ks, err := fileKeySource(key+".jwks_file", ic.JWKSFile, opts.Now)
 			if err != nil {
-				return nil, fmt.Errorf("%s.jwks_file: %w", key, err)
+				return nil, err // a *config.FileError, naming the key
 			}
 			is.keys = ks
 		case ic.JWKSURL != "":

@@ -59,8 +59,8 @@ type keySource struct {
 	fetches    atomic.Int64
 }
 
-func fileKeySource(path string, now func() time.Time) (*keySource, error) {
-	keys, err := config.ReadJWKSFile(path)
+func fileKeySource(key, path string, now func() time.Time) (*keySource, error) {
+	keys, err := config.ReadJWKSFile(key, path)
 	if err != nil {
 		return nil, err
 	}

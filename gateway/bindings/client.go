@@ -38,6 +38,9 @@ type ClientOptions struct {
 	Timeout time.Duration
 	// MaxResponseBytes caps the answer body read; default 1 MiB, at most 64 MiB.
 	MaxResponseBytes int64
+	// Table is the configuration table the binding's keys are under ("consent",
+	// "audit.feed"): an error of a credential file names its key.
+	Table string
 	// Credentials are the files named in the binding's table.
 	Credentials config.Credentials
 	// Metrics count the exchanges; nil counts nothing.
@@ -63,8 +66,8 @@ type Client struct {
 // NewClient builds a binding's client; the credential files are read now (the token
 // file again at each exchange, by Authorize). The error names the file.
 func NewClient(o ClientOptions) (*Client, error) {
-	if o.Name == "" {
-		return nil, errors.New("binding: a client needs its binding's name")
+	if o.Name == "" || o.Table == "" {
+		return nil, errors.New("binding: a client needs its binding's name and its configuration table")
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -96,14 +99,14 @@ func NewClient(o ClientOptions) (*Client, error) {
 			tc = tr.TLSClientConfig.Clone()
 		}
 		if cr.ClientCertificateFile != "" {
-			pair, err := tls.LoadX509KeyPair(cr.ClientCertificateFile, cr.ClientKeyFile)
+			pair, err := config.ReadKeyPair(o.Table+".client_certificate_file", cr.ClientCertificateFile, o.Table+".client_key_file", cr.ClientKeyFile)
 			if err != nil {
-				return nil, fmt.Errorf("binding %s: client certificate %s: %w", o.Name, cr.ClientCertificateFile, err)
+				return nil, fmt.Errorf("binding %s: %w", o.Name, err)
 			}
 			tc.Certificates = []tls.Certificate{pair}
 		}
 		if cr.CAFile != "" {
-			pool, err := config.ReadCAFile(cr.CAFile)
+			pool, err := config.ReadCertPool(o.Table+".ca_file", cr.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("binding %s: %w", o.Name, err)
 			}
@@ -112,7 +115,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		tr.TLSClientConfig = tc
 	}
 	if cr.BearerTokenFile != "" {
-		if _, err := config.ReadBearerToken(cr.BearerTokenFile); err != nil {
+		if _, err := config.ReadBearerToken(o.Table+".bearer_token_file", cr.BearerTokenFile); err != nil {
 			return nil, fmt.Errorf("binding %s: %w", o.Name, err)
 		}
 	}
@@ -137,7 +140,7 @@ func (c *Client) Authorize(r *http.Request) error {
 	if f == "" {
 		return nil
 	}
-	tok, err := config.ReadBearerToken(f)
+	tok, err := config.ReadBearerToken(c.o.Table+".bearer_token_file", f)
 	if err != nil {
 		return fmt.Errorf("binding %s: %w", c.name, err)
 	}

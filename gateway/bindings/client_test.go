@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,7 +70,7 @@ func TestTheClientObservesEachExchange(t *testing.T) {
 	m := NewMetrics()
 	tr := dependencies.NewTracker()
 	c, err := NewClient(ClientOptions{
-		Name: "resolver", Timeout: 300 * time.Millisecond, MaxResponseBytes: 1024, Metrics: m,
+		Name: "resolver", Table: "resolver", Timeout: 300 * time.Millisecond, MaxResponseBytes: 1024, Metrics: m,
 		Tracker: tr, Rule: dependencies.FromHTTP, Credentials: config.Credentials{BearerTokenFile: tokenFile},
 	})
 	if err != nil {
@@ -152,15 +153,22 @@ func TestTheClientObservesEachExchange(t *testing.T) {
 
 func TestNewClientRefusesWhatItCannotUse(t *testing.T) {
 	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		o    ClientOptions
 		want string
 	}{
-		{"no name", ClientOptions{}, "name"},
-		{"a cap past the limit", ClientOptions{Name: "x", MaxResponseBytes: MaxResponseBytesLimit + 1}, "cap"},
-		{"a missing token file", ClientOptions{Name: "x", Credentials: config.Credentials{BearerTokenFile: filepath.Join(dir, "none")}}, "none"},
-		{"a missing certificate", ClientOptions{Name: "x", Credentials: config.Credentials{ClientCertificateFile: filepath.Join(dir, "c"), ClientKeyFile: filepath.Join(dir, "k")}}, "client certificate"},
+		{"no name", ClientOptions{Table: "x"}, "name"},
+		{"no table", ClientOptions{Name: "x"}, "configuration table"},
+		{"a cap past the limit", ClientOptions{Name: "x", Table: "x", MaxResponseBytes: MaxResponseBytesLimit + 1}, "cap"},
+		{"a missing token file", ClientOptions{Name: "x", Table: "t", Credentials: config.Credentials{BearerTokenFile: filepath.Join(dir, "none")}}, "t.bearer_token_file: open " + filepath.Join(dir, "none")},
+		{"a missing certificate", ClientOptions{Name: "x", Table: "t", Credentials: config.Credentials{ClientCertificateFile: filepath.Join(dir, "c"), ClientKeyFile: filepath.Join(dir, "k")}}, "t.client_certificate_file: open"},
+		// A named pipe with no writer would block the open forever: it is refused.
+		{"a named pipe as the token file", ClientOptions{Name: "x", Table: "t", Credentials: config.Credentials{BearerTokenFile: fifo}}, "t.bearer_token_file: " + fifo + " is a named pipe"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

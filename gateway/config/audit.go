@@ -2,13 +2,8 @@ package config
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -92,6 +87,10 @@ type Credentials struct {
 	CAFile string `toml:"ca_file"`
 	// BearerTokenFile holds a token sent as "Authorization: Bearer <token>".
 	BearerTokenFile string `toml:"bearer_token_file"`
+	// AllowInsecure (allow_insecure) lets the token of bearer_token_file be sent over
+	// an http url to a host that is not loopback, in clear; it is refused otherwise,
+	// and warned about at every start and reload when allowed. Default false.
+	AllowInsecure bool `toml:"allow_insecure"`
 }
 
 // AuditTimeout is audit.timeout_ms resolved.
@@ -152,7 +151,7 @@ func (a *Audit) validate(opts Options) []Problem {
 			"url": a.URL != "", "spool_dir": a.SpoolDir != "", "max_spool_bytes": a.MaxSpoolBytes != nil,
 			"timeout_ms": a.TimeoutMS != nil, "client_certificate_file": a.ClientCertificateFile != "",
 			"client_key_file": a.ClientKeyFile != "", "ca_file": a.CAFile != "", "bearer_token_file": a.BearerTokenFile != "",
-			"feed": a.Feed != nil,
+			"allow_insecure": a.AllowInsecure, "feed": a.Feed != nil,
 		} {
 			if set {
 				add(key, "is set but audit.destination is %q: it is used with destination = %q only", AuditToLog, AuditToRepository)
@@ -168,7 +167,7 @@ func (a *Audit) validate(opts Options) []Problem {
 	if msg := bindingURLProblem(a.URL); msg != "" {
 		add("url", "%s", msg)
 	}
-	if msg := spoolDirProblem(a.SpoolDir); msg != "" {
+	if msg := spoolDirProblem(a.SpoolDir, "repository", opts); msg != "" {
 		add("spool_dir", "%s", msg)
 	}
 	if a.MaxSpoolBytes != nil && (*a.MaxSpoolBytes < MinMaxSpoolBytes || *a.MaxSpoolBytes > MaxMaxSpoolBytes) {
@@ -181,7 +180,7 @@ func (a *Audit) validate(opts Options) []Problem {
 		} else if f.URL == a.URL {
 			add("feed.url", "is audit.url: the feed is a second repository, each event would be delivered twice to one")
 		}
-		if msg := spoolDirProblem(f.SpoolDir); msg != "" {
+		if msg := spoolDirProblem(f.SpoolDir, "feed", opts); msg != "" {
 			add("feed.spool_dir", "%s", msg)
 		}
 		ps = append(ps, f.credentialProblems("audit.feed.", opts)...)
@@ -208,9 +207,11 @@ func bindingURLProblem(raw string) string {
 	return ""
 }
 
-// spoolDirProblem is what is wrong with a spool directory, or "". It is not created
-// or read here: `config check` must not touch a running gateway's spool.
-func spoolDirProblem(dir string) string {
+// spoolDirProblem is what is wrong with a spool directory, or "". The spool is
+// <dir>/<sub>; unless opts.SkipFiles, it (or the nearest folder of it that exists) is
+// stat-ed and its writability asked, as serve's creating it would find, but it is not
+// created or read here: `config check` must not touch a running gateway's spool.
+func spoolDirProblem(dir, sub string, opts Options) string {
 	switch {
 	case dir == "":
 		return "is required with destination = \"repository\""
@@ -220,6 +221,8 @@ func spoolDirProblem(dir string) string {
 		return "must not be the root directory"
 	case len(dir) > MaxTerminationMessagePathBytes:
 		return fmt.Sprintf("is longer than %d bytes", MaxTerminationMessagePathBytes)
+	case !opts.SkipFiles:
+		return dirProblem(dir, sub)
 	}
 	return ""
 }
@@ -240,66 +243,37 @@ func (c Credentials) credentialProblems(prefix string, opts Options) []Problem {
 		add(key, "is required with %s: a client certificate needs both files", map[string]string{
 			"client_key_file": prefix + "client_certificate_file", "client_certificate_file": prefix + "client_key_file"}[key])
 	case c.ClientCertificateFile != "" && !opts.SkipFiles:
-		if _, err := tls.LoadX509KeyPair(c.ClientCertificateFile, c.ClientKeyFile); err != nil {
-			add("client_certificate_file", "cannot be used with %s: %v", prefix+"client_key_file", err)
+		if _, err := ReadKeyPair(prefix+"client_certificate_file", c.ClientCertificateFile, prefix+"client_key_file", c.ClientKeyFile); err != nil {
+			ps = append(ps, fileProblem(prefix+"client_certificate_file", err))
 		}
 	}
 	if c.CAFile != "" && !opts.SkipFiles {
-		if _, err := ReadCAFile(c.CAFile); err != nil {
-			add("ca_file", "%v", err)
+		if _, err := ReadCertPool(prefix+"ca_file", c.CAFile); err != nil {
+			ps = append(ps, fileProblem(prefix+"ca_file", err))
 		}
 	}
 	if c.BearerTokenFile != "" && !opts.SkipFiles {
-		if _, err := ReadBearerToken(c.BearerTokenFile); err != nil {
-			add("bearer_token_file", "%v", err)
+		if _, err := ReadBearerToken(prefix+"bearer_token_file", c.BearerTokenFile); err != nil {
+			ps = append(ps, fileProblem(prefix+"bearer_token_file", err))
 		}
 	}
 	return ps
 }
 
-// ReadCAFile reads a PEM bundle of CA certificates.
-func ReadCAFile(path string) (*x509.CertPool, error) {
-	data, err := readBounded(path, 1<<20)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
-}
-
-// ReadBearerToken reads a bearer token file: at most MaxBearerTokenBytes, surrounding
-// whitespace trimmed, not empty, one line of visible ASCII.
-func ReadBearerToken(path string) (string, error) {
-	data, err := readBounded(path, MaxBearerTokenBytes)
+// ReadBearerToken reads the bearer token file key names: at most MaxBearerTokenBytes,
+// surrounding whitespace trimmed, not empty, one line of visible ASCII. The error is a
+// *FileError naming key.
+func ReadBearerToken(key, path string) (string, error) {
+	data, err := ReadFile(key, path, MaxBearerTokenBytes)
 	if err != nil {
 		return "", err
 	}
 	tok := string(bytes.TrimSpace(data))
 	switch {
 	case tok == "":
-		return "", fmt.Errorf("%s is empty", path)
+		return "", &FileError{Key: key, Err: fmt.Errorf("%s is empty", path)}
 	case strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
-		return "", fmt.Errorf("%s holds more than one token, or characters a header cannot carry", path)
+		return "", &FileError{Key: key, Err: fmt.Errorf("%s holds more than one token, or characters a header cannot carry", path)}
 	}
 	return tok, nil
-}
-
-// readBounded reads at most limit bytes of path; a longer file is an error.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, errors.New(path + " is larger than " + fmt.Sprint(limit) + " bytes")
-	}
-	return data, nil
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -280,9 +279,9 @@ func (p *Problems) Error() string {
 // Load reads and parses the file at path. The error, when the file loaded but is wrong,
 // is a *Problems listing every problem.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile("configuration", path, MaxConfigFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read configuration: %w", err)
+		return nil, fmt.Errorf("read configuration: %w", errors.Unwrap(err))
 	}
 	return Parse(data, path, Options{})
 }

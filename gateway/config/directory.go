@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -119,10 +122,40 @@ func (c *Config) directoryProblems(opts Options) []Problem {
 			add("registry.mcsd.cache_file", "%q must be an absolute path", d.CacheFile)
 		case len(d.CacheFile) > MaxTerminationMessagePathBytes:
 			add("registry.mcsd.cache_file", "is longer than %d bytes", MaxTerminationMessagePathBytes)
+		case !opts.SkipFiles:
+			if msg := cacheFileProblem(d.CacheFile); msg != "" {
+				add("registry.mcsd.cache_file", "%s", msg)
+			}
 		}
 	}
 	ps = append(ps, d.credentialProblems("registry.mcsd.", opts)...)
 	return ps
+}
+
+// cacheFileProblem is what keeps serve from reading and writing the cache file, or
+// "": its folder must be a directory that exists and that the process may write in
+// (the file is replaced through a temporary file there), and the file, when it
+// exists, must be a regular file. Nothing is created or read.
+func cacheFileProblem(file string) string {
+	dir := filepath.Dir(file)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("%s cannot be used: its folder %s does not exist", file, dir)
+	case err != nil:
+		return fmt.Sprintf("%s cannot be used: %v", file, err)
+	case !fi.IsDir():
+		return fmt.Sprintf("%s cannot be used: %s is %s, not a directory", file, dir, fileKind(fi.Mode()))
+	}
+	if err := writable(dir); err != nil {
+		return fmt.Sprintf("%s cannot be used: its folder %s is not writable by this process: %v", file, dir, err)
+	}
+	if fi, err := os.Stat(file); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Sprintf("%s is %s, not a regular file", file, fileKind(fi.Mode()))
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("%s cannot be used: %v", file, err)
+	}
+	return ""
 }
 
 // MemberProblems are the problems of a registry read from a directory by the rules

@@ -2,7 +2,11 @@ package config
 
 import (
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -194,5 +198,56 @@ func TestNormalizeHomeCommunityID(t *testing.T) {
 		if want != "" && strings.HasPrefix(want, "urn:oid:") && homeCommunityProblem(NormalizeHomeCommunityID(in)) != "" {
 			t.Errorf("%q normalised is refused as a home_community_id", in)
 		}
+	}
+}
+
+// registry.mcsd.cache_file is checked as serve uses it: its folder must exist and be
+// writable (the file is replaced through a temporary file there), and the file, when
+// it exists, must be a regular file; nothing is created.
+func TestDirectoryCacheFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	table := func(file string) string {
+		return "[registry.mcsd]\nurl = \"https://dir.example/fhir\"\nmember_identifier_system = \"urn:oid:1.2.3\"\ncache_file = \"" + file + "\"\n"
+	}
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"a new file in a folder that exists", filepath.Join(dir, "cache.json"), ""},
+		{"a file in a missing folder", filepath.Join(dir, "missing", "cache.json"), "its folder " + filepath.Join(dir, "missing") + " does not exist"},
+		{"a file below a file", "/etc/passwd/cache.json", "/etc/passwd is a regular file, not a directory"},
+		{"a named pipe", fifo, fifo + " is a named pipe (FIFO), not a regular file"},
+		{"a directory", dir, dir + " is a directory, not a regular file"},
+		{"a folder no one can write", "/proc/self/cache.json", "its folder /proc/self is not writable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(directoryBase+table(tc.file)), "test.toml", Options{})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(tc.file); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("the check created the cache file: %v", err)
+				}
+				return
+			}
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want problems, got %v", err)
+			}
+			for _, p := range ps.List {
+				if p.Key == "registry.mcsd.cache_file" && strings.Contains(p.Message, tc.want) {
+					return
+				}
+			}
+			t.Fatalf("no problem on registry.mcsd.cache_file with %q in %v", tc.want, ps)
+		})
+	}
+	// The operator's webhook validates for another machine: no file is looked at.
+	if _, err := Parse([]byte(directoryBase+table(filepath.Join(dir, "missing", "c.json"))), "test.toml", Options{SkipFiles: true}); err != nil {
+		t.Fatalf("SkipFiles looked at the cache folder: %v", err)
 	}
 }

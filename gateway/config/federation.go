@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"fmt"
-	"os"
 )
 
 // Defaults and limits of the [federation] table (docs/data-plane.md).
@@ -56,31 +55,19 @@ func defaultFederation() Federation {
 	return Federation{DefaultCount: DefaultCount, MaxCount: DefaultMaxCount, CapabilityTTLMS: DefaultCapabilityTTLMS}
 }
 
-// ReadPageTokenKey reads the key of federation.page_token_key_file, trimmed, and
-// checks its length. The error names the key.
+// ReadPageTokenKey reads the key of federation.page_token_key_file (through ReadFile),
+// trimmed, and checks its length. The error is a *FileError naming the key.
 func ReadPageTokenKey(file string) ([]byte, error) {
-	f, err := os.Open(file)
+	const key = "federation.page_token_key_file"
+	data, err := ReadFile(key, file, MaxPageTokenKeyBytes)
 	if err != nil {
-		return nil, fmt.Errorf("federation.page_token_key_file: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	buf := make([]byte, MaxPageTokenKeyBytes+1)
-	n, _ := f.Read(buf)
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil || m == 0 {
-			break
-		}
+	k := bytes.TrimSpace(data)
+	if len(k) < MinPageTokenKeyBytes {
+		return nil, &FileError{Key: key, Err: fmt.Errorf("%s holds %d bytes, fewer than %d", file, len(k), MinPageTokenKeyBytes)}
 	}
-	if n > MaxPageTokenKeyBytes {
-		return nil, fmt.Errorf("federation.page_token_key_file: %s holds more than %d bytes", file, MaxPageTokenKeyBytes)
-	}
-	key := bytes.TrimSpace(buf[:n])
-	if len(key) < MinPageTokenKeyBytes {
-		return nil, fmt.Errorf("federation.page_token_key_file: %s holds %d bytes, fewer than %d", file, len(key), MinPageTokenKeyBytes)
-	}
-	return key, nil
+	return k, nil
 }
 
 // validate returns the [federation] table's problems, each naming its key.
@@ -97,16 +84,8 @@ func (f Federation) validate(opts Options) []Problem {
 	}
 	if f.PageTokenKeyFile != "" && !opts.SkipFiles {
 		if _, err := ReadPageTokenKey(f.PageTokenKeyFile); err != nil {
-			ps = append(ps, Problem{Key: "federation.page_token_key_file", Message: trimKey(err.Error())})
+			ps = append(ps, fileProblem("federation.page_token_key_file", err))
 		}
 	}
 	return ps
-}
-
-func trimKey(msg string) string {
-	const prefix = "federation.page_token_key_file: "
-	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
-		return msg[len(prefix):]
-	}
-	return msg
 }

@@ -31,7 +31,7 @@ func TestTheFederationTable(t *testing.T) {
 			"federation.page_token_key_file (line 2): open"},
 		{"a missing key file is not read for another machine", "[federation]\npage_token_key_file = \"" + filepath.Join(dir, "nope") + "\"\n", Options{SkipFiles: true}, ""},
 		{"a key shorter than 32 bytes is refused", "[federation]\npage_token_key_file = \"" + short + "\"\n", Options{}, "holds 10 bytes, fewer than 32"},
-		{"a key file larger than 4096 bytes is refused", "[federation]\npage_token_key_file = \"" + huge + "\"\n", Options{}, "more than 4096 bytes"},
+		{"a key file larger than 4096 bytes is refused", "[federation]\npage_token_key_file = \"" + huge + "\"\n", Options{}, "larger than 4096 bytes"},
 		{"a max_count of 1000", "[federation]\nmax_count = 1000\n", Options{}, ""},
 		{"a max_count above 1000 is refused", "[federation]\nmax_count = 1001\n", Options{}, "federation.max_count (line 2): 1001 is not from 1 to 1000"},
 		{"a max_count of 0 is refused", "[federation]\nmax_count = 0\n", Options{}, "federation.max_count"},

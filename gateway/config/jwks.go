@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/go-jose/go-jose/v4"
 )
@@ -18,28 +16,22 @@ import (
 // memory.
 const MaxJWKSBytes = 1 << 20
 
-// ReadJWKSFile reads an issuer's jwks_file as the gateway uses it (ParseJWKS). It is
-// here, with the schema, so that `config check`, serve and a reload refuse the same
-// files: a directory, an empty file, garbage, a set without a public signing key.
-func ReadJWKSFile(path string) ([]jose.JSONWebKey, error) {
-	f, err := os.Open(path)
+// ReadJWKSFile reads an issuer's jwks_file (key names it: auth.issuers[0].jwks_file)
+// through ReadFile, as the gateway uses it (ParseJWKS). It is here, with the schema, so
+// that `config check`, serve and a reload refuse the same files: a directory, a named
+// pipe, an empty file, garbage, a set without a public signing key. The error is a
+// *FileError naming key.
+func ReadJWKSFile(key, path string) ([]jose.JSONWebKey, error) {
+	data, err := ReadFile(key, path, MaxJWKSBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxJWKSBytes+1))
-	if err != nil {
-		return nil, err // a *fs.PathError, naming the file: "read k.json: is a directory"
-	}
 	if len(data) == 0 {
-		return nil, fmt.Errorf("%s is empty", path)
-	}
-	if len(data) > MaxJWKSBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, MaxJWKSBytes)
+		return nil, &FileError{Key: key, Err: fmt.Errorf("%s is empty", path)}
 	}
 	keys, err := ParseJWKS(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &FileError{Key: key, Err: fmt.Errorf("%s: %w", path, err)}
 	}
 	return keys, nil
 }

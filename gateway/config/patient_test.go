@@ -26,7 +26,7 @@ func TestThePatientBindingTables(t *testing.T) {
 		wantMsg string
 	}{
 		{"a resolver with every member's domain", two + resolver, "", ""},
-		{"every table with its keys", two + resolver + "timeout_ms = 1500\nmax_body_bytes = 4096\nbearer_token_file = \"" + token + "\"\n" +
+		{"every table with its keys", two + strings.Replace(resolver, "http:", "https:", 1) + "timeout_ms = 1500\nmax_body_bytes = 4096\nbearer_token_file = \"" + token + "\"\n" +
 			"[pdqm]\nurl = \"https://mpi.example/fhir\"\n[consent]\nurl = \"http://pdp.example\"\nprotocol = \"authzen\"\npurpose_of_use = \"urn:x|ETREAT\"\n" +
 			"[localizer]\nurl = \"http://pix2.example/fhir\"\nprotocol = \"pixm\"\n", "", ""},
 		{"an xcpd localizer with every member's community", member("a", "home_community_id = \"urn:oid:1.2.3\"\n") + "[localizer]\nurl = \"http://gw.example/xcpd\"\nprotocol = \"xcpd\"\n", "", ""},

@@ -24,7 +24,7 @@ func TestThePMIRTable(t *testing.T) {
 		wantMsg string
 	}{
 		{"the required keys", issuer + table, "", ""},
-		{"every key", issuer + table + "criteria = \"Patient?identifier=urn:oid:1.2|\"\ncheck_interval_ms = 100\ntimeout_ms = 60000\nbearer_token_file = \"" + token + "\"\n", "", ""},
+		{"every key", issuer + strings.Replace(table, "http:", "https:", 1) + "criteria = \"Patient?identifier=urn:oid:1.2|\"\ncheck_interval_ms = 100\ntimeout_ms = 60000\nbearer_token_file = \"" + token + "\"\n", "", ""},
 		{"criteria by organization", issuer + table + "criteria = \"Patient?organization=Organization/1\"\n", "", ""},
 		{"no url", issuer + "[pmir]\nendpoint = \"https://gw/pmir/$process-message\"\nfeed_scope = \"s\"\n", "pmir.url", "is required"},
 		{"a url with credentials", issuer + strings.Replace(table, "http://mpi", "http://u:p@mpi", 1), "pmir.url", "credentials"},

@@ -131,3 +131,25 @@ func TestRenderMergesTheOwnedSpoolDirsIntoTheUsersAuditTable(t *testing.T) {
 		t.Fatalf("a user spool_dir: err = %v, want it refused naming spec.audit.spool", err)
 	}
 }
+
+// allow_insecure is the user's: the rendered file keeps it where the user set it, in
+// [audit] beside the owned spool_dir and in any other table.
+func TestRenderKeepsTheUsersAllowInsecure(t *testing.T) {
+	owned := Owned{Audit: Audit{SpoolDir: "/var/spool"},
+		Fields: map[string]string{"audit.spool_dir": "spec.audit.spool"}}
+	out, err := Render(owned, []byte("[audit]\ndestination = 'repository'\nurl = 'http://a.example/fhir'\nbearer_token_file = '/t'\nallow_insecure = true\n"+
+		"[consent]\nurl = 'http://pdp.example'\nbearer_token_file = '/t'\nallow_insecure = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Audit   Audit   `toml:"audit"`
+		Consent Consent `toml:"consent"`
+	}
+	if err := toml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Audit.AllowInsecure || !got.Consent.AllowInsecure || got.Audit.SpoolDir != "/var/spool" {
+		t.Fatalf("rendered: audit %+v, consent %+v\n%s", got.Audit, got.Consent, out)
+	}
+}

@@ -1,12 +1,10 @@
 package config
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -96,6 +94,9 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, c.directoryProblems(opts)...)
 	ps = append(ps, c.pmirProblems(opts)...)
 	ps = append(ps, c.StoredQueries.validate(opts)...)
+	clearPs, clearWarnings := c.clearTextProblems()
+	ps = append(ps, clearPs...)
+	warnings = append(warnings, clearWarnings...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings
@@ -202,8 +203,8 @@ func (t TLS) validate(opts Options) (ps, warnings []Problem) {
 	if opts.SkipFiles {
 		return ps, nil
 	}
-	if pair, err := tls.LoadX509KeyPair(t.CertificateFile, t.KeyFile); err != nil {
-		add("certificate_file", "does not load with server.tls.key_file: %v", err)
+	if pair, err := ReadKeyPair("server.tls.certificate_file", t.CertificateFile, "server.tls.key_file", t.KeyFile); err != nil {
+		ps = append(ps, fileProblem("server.tls.certificate_file", err))
 	} else if w := expiryWarning(pair.Leaf, opts.now()); w != "" {
 		// An expired certificate is a warning, not a refusal. Refusing it would not stop
 		// it being served: the pods already running keep serving it, while the new ones
@@ -215,18 +216,22 @@ func (t TLS) validate(opts Options) (ps, warnings []Problem) {
 		warnings = append(warnings, Problem{Key: "server.tls.certificate_file", Message: w})
 	}
 	if t.ClientCAFile != "" {
-		if _, err := LoadCertPool(t.ClientCAFile); err != nil {
-			add("client_ca_file", "%v", err)
+		if _, err := ReadCertPool("server.tls.client_ca_file", t.ClientCAFile); err != nil {
+			ps = append(ps, fileProblem("server.tls.client_ca_file", err))
 		}
 	}
 	if t.HealthcheckIdentityFile != "" {
 		certFile, keyFile := t.HealthcheckIdentity()
-		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
-			if t.HealthcheckIdentityKeyFile != "" {
-				add("healthcheck_identity_file", "does not load with server.tls.healthcheck_identity_key_file: %v", err)
-			} else {
-				add("healthcheck_identity_file", "must hold a PEM certificate and its key (or set server.tls.healthcheck_identity_key_file): %v", err)
+		keyKey := "server.tls.healthcheck_identity_key_file"
+		if t.HealthcheckIdentityKeyFile == "" {
+			keyKey = "server.tls.healthcheck_identity_file"
+		}
+		if _, err := ReadKeyPair("server.tls.healthcheck_identity_file", certFile, keyKey, keyFile); err != nil {
+			p := fileProblem("server.tls.healthcheck_identity_file", err)
+			if t.HealthcheckIdentityKeyFile == "" && p.Key == "server.tls.healthcheck_identity_file" {
+				p.Message = "must hold a PEM certificate and its key (or set server.tls.healthcheck_identity_key_file): " + p.Message
 			}
+			ps = append(ps, p)
 		}
 	}
 	return ps, warnings
@@ -254,19 +259,6 @@ func roundDuration(d time.Duration) string {
 		return fmt.Sprintf("%d days %d hours", d/day, (d%day)/time.Hour)
 	}
 	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
-}
-
-// LoadCertPool reads a PEM file of one or more certificates into a pool.
-func LoadCertPool(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
 }
 
 func (r Registry) validate() []Problem {
@@ -339,8 +331,8 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 		}
 	case !opts.SkipFiles:
 		// Read and parsed as serve reads it: a file that exists is not yet a key set.
-		if _, err := ReadJWKSFile(is.JWKSFile); err != nil {
-			add("jwks_file", "%v", err)
+		if _, err := ReadJWKSFile(key+".jwks_file", is.JWKSFile); err != nil {
+			ps = append(ps, fileProblem(key+".jwks_file", err))
 		}
 	}
 	for _, a := range is.Algorithms {

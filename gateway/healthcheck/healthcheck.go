@@ -19,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -170,9 +169,9 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) Result {
 // is a stronger check than a name. An expired pinned certificate is refused: clients
 // refuse it too, so the gateway is not ready.
 func ClientTLS(t config.TLS) (*tls.Config, error) {
-	data, err := os.ReadFile(t.CertificateFile)
+	data, err := config.ReadFile("server.tls.certificate_file", t.CertificateFile, config.MaxPEMFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("server.tls.certificate_file: %w", err)
+		return nil, err // a *config.FileError, naming the key
 	}
 	leaf, err := firstCertificate(data)
 	if err != nil {
@@ -197,9 +196,14 @@ func ClientTLS(t config.TLS) (*tls.Config, error) {
 		},
 	}
 	if t.ClientCAFile != "" && t.HealthcheckIdentityFile != "" {
-		id, err := tls.LoadX509KeyPair(t.HealthcheckIdentity())
+		certFile, keyFile := t.HealthcheckIdentity()
+		keyKey := "server.tls.healthcheck_identity_key_file"
+		if t.HealthcheckIdentityKeyFile == "" {
+			keyKey = "server.tls.healthcheck_identity_file"
+		}
+		id, err := config.ReadKeyPair("server.tls.healthcheck_identity_file", certFile, keyKey, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("server.tls.healthcheck_identity_file: %w", err)
+			return nil, err // a *config.FileError, naming the key
 		}
 		c.Certificates = []tls.Certificate{id}
 	}

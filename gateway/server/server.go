@@ -167,6 +167,7 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 		o(s)
 	}
 	s.storeConfig(cfg)
+	s.logWarnings(cfg)
 	s.metrics = newMetrics()
 	// A surface's own metrics reach the registry one way only: through Collected.
 	for _, sf := range s.surfaces {
@@ -366,7 +367,17 @@ func (s *Server) Reload(cfg *config.Config) ([]string, error) {
 	}
 	s.log.Info("Reloaded configuration: applied the server's settings and every surface's",
 		"surfaces", parts, "requestTimeout", cfg.Lifecycle().RequestTimeout.String(), "restartNeeded", restart)
+	s.logWarnings(cfg)
 	return restart, nil
+}
+
+// logWarnings logs each warning of cfg (config.Config.Warnings: a token sent in clear
+// by allow_insecure, a certificate near its expiry), at start and at every reload,
+// with the words `config check` prints.
+func (s *Server) logWarnings(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		s.log.Info("Warning: "+w.String(), "key", w.Key, "line", w.Line)
+	}
 }
 
 // refused logs a refused reload: each problem on its own line, then the whole report

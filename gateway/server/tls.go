@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +51,9 @@ func TLSConfig(t config.TLS, keys *KeyPair) (*tls.Config, error) {
 		CipherSuites:   TLS12CipherSuites,
 	}
 	if t.ClientCAFile != "" {
-		pool, err := config.LoadCertPool(t.ClientCAFile)
+		pool, err := config.ReadCertPool("server.tls.client_ca_file", t.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("server.tls.client_ca_file: %w", err)
+			return nil, err // a *config.FileError, naming the key
 		}
 		c.ClientCAs = pool
 		c.ClientAuth = tls.RequireAndVerifyClientCert
@@ -112,7 +111,11 @@ func LoadKeyPair(certFile, keyFile string, log logr.Logger) (*KeyPair, error) {
 	if err == nil {
 		err = k.swap(certPEM, keyPEM)
 	}
-	if err != nil {
+	var fe *config.FileError
+	switch {
+	case errors.As(err, &fe):
+		return nil, err // it names its key
+	case err != nil:
 		return nil, fmt.Errorf("server.tls.certificate_file: %w", err)
 	}
 	k.logLoaded("Loaded the TLS key pair", "")
@@ -190,13 +193,13 @@ func (k *KeyPair) Watch(ctx context.Context, poll time.Duration) {
 // between the two reads is not taken for a broken pair.
 func (k *KeyPair) read() (certPEM, keyPEM []byte, err error) {
 	for range 3 {
-		if certPEM, err = os.ReadFile(k.certFile); err != nil {
+		if certPEM, err = config.ReadFile("server.tls.certificate_file", k.certFile, config.MaxPEMFileBytes); err != nil {
 			return nil, nil, err
 		}
-		if keyPEM, err = os.ReadFile(k.keyFile); err != nil {
-			return nil, nil, fmt.Errorf("server.tls.key_file: %w", err)
+		if keyPEM, err = config.ReadFile("server.tls.key_file", k.keyFile, config.MaxPEMFileBytes); err != nil {
+			return nil, nil, err
 		}
-		again, err := os.ReadFile(k.certFile)
+		again, err := config.ReadFile("server.tls.certificate_file", k.certFile, config.MaxPEMFileBytes)
 		if err != nil {
 			return nil, nil, err
 		}

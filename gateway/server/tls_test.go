@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -419,5 +420,41 @@ func TestTLSConfig(t *testing.T) {
 	}
 	if _, err := TLSConfig(config.TLS{CertificateFile: "c", KeyFile: "k"}, nil); err == nil {
 		t.Fatal("TLS on without a key pair")
+	}
+}
+
+// A named pipe swapped in for the certificate is refused at once, naming its key: the
+// reload neither blocks on it (holding the reload lock, which a SIGHUP waits for) nor
+// drops the pair being served.
+func TestANamedPipeAsTheCertificateIsARefusedReloadNotAHang(t *testing.T) {
+	p := newKeyPairPEM(t, 1, time.Now().Add(30*24*time.Hour))
+	v := newSecretVolume(t, p)
+	k, err := LoadKeyPair(v.certFile(), v.keyFile(), logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.publish(t, []byte("x"), p.key)
+	fifo := filepath.Join(v.dir, fmt.Sprintf("..v%d", v.versions), "tls.crt")
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := k.Reload("test", true); done <- err }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload blocked on the named pipe")
+	}
+	if err == nil || !strings.Contains(err.Error(), "server.tls.certificate_file: ") || !strings.Contains(err.Error(), "is a named pipe (FIFO), not a regular file") {
+		t.Fatalf("reload: %v, want server.tls.certificate_file refused as a named pipe", err)
+	}
+	if k.Leaf().SerialNumber.Cmp(p.serial) != 0 {
+		t.Fatal("the pair served changed")
+	}
+	if _, err := LoadKeyPair(v.certFile(), v.keyFile(), logr.Discard()); err == nil || strings.Count(err.Error(), "server.tls.") != 1 {
+		t.Fatalf("load: %v, want one key named", err)
 	}
 }

@@ -3,7 +3,6 @@ package storedquery
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // MaxStored bounds the stored queries one store holds (and a listing reads).
@@ -150,14 +151,15 @@ func (s *Store) load(now time.Time) *snapshot {
 	return snap
 }
 
+// readDefinition reads one file of the store through config.ReadFile: a named pipe
+// dropped in the directory cannot hang the request that reads it.
 func readDefinition(path string) (*Definition, error) {
-	f, err := os.Open(path)
+	data, err := config.ReadFile("stored_queries.dir", path, MaxDefinitionBytes)
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxDefinitionBytes+1))
-	if err != nil {
+		var fe *config.FileError
+		if errors.As(err, &fe) {
+			return nil, fe.Err // the file is named; the problem is the file's
+		}
 		return nil, err
 	}
 	return Parse(data)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ type sample struct {
 // where it is a valid address: to 127.0.0.1:0, so that nothing binds a wildcard or a
 // fixed port.
 func TestConfigCheckAndServeAgreeOnEveryTestdataConfiguration(t *testing.T) {
-	samples := testdataSamples(t)
+	samples := append(testdataSamples(t), fileSamples(t)...)
 	if len(samples) < 40 {
 		t.Fatalf("only %d configurations found", len(samples))
 	}
@@ -73,19 +74,35 @@ func TestConfigCheckAndServeAgreeOnEveryTestdataConfiguration(t *testing.T) {
 	}
 }
 
+// runCheck runs config check, for at most 15 s: a check that blocks (on a named pipe
+// it opened) fails the test instead of hanging it.
 func runCheck(t *testing.T, s sample) (bool, string) {
 	t.Helper()
 	cmd := exec.Command(binary, "config", "check", "--config", s.file)
 	cmd.Dir = s.dir
-	out, err := cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("config check neither accepted nor refused within 15 s (killed)\n%s", out.String())
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return true, string(out)
+		return true, out.String()
 	case errors.As(err, &ee) && ee.ExitCode() == 1:
-		return false, string(out)
+		return false, out.String()
 	}
-	t.Fatalf("config check: %v\n%s", err, out)
+	t.Fatalf("config check: %v\n%s", err, out.String())
 	return false, ""
 }
 
@@ -201,6 +218,38 @@ func testdataSamples(t *testing.T) []sample {
 		t.Fatal(err)
 	}
 	add("examples/compose/ferrofed.toml", example)
+	return out
+}
+
+// fileSamples are configurations naming files that cannot be committed: a named pipe
+// (FIFO) as each kind of file the gateway reads, and as the configuration itself. The
+// open of a FIFO with no writer blocks; both commands must refuse it, naming its key,
+// within the bound of runCheck and runServe.
+func fileSamples(t *testing.T) []sample {
+	t.Helper()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const head = "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\n"
+	var out []sample
+	for _, c := range []struct{ name, key, doc string }{
+		{"page-token-key", "federation.page_token_key_file", "[federation]\npage_token_key_file = \"" + fifo + "\"\n"},
+		{"jwks-file", "auth.issuers[0].jwks_file", "[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_file = \"" + fifo + "\"\n"},
+		{"tls-certificate", "server.tls.certificate_file", "[server.tls]\ncertificate_file = \"" + fifo + "\"\nkey_file = \"" + fifo + "\"\n"},
+		{"consent-token", "consent.bearer_token_file", "[consent]\nurl = \"https://127.0.0.1:9/authzen\"\nbearer_token_file = \"" + fifo + "\"\n"},
+		{"pdqm-ca", "pdqm.ca_file", "[pdqm]\nurl = \"https://127.0.0.1:9/fhir\"\nca_file = \"" + fifo + "\"\n"},
+		{"mcsd-cache", "registry.mcsd.cache_file", "[registry.mcsd]\nurl = \"http://127.0.0.1:9/fhir\"\nmember_identifier_system = \"urn:oid:1.2.3\"\ncache_file = \"" + fifo + "\"\n"},
+	} {
+		file := "fifo-" + c.name + ".toml"
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(head+c.doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sample{name: "fifo/" + c.name, dir: dir, file: file, want: "refused " + c.key})
+	}
+	// The configuration itself a named pipe: refused before anything is parsed.
+	out = append(out, sample{name: "fifo/the-configuration", dir: dir, file: "fifo", want: "refused configuration"})
 	return out
 }
 

@@ -114,8 +114,12 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 		return t, nil
 	}
 	add := func(key, short, dir, url string, cr config.Credentials) error {
+		table := "audit"
+		if short == "feed" {
+			table = "audit.feed"
+		}
 		c, err := binding.NewClient(binding.ClientOptions{
-			Name: key, Timeout: t.cfg.AuditTimeout(), MaxResponseBytes: deliver.DefaultMaxResponseBytes,
+			Name: key, Table: table, Timeout: t.cfg.AuditTimeout(), MaxResponseBytes: deliver.DefaultMaxResponseBytes,
 			Credentials: cr, Metrics: o.Metrics,
 		})
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,20 +87,12 @@ func (d *Directory) loadCache() (n int, err error) {
 	if path == "" {
 		return 0, nil
 	}
-	f, err := os.Open(path)
+	data, err := config.ReadFile("registry.mcsd.cache_file", path, maxCacheBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCacheBytes+1))
-	if err != nil {
-		return 0, err
-	}
-	if len(data) > maxCacheBytes {
-		return 0, fmt.Errorf("larger than %d bytes", maxCacheBytes)
 	}
 	var cf cacheFile
 	if err := json.Unmarshal(data, &cf); err != nil {

@@ -234,7 +234,7 @@ func New(o Options) (*Directory, error) {
 	lim := o.Limits.withDefaults()
 	timeout := time.Duration(t.Timeout()) * time.Millisecond
 	c, err := binding.NewClient(binding.ClientOptions{
-		Name: Key, Timeout: timeout, MaxResponseBytes: lim.MaxPageBytes, Credentials: t.Credentials,
+		Name: Key, Table: "registry.mcsd", Timeout: timeout, MaxResponseBytes: lim.MaxPageBytes, Credentials: t.Credentials,
 		Metrics: o.Metrics, Transport: o.Transport,
 	})
 	if err != nil {

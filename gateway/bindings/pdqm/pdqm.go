@@ -61,7 +61,7 @@ type Consumer struct {
 // New builds the consumer; the credential files are read now.
 func New(o Options) (*Consumer, error) {
 	timeout := o.Service.Timeout(config.DefaultPDQmTimeoutMS)
-	c, err := binding.NewClient(binding.ClientOptions{Name: Key, Timeout: timeout,
+	c, err := binding.NewClient(binding.ClientOptions{Name: Key, Table: "pdqm", Timeout: timeout,
 		MaxResponseBytes: o.Service.BodyCap(config.DefaultPDQmMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err

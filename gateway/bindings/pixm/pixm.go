@@ -79,6 +79,7 @@ type Consumer struct {
 func New(o Options) (*Consumer, error) {
 	c, err := binding.NewClient(binding.ClientOptions{
 		Name:             o.Key,
+		Table:            o.Key, // "resolver" or "localizer", its table's name too
 		Timeout:          o.Service.Timeout(o.DefaultTimeoutMS),
 		MaxResponseBytes: o.Service.BodyCap(o.DefaultMaxBodyBytes),
 		Credentials:      o.Service.Credentials,

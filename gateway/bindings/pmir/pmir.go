@@ -159,7 +159,7 @@ func New(cfg *config.Config, o Options) (*Feed, error) {
 		return nil, fmt.Errorf("pmir.url: %w", err)
 	}
 	c, err := binding.NewClient(binding.ClientOptions{
-		Name: Key, Timeout: p.Timeout(), MaxResponseBytes: MaxAnswerBytes,
+		Name: Key, Table: "pmir", Timeout: p.Timeout(), MaxResponseBytes: MaxAnswerBytes,
 		Credentials: p.Credentials, Metrics: o.Metrics, Transport: o.Transport,
 	})
 	if err != nil {

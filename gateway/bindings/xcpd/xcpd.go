@@ -83,7 +83,7 @@ type Client struct {
 // New builds the client; the credential files are read now.
 func New(o Options) (*Client, error) {
 	timeout := o.Service.Timeout(config.DefaultLocalizerTimeoutMS)
-	c, err := binding.NewClient(binding.ClientOptions{Name: Key, Timeout: timeout,
+	c, err := binding.NewClient(binding.ClientOptions{Name: Key, Table: "localizer", Timeout: timeout,
 		MaxResponseBytes: o.Service.BodyCap(config.DefaultLocalizerMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err
