@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
 // Recorder stores one AuditEvent and returns once it is stored; *audit.Trail is one
@@ -124,7 +125,8 @@ type Failure struct {
 	Status int
 	// Code is the OperationOutcome issue code (transient, timeout, forbidden).
 	Code string
-	// Diagnostics says which step and why, never the service's URL or its body.
+	// Diagnostics says which step and why, never the service's URL or its body; what
+	// FailureOf makes of an answer's fault went through gateway/scrub.
 	Diagnostics string
 }
 
@@ -141,7 +143,8 @@ func (e Exchange) FailureOf(step, why string) *Failure {
 	case e.TooLarge:
 		return &Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the " + step + "'s answer is larger than its max_body_bytes"}
 	}
-	return &Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the " + step + " " + why}
+	// why may quote the answer (a parser's error): the rule of gateway/scrub applies.
+	return &Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: scrub.Text("the " + step + " " + why)}
 }
 
 // AuditFailure is the failure of an exchange whose audit record could not be stored:
