@@ -84,6 +84,9 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 		res.Body.Close()
 	}
 	if err != nil {
+		if headTooLarge(err) {
+			ex.reason = fmt.Sprintf("member %s answered with headers longer than %d KiB", m.id, MaxMemberHeaderBytes>>10)
+		}
 		ex.body = nil
 		ex.call.Broken = true
 		ex.call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)

@@ -178,6 +178,12 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		switch c.observe(m, call) {
 		case Cancelled:
 			// Nobody is listening; nothing to write.
+		case Unreachable:
+			if headTooLarge(err) {
+				writeFHIR(w, http.StatusBadGateway, operationOutcome("transient", fmt.Sprintf("member %s answered with headers longer than %d KiB", m.id, MaxMemberHeaderBytes>>10)))
+				break
+			}
+			writeFHIR(w, http.StatusBadGateway, operationOutcome("transient", "member "+m.id+" is unreachable"))
 		case Timeout:
 			writeFHIR(w, http.StatusGatewayTimeout, operationOutcome("timeout", "member "+m.id+" did not answer within the request budget"))
 		default:
