@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -144,5 +145,31 @@ func BenchmarkHeaderBombs(b *testing.B) {
 			}
 			b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
 		})
+	}
+}
+
+// TestAMembersHeadCountsInTheSearchBytes: an answer's head is taken from
+// limits.max_search_bytes as its body is, so that a member cannot carry what the
+// budget refuses in its body in its headers instead.
+func TestAMembersHeadCountsInTheSearchBytes(t *testing.T) {
+	body := `{"resourceType":"Bundle","type":"searchset","entry":[]}`
+	pad := strings.Repeat("h", 4000)
+	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", FHIRJSON)
+		if r.URL.Query().Get("pad") != "" {
+			w.Header().Set("X-Pad", pad)
+		}
+		_, _ = w.Write([]byte(body))
+	}))
+	defer member.Close()
+	h := newHarness(t, harnessOptions{maxBody: 4096, tables: "[limits]\nmax_search_bytes = 4096\n"},
+		node{id: "node-x", url: member.URL + "/fhir"})
+	res, out := h.get("/fhir/Patient")
+	if res.StatusCode != 200 || !strings.Contains(string(out), `"outcome":"ok"`) {
+		t.Fatalf("without the pad: %d %s", res.StatusCode, out)
+	}
+	res, out = h.get("/fhir/Patient?pad=1")
+	if res.StatusCode != 502 || !strings.Contains(string(out), "member node-x answered HTTP 200, but its answer would take the request past limits.max_search_bytes") {
+		t.Fatalf("with 4000 bytes of headers: %d %s", res.StatusCode, out)
 	}
 }
