@@ -9,7 +9,7 @@
 # idle. Bounded: every attack is a fixed number of requests with timeouts; each runs
 # against a fresh process, one at a time.
 #
-#   hack/bounds-load.sh [baseline-commit]        ATTACK=entries|fanout|query|all (default all)
+#   hack/bounds-load.sh [baseline-commit]        ATTACK=entries|fanout|query|headers|all (default all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=${1:-50f7948}

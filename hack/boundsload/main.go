@@ -15,6 +15,8 @@
 //	fanout   2,000 members served by 4 loopback listeners; 300 searches at once;
 //	         liveness probed every 2 ms meanwhile, and 200 times before, idle
 //	query    4 members; 100 searches at once, each with a 900 KB query
+//	headers  4 members each answering with an 8 MiB head (issue 30's header bomb);
+//	         50 searches at once
 //
 // Nothing here is used by the gateway or the operator themselves.
 package main
@@ -43,14 +45,14 @@ import (
 func main() {
 	binary := flag.String("binary", "", "the ferrofed binary to attack")
 	baseline := flag.Bool("baseline", false, "the binary predates [limits]: leave it out of the configuration")
-	attack := flag.String("attack", "all", "entries, fanout, query or all")
+	attack := flag.String("attack", "all", "entries, fanout, query, headers or all")
 	flag.Parse()
 	if *binary == "" {
 		fmt.Fprintln(os.Stderr, "boundsload: -binary is required")
 		os.Exit(2)
 	}
-	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query}
-	names := []string{"entries", "fanout", "query"}
+	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query, "headers": headers}
+	names := []string{"entries", "fanout", "query", "headers"}
 	if *attack != "all" {
 		if attacks[*attack] == nil {
 			fmt.Fprintf(os.Stderr, "boundsload: no attack %q\n", *attack)
@@ -232,6 +234,25 @@ func entries(g *gateway) string {
 	g.start(urls, "")
 	defer g.stop()
 	return summary(flood(g.url+"/fhir/Patient", 3, 60*time.Second))
+}
+
+func headers(g *gateway) string {
+	pad := strings.Repeat("b", 1000)
+	base := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		for i := range 8 << 10 { // 8,192 headers of about 1 KiB: 8 MiB
+			h["X-Bomb-"+strconv.Itoa(i)] = []string{pad}
+		}
+		h.Set("Content-Type", "application/fhir+json")
+		_, _ = io.WriteString(w, oneMatch)
+	}))
+	var urls []string
+	for i := range 4 {
+		urls = append(urls, fmt.Sprintf("%s/m%d/fhir", base, i))
+	}
+	g.start(urls, "")
+	defer g.stop()
+	return summary(flood(g.url+"/fhir/Patient", 50, 60*time.Second))
 }
 
 func query(g *gateway) string {
