@@ -256,8 +256,8 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 const maxRoutedOutcome = 64 << 10
 
 // routeError answers a routed request the member answered with an error (4xx, 5xx):
-// the member's status, and its OperationOutcome's issues as a federated page carries
-// them (severity and code checked, texts through scrubMember, gateway/scrub), or,
+// the member's status and headers (their values through scrubMember), and its
+// OperationOutcome's issues as a federated page carries them (severity and code checked, texts through scrubMember, gateway/scrub), or,
 // when the body is no such OperationOutcome (empty, HTML, compressed, longer than
 // maxRoutedOutcome), the gateway's own outcome naming the member and the status. A
 // body that breaks off before its end is a 502 and the read's error.
@@ -266,6 +266,14 @@ func routeError(w http.ResponseWriter, res *http.Response, m *member, gw string)
 	h := w.Header()
 	for _, k := range []string{"Content-Encoding", "Content-Length", "Content-Location", "Content-Range", "Etag", "Last-Modified", "Location"} {
 		h.Del(k)
+	}
+	// Its headers are the member's text too (a WWW-Authenticate realm, a server's
+	// name and address).
+	for k, vs := range h {
+		for i, v := range vs {
+			vs[i] = scrubMember(m, gw, v)
+		}
+		h[k] = vs
 	}
 	if err != nil {
 		writeFHIR(w, http.StatusBadGateway, operationOutcome("transient", fmt.Sprintf("member %s broke its answer off (HTTP %d)", m.id, res.StatusCode)))

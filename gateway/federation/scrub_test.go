@@ -78,6 +78,8 @@ func TestAMembersSecretsNeverReachAClient(t *testing.T) {
 // plain text, compressed) is replaced by the gateway's outcome, its status kept.
 func TestARoutedErrorThatIsNoOperationOutcomeIsTheGateways(t *testing.T) {
 	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", secrets)
+		w.Header().Set("Www-Authenticate", `Bearer realm="https://auth.internal:8443/realms/x"`)
 		switch r.URL.Query().Get("as") {
 		case "html":
 			w.Header().Set("Content-Type", "text/html")
@@ -108,8 +110,12 @@ func TestARoutedErrorThatIsNoOperationOutcomeIsTheGateways(t *testing.T) {
 		if len(oo.Issue) != 1 || oo.Issue[0].Code != want.code || oo.Issue[0].Diagnostics != fmt.Sprintf("member node-x answered HTTP %d", want.status) {
 			t.Errorf("%s: %s", as, body)
 		}
-		if res.Header.Get("Content-Encoding") != "" || res.Header.Get("Content-Type") != FHIRJSON {
+		if res.Header.Get("Content-Encoding") != "" || res.Header.Get("Content-Type") != FHIRJSON ||
+			res.Header.Get("Www-Authenticate") != `Bearer realm="[url]"` || !strings.HasPrefix(res.Header.Get("X-Backend"), "backend [url] refused") {
 			t.Errorf("%s: headers %v", as, res.Header)
+		}
+		for _, vs := range res.Header {
+			assertNoLeak(t, as+" headers", []byte(strings.Join(vs, "\n")))
 		}
 		assertNoLeak(t, as, body)
 	}
