@@ -1,4 +1,4 @@
-// Command boundsload runs the attacks of issue 11 against a built ferrofed binary and
+// Command boundsload runs the attacks of issues 11 and 30 against a built ferrofed binary and
 // reports the gateway's peak resident memory under each (VmHWM of /proc/<pid>/status,
 // a fresh process per attack), and the liveness p99 during the fan-out flood against
 // the same process idle. hack/bounds-load.sh builds the binaries and runs it; see
