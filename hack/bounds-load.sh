@@ -11,7 +11,7 @@
 # 40 clients that never send their routed body, and what the member's other clients
 # got, for 20 s, or across a SIGTERM (their baseline is 9b223b7, the last before the fix).
 #
-#   hack/bounds-load.sh [baseline-commit]        ATTACK=entries|fanout|query|slowbody|slowdrain|all (default all)
+#   hack/bounds-load.sh [baseline-commit]        ATTACK=entries|fanout|query|headers|slowbody|slowdrain|all (default all)
 #   ATTACK=slowbody hack/bounds-load.sh 9b223b7
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

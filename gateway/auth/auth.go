@@ -70,7 +70,10 @@ type issuer struct {
 // issuer that is down at start does not stop the gateway from starting.
 func New(issuers []config.Issuer, opts Options) (*Verifier, error) {
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: fetchTimeout}
+		// The issuer's answer head is bounded as its body is (Go's default is 10 MiB).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = MaxResponseHeaderBytes
+		opts.HTTPClient = &http.Client{Timeout: fetchTimeout, Transport: tr}
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

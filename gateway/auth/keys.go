@@ -95,6 +95,9 @@ func (s *keySource) lookup(ctx context.Context, kid, alg string) []jose.JSONWebK
 	return keys
 }
 
+// MaxResponseHeaderBytes bounds the head of a JWKS answer.
+const MaxResponseHeaderBytes = 64 << 10
+
 // fetchTimeout bounds one JWKS fetch, whoever waits for it.
 const fetchTimeout = 5 * time.Second
 

@@ -19,6 +19,9 @@ const (
 	DefaultMaxResponseBytes = 1 << 20
 	// MaxResponseBytesLimit bounds any binding's cap.
 	MaxResponseBytesLimit = 64 << 20
+	// MaxResponseHeaderBytes bounds the head (status line and headers) of every
+	// binding's answer, whatever its transport: Go's default is 10 MiB per exchange.
+	MaxResponseHeaderBytes = 64 << 10
 )
 
 // ErrResponseTooLarge is the read error of an answer body past the binding's cap.
@@ -91,6 +94,9 @@ func NewClient(o ClientOptions) (*Client, error) {
 		}
 	} else {
 		tr = tr.Clone()
+	}
+	if tr.MaxResponseHeaderBytes <= 0 || tr.MaxResponseHeaderBytes > MaxResponseHeaderBytes {
+		tr.MaxResponseHeaderBytes = MaxResponseHeaderBytes
 	}
 	cr := o.Credentials
 	if cr.ClientCertificateFile != "" || cr.CAFile != "" {
@@ -198,6 +204,12 @@ func (t observed) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
+		if HeadTooLarge(err) {
+			// The service answered, with a head past MaxResponseHeaderBytes: its
+			// failure, counted and stated as a 502 of its own would be.
+			t.c.observe(true, http.StatusBadGateway, time.Since(start))
+			return nil, err
+		}
 		t.c.observe(false, 0, time.Since(start))
 		return nil, err
 	}

@@ -205,3 +205,13 @@ func TestAProcessSurfaceReturnsOnlyOnceItsProcessStopped(t *testing.T) {
 		t.Fatalf("name %q, checks %v", s.Name(), s.Checks())
 	}
 }
+
+// TestAFailureQuotesNoSecretOfTheService: what an answer's fault says (a parser's
+// error may quote the answer) goes to the client and the log through gateway/scrub.
+func TestAFailureQuotesNoSecretOfTheService(t *testing.T) {
+	ex := Exchange{Sent: true, Answered: true, Status: 200}
+	f := ex.FailureOf("resolver", `answered with "see https://pix.internal:8443/x?token=abc at 10.1.2.3, password=hunter2"`)
+	if f.Diagnostics != `the resolver answered with "see [url] at [host], password=[redacted]"` {
+		t.Fatalf("%q", f.Diagnostics)
+	}
+}

@@ -86,7 +86,7 @@ func (e QueryEvent) Event() ([]byte, error) {
 // "4" for another answer, "8" for none or a 5xx.
 func (e Exchange) AuditOutcome() string {
 	switch {
-	case !e.Answered || e.Status >= 500:
+	case !e.Answered || e.Status >= 500 || e.HeadTooLarge:
 		return "8"
 	case e.Status >= 400 || e.TooLarge:
 		return "4"

@@ -3,13 +3,16 @@ package binding
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
 // Recorder stores one AuditEvent and returns once it is stored; *audit.Trail is one
@@ -34,6 +37,10 @@ type Exchange struct {
 	Body []byte
 	// TooLarge is true when the body went past the cap: answered, but unusable.
 	TooLarge bool
+	// HeadTooLarge is true when the answer's head went past MaxResponseHeaderBytes:
+	// answered and TooLarge too (no status, no body), and the service's state is
+	// failing.
+	HeadTooLarge bool
 	// Expired is true when the budget (the binding's, or the request's) ran out first.
 	Expired bool
 	// Err is the transport's or the body read's error, nil when answered.
@@ -53,6 +60,9 @@ func (c *Client) Do(ctx context.Context, r *http.Request) Exchange {
 	tctx, sent := traceSent(ctx)
 	resp, err := c.HTTP.Do(r.WithContext(tctx))
 	if err != nil {
+		if HeadTooLarge(err) {
+			return Exchange{Sent: true, Answered: true, TooLarge: true, HeadTooLarge: true}
+		}
 		return Exchange{Sent: sent.Load(), Expired: expired(ctx, err), Err: err}
 	}
 	defer resp.Body.Close()
@@ -64,6 +74,12 @@ func (c *Client) Do(ctx context.Context, r *http.Request) Exchange {
 		return Exchange{Sent: true, Status: resp.StatusCode, Expired: expired(ctx, err), Err: err}
 	}
 	return Exchange{Sent: true, Answered: true, Status: resp.StatusCode, Header: resp.Header, Body: body}
+}
+
+// HeadTooLarge reports whether err is the transport's refusal of an answer head past
+// its MaxResponseHeaderBytes. net/http has no value for it, only its text.
+func HeadTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 func expired(ctx context.Context, err error) bool {
@@ -84,7 +100,7 @@ func (e Exchange) State(stored bool) (s dependencies.State, ok bool) {
 	switch {
 	case !e.Sent:
 		return "", false
-	case !stored:
+	case !stored, e.HeadTooLarge:
 		return dependencies.Failing, true
 	}
 	return dependencies.FromHTTP(e.Answered, e.Status), true
@@ -125,7 +141,8 @@ type Failure struct {
 	Status int
 	// Code is the OperationOutcome issue code (transient, timeout, forbidden).
 	Code string
-	// Diagnostics says which step and why, never the service's URL or its body.
+	// Diagnostics says which step and why, never the service's URL or its body; what
+	// FailureOf makes of an answer's fault went through gateway/scrub.
 	Diagnostics string
 }
 
@@ -135,6 +152,8 @@ func (f *Failure) Error() string { return f.Diagnostics }
 // step named step; why says what was wrong with an answer that came back.
 func (e Exchange) FailureOf(step, why string) *Failure {
 	switch {
+	case e.HeadTooLarge:
+		return &Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: fmt.Sprintf("the %s answered with headers longer than %d KiB", step, MaxResponseHeaderBytes>>10)}
 	case e.Expired:
 		return &Failure{Status: http.StatusGatewayTimeout, Code: "timeout", Diagnostics: "the " + step + " did not answer within its budget"}
 	case !e.Answered:
@@ -142,7 +161,8 @@ func (e Exchange) FailureOf(step, why string) *Failure {
 	case e.TooLarge:
 		return &Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the " + step + "'s answer is larger than its max_body_bytes"}
 	}
-	return &Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the " + step + " " + why}
+	// why may quote the answer (a parser's error): the rule of gateway/scrub applies.
+	return &Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: scrub.Text("the " + step + " " + why)}
 }
 
 // AuditFailure is the failure of an exchange whose audit record could not be stored:

@@ -78,12 +78,18 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	res, err := c.client.Do(req)
 	if err == nil {
 		ex.call.Status = res.StatusCode
-		if res.StatusCode < http.StatusOK {
+		switch {
+		case !cs.bytes.take(headBytes(res)):
+			// The head counts in the request's bytes as the body does (it is read
+			// whole before the gateway sees it: at most MaxMemberHeaderBytes).
+			ex.call.Unusable = true
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", m.id, res.StatusCode, errSearchBytes.msg)
+		case res.StatusCode < http.StatusOK:
 			// An interim answer the gateway never asked for (101 Switching Protocols):
 			// the member answered, with nothing a client can use; its body is a raw
 			// connection, not read.
 			ex.reason = fmt.Sprintf("member %s answered HTTP %d, an interim answer to a request that asked for none", m.id, res.StatusCode)
-		} else {
+		default:
 			ex.body, err = readCapped(res, cs.maxBody, cs.bytes)
 			var costly errTooCostly
 			if errors.As(err, &costly) {
@@ -95,6 +101,9 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 		res.Body.Close()
 	}
 	if err != nil {
+		if res == nil && headTooLarge(err) {
+			ex.reason = fmt.Sprintf("member %s answered with headers longer than %d KiB", m.id, MaxMemberHeaderBytes>>10)
+		}
 		ex.body = nil
 		ex.call.Broken = true
 		ex.call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -103,6 +112,17 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	}
 	ex.duration = time.Since(start)
 	return ex
+}
+
+// headBytes is about what res's head took on the wire: its status line and headers.
+func headBytes(res *http.Response) int64 {
+	n := int64(len(res.Proto) + len(res.Status) + 4)
+	for k, vs := range res.Header {
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + 4)
+		}
+	}
+	return min(n, MaxMemberHeaderBytes)
 }
 
 var errMemberBody = errTooCostly{"its answer is larger than registry.max_member_body_bytes"}

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
 // planPatient runs the patient-scoped flow (Options.Patient, gateway/bindings/patient)
@@ -40,7 +41,7 @@ func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings,
 		if plan.Fail.Status == http.StatusServiceUnavailable {
 			c.Header("Retry-After", "5")
 		}
-		writeFHIR(c.Writer, plan.Fail.Status, operationOutcome(plan.Fail.Code, plan.Fail.Diagnostics))
+		writeFHIR(c.Writer, plan.Fail.Status, operationOutcome(plan.Fail.Code, scrub.Text(plan.Fail.Diagnostics)))
 		return true
 	}
 	byID := make(map[string]*position, len(srch.positions))
@@ -63,7 +64,7 @@ func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings,
 	}
 	if nm := plan.NoMatch; nm != nil {
 		srch.flowEntries = append(srch.flowEntries, outcomeEntry(OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
-			Severity: "warning", Code: nm.Code, Diagnostics: nm.Diagnostics}}}))
+			Severity: "warning", Code: nm.Code, Diagnostics: scrub.Text(nm.Diagnostics)}}}))
 	}
 	return false
 }

@@ -108,7 +108,20 @@ func newTransport() *http.Transport {
 		// A routed answer goes back byte for byte as the member sent it, headers
 		// included; members sit on cluster networks where compression buys little.
 		DisableCompression: true,
+		// A member's answer head is bounded as its body is: Go's default is 10 MiB,
+		// held per call in flight (issue 30's header bomb).
+		MaxResponseHeaderBytes: MaxMemberHeaderBytes,
 	}
+}
+
+// MaxMemberHeaderBytes bounds the head (status line and headers) of a member's
+// answer; a longer one fails the call, as the member's.
+const MaxMemberHeaderBytes = 64 << 10
+
+// headTooLarge reports whether err is the transport's refusal of an answer head past
+// its MaxResponseHeaderBytes. net/http has no value for it, only its text.
+func headTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // newClient wraps the transport. Redirects are not followed: a member that redirects

@@ -197,6 +197,12 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		switch c.observe(m, call) {
 		case Cancelled:
 			// Nobody is listening; nothing to write.
+		case Unreachable:
+			if headTooLarge(err) {
+				writeFHIR(w, http.StatusBadGateway, operationOutcome("transient", fmt.Sprintf("member %s answered with headers longer than %d KiB", m.id, MaxMemberHeaderBytes>>10)))
+				break
+			}
+			writeFHIR(w, http.StatusBadGateway, operationOutcome("transient", "member "+m.id+" is unreachable"))
 		case Timeout:
 			writeFHIR(w, http.StatusGatewayTimeout, operationOutcome("timeout", "member "+m.id+" did not answer within the request budget"))
 		default:
@@ -233,6 +239,17 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	}
 	var t streamTimes
 	var readErr error
+	if res.StatusCode >= http.StatusBadRequest && r.Method != http.MethodHead {
+		// An error's body is the member's own text (a backend's address, a token in a
+		// URL): only its OperationOutcome's issues go on, scrubbed.
+		if err := routeError(w, res, m, rb.gateway); err != nil {
+			call.Broken = true
+			call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
+			call.ClientGone = errors.Is(r.Context().Err(), context.Canceled)
+			c.observe(m, call)
+		}
+		return
+	}
 	if rewritable(res) {
 		readErr = rewriteBody(w, res, []byte(memberBase), []byte(gwBase), &t)
 	} else {
@@ -251,6 +268,66 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		}
 		abort(w)
 	}
+}
+
+// maxRoutedOutcome is the most of a member's error answer that is read: a longer one
+// is passed on as the gateway's own outcome.
+const maxRoutedOutcome = 64 << 10
+
+// routeError answers a routed request the member answered with an error (4xx, 5xx):
+// the member's status and headers (their values through scrubMember), and its
+// OperationOutcome's issues as a federated page carries them (severity and code checked, texts through scrubMember, gateway/scrub), or,
+// when the body is no such OperationOutcome (empty, HTML, compressed, longer than
+// maxRoutedOutcome), the gateway's own outcome naming the member and the status. A
+// body that breaks off before its end is a 502 and the read's error.
+func routeError(w http.ResponseWriter, res *http.Response, m *member, gw string) error {
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxRoutedOutcome+1))
+	h := w.Header()
+	for _, k := range []string{"Content-Encoding", "Content-Length", "Content-Location", "Content-Range", "Etag", "Last-Modified", "Location"} {
+		h.Del(k)
+	}
+	// Its headers are the member's text too (a WWW-Authenticate realm, a server's
+	// name and address).
+	for k, vs := range h {
+		for i, v := range vs {
+			vs[i] = scrubMember(m, gw, v)
+		}
+		h[k] = vs
+	}
+	if err != nil {
+		writeFHIR(w, http.StatusBadGateway, operationOutcome("transient", fmt.Sprintf("member %s broke its answer off (HTTP %d)", m.id, res.StatusCode)))
+		return err
+	}
+	var issues []Issue
+	if ce := res.Header.Get("Content-Encoding"); len(body) <= maxRoutedOutcome && (ce == "" || ce == "identity") {
+		issues = memberIssues(m, gw, body)
+	}
+	if len(issues) == 0 {
+		issues = []Issue{{Severity: "error", Code: routedErrorCode(res.StatusCode),
+			Diagnostics: fmt.Sprintf("member %s answered HTTP %d", m.id, res.StatusCode)}}
+	}
+	writeFHIR(w, res.StatusCode, OperationOutcome{ResourceType: "OperationOutcome", Issue: issues})
+	return nil
+}
+
+// routedErrorCode is the IssueType of a member's error status.
+func routedErrorCode(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "login"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusNotFound, http.StatusGone:
+		return "not-found"
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return "timeout"
+	case http.StatusTooManyRequests:
+		return "throttled"
+	}
+	if status >= 500 {
+		return "transient"
+	}
+	return "processing"
 }
 
 // routeNotSent answers a routed request whose call never got its slots in time: 503

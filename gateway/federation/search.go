@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
 // maxRounds bounds how many times one page asks its members again to fill itself
@@ -603,13 +605,13 @@ func memberIssues(m *member, gw string, body []byte) []Issue {
 		if len(out) == maxIssues {
 			break
 		}
-		is := Issue{Severity: validSeverity(i.Severity), Code: validIssueCode(i.Code), Diagnostics: scrub(m, gw, i.Diagnostics)}
+		is := Issue{Severity: validSeverity(i.Severity), Code: validIssueCode(i.Code), Diagnostics: scrubMember(m, gw, i.Diagnostics)}
 		if i.Details != nil && i.Details.Text != "" {
-			is.Details = &IssueDetails{Text: scrub(m, gw, i.Details.Text)}
+			is.Details = &IssueDetails{Text: scrubMember(m, gw, i.Details.Text)}
 		}
 		for _, x := range i.Expression {
 			if len(is.Expression) < 8 {
-				is.Expression = append(is.Expression, scrub(m, gw, x))
+				is.Expression = append(is.Expression, scrubMember(m, gw, x))
 			}
 		}
 		out = append(out, is)
@@ -643,17 +645,29 @@ func validIssueCode(c string) string {
 	return "processing"
 }
 
-// scrub replaces a member's address in text the member wrote with the gateway's
-// route to it: a member's internal URL never reaches a client.
-func scrub(m *member, gw, text string) string {
-	const max = 2048
-	if len(text) > max {
-		text = text[:max]
+// scrubMember is text a member wrote as a client may see it: the member's own base
+// becomes the gateway's route to it and its host "member {id}", then the rule of
+// gateway/scrub takes every other URL, address and credential out.
+func scrubMember(m *member, gw, text string) string {
+	if len(text) > scrub.MaxBytes {
+		text = text[:scrub.MaxBytes]
 	}
-	base := strings.TrimSuffix(m.base.String(), "/")
-	text = strings.ReplaceAll(text, base, gw+"/nodes/"+m.id+"/fhir")
-	return strings.ReplaceAll(text, m.base.Host, "member "+m.id)
+	// The member's base and host are held as two private-use characters (taken out
+	// of the member's own text first) while the rule runs, each a word of its own,
+	// so that the gateway's route to the member survives the rule.
+	text = strings.NewReplacer(baseMark, "", hostMark, "").Replace(text)
+	text = strings.ReplaceAll(text, strings.TrimSuffix(m.base.String(), "/"), " "+baseMark+" ")
+	text = strings.ReplaceAll(text, m.base.Host, " "+hostMark+" ")
+	text = scrub.Text(text)
+	route, name := gw+"/nodes/"+m.id+"/fhir", "member "+m.id
+	return strings.NewReplacer(" "+baseMark+" ", route, baseMark, route, " "+hostMark+" ", name, hostMark, name).Replace(text)
 }
+
+// The marks of scrubMember.
+const (
+	baseMark = "\uE000"
+	hostMark = "\uE001"
+)
 
 // memberOutcomeEntry is a member's own OperationOutcome entry (a lenient server's
 // warning), as the gateway passes it on: the member named, its issues carried.

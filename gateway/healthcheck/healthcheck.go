@@ -132,6 +132,8 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) Result {
 	transport := &http.Transport{
 		Proxy:             nil, // a proxy from the environment must not stand between us and localhost
 		DisableKeepAlives: true,
+		// The gateway's cap on every answer head it reads.
+		MaxResponseHeaderBytes: 64 << 10,
 	}
 	if cfg.Server.TLS.Enabled() {
 		tc, err := ClientTLS(cfg.Server.TLS)

@@ -56,7 +56,8 @@ func (s *Server) pushMetrics(cfg *config.Config, drainStart time.Time) {
 	begin := time.Now()
 	// Our own client: no keep-alive to leave behind, and the timeout holds even if the
 	// context were ignored.
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true,
+		MaxResponseHeaderBytes: 64 << 10}} // the gateway's cap on every answer head it reads
 	err = push.New(m.PushURL, m.PushJob).Gatherer(s.metrics.Registry).Grouping("instance", host).Client(client).PushContext(ctx)
 	kv = append(kv, "took", time.Since(begin).String(), "timeout", timeout.String())
 	if err != nil {

@@ -5,7 +5,7 @@
 // member's other clients. hack/bounds-load.sh builds the binaries and runs it; see
 // there. Every attack is bounded: a fixed number of requests, each with a timeout.
 //
-//	boundsload -binary B [-baseline] [-attack entries|fanout|query|slowbody|slowdrain|all]
+//	boundsload -binary B [-baseline] [-attack entries|fanout|query|headers|slowbody|slowdrain|all]
 //
 // -baseline writes configurations without the [limits] table, for a binary that
 // predates it.
@@ -27,6 +27,8 @@
 //	slowdrain the slowbody attack with server.drain_delay_ms = 500, a routed read every
 //	         50 ms; 3 s in, SIGTERM: of the reads sent before it, how many were
 //	         answered 200, and how the process exited
+//	headers  4 members each answering with an 8 MiB head (issue 30's header bomb);
+//	         50 searches at once
 //
 // Nothing here is used by the gateway or the operator themselves.
 package main
@@ -57,14 +59,14 @@ import (
 func main() {
 	binary := flag.String("binary", "", "the ferrofed binary to attack")
 	baseline := flag.Bool("baseline", false, "the binary predates [limits]: leave it out of the configuration")
-	attack := flag.String("attack", "all", "entries, fanout, query, slowbody, slowdrain or all")
+	attack := flag.String("attack", "all", "entries, fanout, query, headers, slowbody, slowdrain or all")
 	flag.Parse()
 	if *binary == "" {
 		fmt.Fprintln(os.Stderr, "boundsload: -binary is required")
 		os.Exit(2)
 	}
-	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query, "slowbody": slowbody, "slowdrain": slowdrain}
-	names := []string{"entries", "fanout", "query", "slowbody", "slowdrain"}
+	attacks := map[string]func(*gateway) string{"entries": entries, "fanout": fanout, "query": query, "headers": headers, "slowbody": slowbody, "slowdrain": slowdrain}
+	names := []string{"entries", "fanout", "query", "headers", "slowbody", "slowdrain"}
 	if *attack != "all" {
 		if attacks[*attack] == nil {
 			fmt.Fprintf(os.Stderr, "boundsload: no attack %q\n", *attack)
@@ -248,6 +250,25 @@ func entries(g *gateway) string {
 	g.start(urls, "")
 	defer g.stop()
 	return summary(flood(g.url+"/fhir/Patient", 3, 60*time.Second))
+}
+
+func headers(g *gateway) string {
+	pad := strings.Repeat("b", 1000)
+	base := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		for i := range 8 << 10 { // 8,192 headers of about 1 KiB: 8 MiB
+			h["X-Bomb-"+strconv.Itoa(i)] = []string{pad}
+		}
+		h.Set("Content-Type", "application/fhir+json")
+		_, _ = io.WriteString(w, oneMatch)
+	}))
+	var urls []string
+	for i := range 4 {
+		urls = append(urls, fmt.Sprintf("%s/m%d/fhir", base, i))
+	}
+	g.start(urls, "")
+	defer g.stop()
+	return summary(flood(g.url+"/fhir/Patient", 50, 60*time.Second))
 }
 
 func query(g *gateway) string {

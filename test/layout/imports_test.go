@@ -22,16 +22,17 @@ var allowed = map[string][]string{
 	"gateway/config":       {"gateway/lifecycle"},
 	"gateway/health":       {"gateway/lifecycle"},
 	"gateway/dependencies": {},
+	"gateway/scrub":        {},
 	"gateway/auth":         {"gateway/config"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
-	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/config", "gateway/dependencies", "gateway/health"},
+	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},
 	"gateway/storedquery":  {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health"},
 	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
 	"controllers":          {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 
 	// The bindings (gateway/bindings/<binding>/...).
-	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health"},
+	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},
 	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool",
 		"gateway/config", "gateway/dependencies", "gateway/health"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
@@ -42,7 +43,7 @@ var allowed = map[string][]string{
 	"gateway/bindings/xcpd":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/pmir":          {"gateway/auth", "gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/patient": {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm",
-		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies"},
+		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies", "gateway/scrub"},
 	"gateway/bindings/mcsd": {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 }
 

@@ -92,6 +92,11 @@ type Options struct {
 	OmitSearchParams []string
 	// Marker is put in every body the member sends; default "MEMBER-BODY-<id>".
 	Marker string
+	// Diagnostics is added to the diagnostics of every OperationOutcome the member
+	// sends (its errors and its warning entries): what a member's own text may carry
+	// (its backend's URL, an address, a token), for a test that it never reaches a
+	// client.
+	Diagnostics string
 	// OperationDefinitions gives the member an OperationDefinition store (opdefs.go):
 	// its CapabilityStatement offers read, update and delete of OperationDefinition,
 	// and PUT, GET and DELETE OperationDefinition/{id} (GET ?url= searches) work on
@@ -317,8 +322,16 @@ type answer struct {
 }
 
 func (s *Server) fail(status int, code, diagnostics string) answer {
-	body, _ := json.Marshal(outcomeResource("error", code, diagnostics+" "+s.Opts.Marker))
+	body, _ := json.Marshal(outcomeResource("error", code, diagnostics+" "+s.Opts.Marker+s.extra()))
 	return answer{status: status, body: body}
+}
+
+// extra is Options.Diagnostics as an outcome's diagnostics carry it.
+func (s *Server) extra() string {
+	if s.Opts.Diagnostics == "" {
+		return ""
+	}
+	return " " + s.Opts.Diagnostics
 }
 
 func (s *Server) ok(status int, v any) answer {
@@ -598,7 +611,7 @@ func (s *Server) search(r *http.Request, base, resourceType, q string) answer {
 	}
 	for _, u := range unknown {
 		entries = append(entries, map[string]any{
-			"resource": outcomeResource("warning", "not-supported", fmt.Sprintf("unknown search parameter %q ignored %s", u, s.Opts.Marker)),
+			"resource": outcomeResource("warning", "not-supported", fmt.Sprintf("unknown search parameter %q ignored %s", u, s.Opts.Marker)+s.extra()),
 			"search":   map[string]any{"mode": "outcome"},
 		})
 	}

@@ -726,6 +726,8 @@ func (d *Directory) get(ctx context.Context, u, bundleType, transaction string) 
 		return nil, &fetchError{state: dependencies.Down, why: "no answer before the refresh's deadline"}
 	case !stored:
 		return nil, failing("the exchange's audit record could not be stored")
+	case ex.HeadTooLarge:
+		return nil, failing("an answer head larger than %d KiB", binding.MaxResponseHeaderBytes>>10)
 	case ex.Status == http.StatusUnauthorized || ex.Status == http.StatusForbidden:
 		return nil, &fetchError{state: dependencies.Failing, fault: FaultRefusedCredentials, why: fmt.Sprintf("the directory answered %d", ex.Status)}
 	case ex.Status < 200 || ex.Status > 299:

@@ -61,6 +61,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
 // The steps, as excluded_by names them.
@@ -434,7 +435,9 @@ func excludeAll(s Scope, candidates []string, step string, nm *NoMatch) Plan {
 func (f *Flow) failed(step string, s Scope, err error) Plan {
 	var fail *binding.Failure
 	if !errors.As(err, &fail) {
-		fail = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: err.Error()}
+		// An error of the transport names the service's URL: the rule of gateway/scrub
+		// keeps it out of the answer and the log line.
+		fail = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: scrub.Text(err.Error())}
 	}
 	f.log.Info("Patient-scoped step failed closed: no member is asked", "binding", step, "status", fail.Status, "reason", fail.Diagnostics)
 	return Plan{Scope: s, Fail: fail}

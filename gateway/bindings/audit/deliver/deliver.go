@@ -28,7 +28,10 @@ const (
 	DefaultBackoffBase      = time.Second
 	DefaultBackoffMax       = 60 * time.Second
 	DefaultMaxResponseBytes = 1 << 20
-	MaxLinger               = time.Second
+	// MaxResponseHeaderBytes bounds the head of the repository's answer on the
+	// default client (Go's default is 10 MiB).
+	MaxResponseHeaderBytes = 64 << 10
+	MaxLinger              = time.Second
 )
 
 // Options shape one delivery loop. BaseURL is required.
@@ -87,7 +90,9 @@ func (o *Options) defaults() error {
 	}
 	o.BaseURL = strings.TrimSuffix(o.BaseURL, "/")
 	if o.Client == nil {
-		o.Client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = MaxResponseHeaderBytes
+		o.Client = &http.Client{Transport: tr}
 	} else {
 		c := *o.Client
 		o.Client = &c
