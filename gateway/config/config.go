@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -310,21 +311,13 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 	// Decoding over the defaults keeps a key the file sets to zero at zero (and
 	// validated as such) instead of silently replacing it with its default.
 	c := defaults()
-	var ps []Problem
-	err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c)
-	if err != nil {
-		ps = decodeProblems(data, err)
-		var strict *toml.StrictMissingError
-		if !errors.As(err, &strict) {
-			return nil, &Problems{Source: source, List: ps}
-		}
-		// Unknown keys alone leave a readable document: decode it again without them
-		// so that the report lists the other problems too.
-		c = defaults()
-		if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
-			return nil, &Problems{Source: source, List: ps}
-		}
+	if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
+		return nil, &Problems{Source: source, List: decodeProblems(data, err)}
 	}
+	// Unknown keys are found by a walk of the document (unknownKeys), not by go-toml's
+	// DisallowUnknownFields, whose cost is the document's size for each of them; the
+	// document decoded, the report lists the other problems too.
+	ps := unknownKeys(data, reflect.TypeFor[Config]())
 	c.applyDefaults()
 	found, warnings := c.validate(opts)
 	if len(found)+len(warnings) > 0 { // the line index only for a document with something to say
@@ -350,15 +343,6 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 func (c *Config) Warnings() []Problem { return c.warnings }
 
 func decodeProblems(data []byte, err error) []Problem {
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
-		out := make([]Problem, 0, len(strict.Errors))
-		for _, e := range strict.Errors {
-			row, _ := e.Position()
-			out = append(out, Problem{Key: dottedKey(e.Key()), Line: row, Message: "unknown key"})
-		}
-		return out
-	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		return []Problem{decodeErrorProblem(data, de)}
