@@ -36,6 +36,10 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 		errs = append(errs, field.Invalid(cfgPath, "inline and configMapRef",
 			"spec.config.inline and spec.config.configMapRef are mutually exclusive: set one of them"))
 	}
+	if c := s.Config; c != nil && c.Inline != nil && len(*c.Inline) > MaxInlineConfigBytes {
+		errs = append(errs, &field.Error{Type: field.ErrorTypeTooLong, Field: cfgPath.Child("inline").String(), BadValue: "<value omitted>",
+			Detail: fmt.Sprintf("may not be more than %d bytes; it has %d", MaxInlineConfigBytes, len(*c.Inline))})
+	}
 	warnings := append(s.LifecycleWarnings(), drainWarnings(g.Status.Drains)...)
 	if len(errs) > 0 {
 		// The rendered configuration would only restate these problems in TOML keys.
@@ -52,6 +56,12 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	warnings = append(warnings, auditWarnings(s, plan, m.AuditSpools)...)
 	return errs, warnings
 }
+
+// MaxInlineConfigBytes is the most of spec.config.inline that Validate renders and
+// checks: the CRD's maxLength (262144, which the apiserver counts in characters), here
+// in bytes, so that the webhook's work on one review is bounded by its bytes whatever
+// the characters are.
+const MaxInlineConfigBytes = 262144
 
 // auditWarnings are the warnings of a configuration with spools audit spools: a
 // bindingsDrainTimeout too short for the spools' final sync, and what an emptyDir
