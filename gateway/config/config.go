@@ -308,16 +308,21 @@ func (o Options) now() time.Time {
 // Parse decodes data strictly (an unknown key is a problem naming the key and its line),
 // applies defaults and validates. source names the data in the error.
 func Parse(data []byte, source string, opts Options) (*Config, error) {
+	// Unknown keys are found by a walk of the document (walkKeys), not by go-toml's
+	// DisallowUnknownFields, whose cost is the document's size for each of them; the
+	// document decoded, the report lists the other problems too. A document with more
+	// than MaxUnknownKeys of them is not decoded at all.
+	walk := walkKeys(data, reflect.TypeFor[Config]())
+	if walk.stray > MaxUnknownKeys {
+		return nil, walk.tooMany(source)
+	}
 	// Decoding over the defaults keeps a key the file sets to zero at zero (and
 	// validated as such) instead of silently replacing it with its default.
 	c := defaults()
 	if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
 		return nil, &Problems{Source: source, List: decodeProblems(data, err)}
 	}
-	// Unknown keys are found by a walk of the document (unknownKeys), not by go-toml's
-	// DisallowUnknownFields, whose cost is the document's size for each of them; the
-	// document decoded, the report lists the other problems too.
-	ps := unknownKeys(data, reflect.TypeFor[Config]())
+	ps := walk.out
 	c.applyDefaults()
 	found, warnings := c.validate(opts)
 	if len(found)+len(warnings) > 0 { // the line index only for a document with something to say

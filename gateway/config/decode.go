@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -184,11 +185,31 @@ func join(table, key string) string {
 	return table + "." + key
 }
 
-// unknownKeys is every key of data, a document that decodes into root, that names no
-// field of root's schema: what go-toml's DisallowUnknownFields reports, found in one
-// pass over the document. go-toml materializes each of its unknown-field errors with a
-// scan and a split of the whole document, which makes a document of n unknown keys
-// cost n times its size; this walk costs its size, and a line index built once.
+// MaxUnknownKeys is the most keys a document may have that no field of the schema
+// takes (its unknown keys, and the keys written under an unknown table or value) for
+// it to be decoded: a document with more is refused with its first MaxUnknownKeys
+// unknown keys, undecoded. go-toml's check of duplicate keys costs, for each key, the
+// keys recorded before it in its table, which only keys the schema does not know can
+// make many: past this, a document of 1 MiB would take seconds to refuse.
+const MaxUnknownKeys = 100
+
+// CheckUnknownKeys refuses (a *Problems, source naming data) a document with more than
+// MaxUnknownKeys keys no field takes, as Parse refuses it, with one pass over it: what
+// a caller checks before decoding a document with go-toml itself (the operator's
+// webhook, before it renders an inline configuration). Any other document is nil.
+func CheckUnknownKeys(data []byte, source string) error {
+	if w := walkKeys(data, reflect.TypeFor[Config]()); w.stray > MaxUnknownKeys {
+		return w.tooMany(source)
+	}
+	return nil
+}
+
+// walkKeys walks data, a document to decode into root, for its unknown keys: every key
+// that names no field of root's schema, what go-toml's DisallowUnknownFields reports,
+// found in one pass over the document. go-toml materializes each of its unknown-field
+// errors with a scan and a split of the whole document, which makes a document of n
+// unknown keys cost n times its size; this walk costs its size, and a line index built
+// once.
 //
 // The keys are go-toml's, decided as its decoder decides them (a key matches a field's
 // toml tag exactly or case-insensitively; after an unknown table, its key-values are
@@ -197,41 +218,55 @@ func join(table, key string) string {
 // path to the value too ("server.tls.x" for `server = { tls = { x = 1 } }`, and
 // "registry.members[1].x" for the second element of an inline array), where go-toml
 // names the innermost key-value alone. TestUnknownKeysAsGoToml and FuzzParse hold it
-// to go-toml.
-func unknownKeys(data []byte, root reflect.Type) []Problem {
-	w := keyWalker{data: data}
+// to go-toml. The walk stops at a syntax error, which it keeps.
+func walkKeys(data []byte, root reflect.Type) *keyWalker {
+	w := &keyWalker{data: data}
 	var p unstable.Parser
 	p.Reset(data)
-	target, table := root, ""
+	target, table, skipping := root, "", false
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
 			parts := keyParts(e.Key())
 			table = dottedKey(parts)
-			var missing bool
-			target, missing = tableTarget(root, parts, e.Kind == unstable.ArrayTable)
-			if missing {
-				w.missing(table, e)
+			target, skipping = tableTarget(root, parts, e.Kind == unstable.ArrayTable)
+			if skipping {
+				w.missing(table, e, nil)
 			}
 		case unstable.KeyValue:
-			if target != nil {
+			switch {
+			case target != nil:
 				w.keyValue(target, table, e)
+			case skipping:
+				w.stray += 1 + keysIn(e.Value())
 			}
 		}
 	}
-	return w.out
+	w.err = p.Error()
+	return w
 }
+
+// unknownKeys is walkKeys' unknown keys of data.
+func unknownKeys(data []byte, root reflect.Type) []Problem { return walkKeys(data, root).out }
 
 // keyWalker collects unknown keys; its line index is built at the first one.
 type keyWalker struct {
 	data  []byte
 	lines lineStarts
 	out   []Problem
+	// stray counts the unknown keys and the keys written under them.
+	stray int
+	// err is the syntax error the walk stopped at, if any.
+	err error
 }
 
-// missing reports key, written at the key of node.
-func (w *keyWalker) missing(key string, node *unstable.Node) {
+// missing reports key, written at the key of node, with value (nil for a table).
+func (w *keyWalker) missing(key string, node, value *unstable.Node) {
+	w.stray++
+	if value != nil {
+		w.stray += keysIn(value)
+	}
 	if w.lines == nil {
 		w.lines = newLineStarts(w.data)
 	}
@@ -240,6 +275,43 @@ func (w *keyWalker) missing(key string, node *unstable.Node) {
 		line = w.lines.line(int(it.Node().Raw.Offset))
 	}
 	w.out = append(w.out, Problem{Key: key, Line: line, Message: "unknown key"})
+}
+
+// tooMany is the refusal of a document with more than MaxUnknownKeys stray keys: its
+// first unknown keys, the count, and the syntax error the walk stopped at.
+func (w *keyWalker) tooMany(source string) *Problems {
+	listed := w.out[:min(len(w.out), MaxUnknownKeys)]
+	ps := append([]Problem(nil), listed...)
+	ps = append(ps, Problem{Key: "(document)", Message: fmt.Sprintf(
+		"has %d keys that no key of ferrofed.toml takes (%d unknown keys, and the keys under them), more than %d: the first %d unknown keys are listed, and the document is not checked further",
+		w.stray, len(w.out), MaxUnknownKeys, len(listed))})
+	var perr *unstable.ParserError
+	if errors.As(w.err, &perr) {
+		if w.lines == nil {
+			w.lines = newLineStarts(w.data)
+		}
+		off := len(w.data)
+		if perr.Highlight != nil && cap(perr.Highlight) <= cap(w.data) {
+			off = cap(w.data) - cap(perr.Highlight) // the highlight is a part of the document
+		}
+		ps = append(ps, Problem{Key: "(document)", Line: w.lines.line(off), Message: "toml: " + perr.Message})
+	}
+	return &Problems{Source: source, List: ps}
+}
+
+// keysIn counts the keys written in the value v: those of its inline tables.
+func keysIn(v *unstable.Node) int {
+	n := 0
+	for it := v.Children(); it.Next(); {
+		c := it.Node()
+		switch c.Kind {
+		case unstable.KeyValue:
+			n += 1 + keysIn(c.Value())
+		case unstable.InlineTable, unstable.Array:
+			n += keysIn(c)
+		}
+	}
+	return n
 }
 
 // keyValue walks the key-value kv, written under the dotted key prefix, from the type t.
@@ -251,7 +323,7 @@ func (w *keyWalker) keyValue(t reflect.Type, prefix string, kv *unstable.Node) {
 		case reflect.Struct:
 			f, ok := fieldOf(t, parts[i])
 			if !ok {
-				w.missing(join(prefix, dottedKey(parts)), kv)
+				w.missing(join(prefix, dottedKey(parts)), kv, kv.Value())
 				return
 			}
 			t, i = f, i+1

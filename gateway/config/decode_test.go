@@ -70,7 +70,13 @@ func problemDocuments(size int) map[string][]byte {
 		fmt.Fprintf(&inline, "  { id = \"m%d\", query_endpoint = \"http://m/fhir\", key_%d = 1 },\n", i, i)
 	}
 	inline.WriteString("]\n")
+	var under bytes.Buffer
+	under.WriteString("[unknown]\n")
+	for i := 0; under.Len() < size; i++ {
+		fmt.Fprintf(&under, "key_%d = { a = 1, b = [{ c = 2 }] }\n", i)
+	}
 	return map[string][]byte{
+		"keys under an unknown table":       under.Bytes(),
 		"a wrong type after blank lines":    append(bytes.Repeat([]byte("\n"), size), "[server]\nlisten = 1\n"...),
 		"an unknown key on every line":      keys.Bytes(),
 		"an unknown table on every line":    tables.Bytes(),
@@ -189,4 +195,49 @@ func sameUnknownKeys(ours, theirs []Problem) error {
 		}
 	}
 	return nil
+}
+
+// TestADocumentOfManyUnknownKeysIsNotDecoded: past MaxUnknownKeys keys that no key of
+// ferrofed.toml takes, a document is refused with its first unknown keys, their count
+// and its syntax error, without go-toml's decode (whose check of duplicate keys costs,
+// for each key, the keys before it in its table).
+func TestADocumentOfManyUnknownKeysIsNotDecoded(t *testing.T) {
+	keys := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "key_%d = 1\n", i)
+		}
+		return b.String()
+	}
+	cases := []struct {
+		name, doc string
+		problems  int
+		last      string
+	}{
+		{"as many as allowed: decoded, every one listed with the other problems", keys(MaxUnknownKeys) + "[server]\nrequest_timeout_ms = 0\n",
+			MaxUnknownKeys + 1, "server.request_timeout_ms (line 102): must be greater than zero"},
+		{"one more", keys(MaxUnknownKeys+1) + "[server]\nrequest_timeout_ms = 0\n", MaxUnknownKeys + 1,
+			"(document): has 101 keys that no key of ferrofed.toml takes (101 unknown keys, and the keys under them), more than 100: the first 100 unknown keys are listed"},
+		{"keys under an unknown table", "[nope]\n" + keys(MaxUnknownKeys), 2,
+			"(document): has 101 keys that no key of ferrofed.toml takes (1 unknown keys, and the keys under them)"},
+		{"keys of an unknown inline table", "nope = { " + strings.Repeat("a = { b = 1 }, ", 50) + "}\n", 2,
+			"(document): has 101 keys that no key of ferrofed.toml takes (1 unknown keys"},
+		{"and a syntax error", keys(1000) + "[server\n", MaxUnknownKeys + 2, "(document) (line 1001): toml: expected ']' to close table name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc), "t.toml", Options{SkipFiles: true})
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("got %v, want *Problems", err)
+			}
+			if got := ps.List[len(ps.List)-1].String(); len(ps.List) != tc.problems || !strings.HasPrefix(got, tc.last) {
+				t.Fatalf("%d problems, the last %q; want %d, the last starting %q", len(ps.List), got, tc.problems, tc.last)
+			}
+			over := !strings.HasPrefix(tc.name, "as many")
+			if c := CheckUnknownKeys([]byte(tc.doc), "t.toml"); (c != nil) != over || over && c.Error() != err.Error() {
+				t.Fatalf("CheckUnknownKeys: %v; want Parse's refusal: %t", c, over)
+			}
+		})
+	}
 }
