@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // BenchmarkWebhookCreate is the validating webhook's own cost for one create, as the
@@ -346,6 +348,41 @@ func BenchmarkWebhookCreate256KiB(b *testing.B) {
 			}
 			slices.Sort(took)
 			b.ReportMetric(float64(took[len(took)*99/100]), "p99-ns")
+		})
+	}
+}
+
+// TestWebhookListsAtMostMaxConfigCauses: a configuration with more problems than
+// MaxConfigCauses is refused with the first of them and one cause counting the rest;
+// one of more than config.MaxUnknownKeys unknown keys with its first ones and their
+// count, before anything decodes it.
+func TestWebhookListsAtMostMaxConfigCauses(t *testing.T) {
+	var members, keys strings.Builder
+	for i := range MaxConfigCauses + 50 {
+		fmt.Fprintf(&members, "[[registry.members]]\nid = \"m%d\"\nquery_endpoint = \"ftp://m/fhir\"\n", i)
+	}
+	for i := range 5000 {
+		fmt.Fprintf(&keys, "key_%d = 1\n", i)
+	}
+	for _, tc := range []struct {
+		name, inline string
+		causes       int
+		last         string
+	}{
+		{"many problems", members.String(), MaxConfigCauses + 1, "and 50 more problem(s), not listed"},
+		{"many unknown keys", keys.String(), config.MaxUnknownKeys + 1, "(document): has 5000 keys that no key of ferrofed.toml takes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := benchGatewayOf(10)
+			gw.Spec.Config.Inline = ptr.To(tc.inline)
+			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, gw, nil))).Response
+			if r.Allowed || r.Result == nil || r.Result.Details == nil {
+				t.Fatalf("answer %+v, want refused with causes", r)
+			}
+			causes := r.Result.Details.Causes
+			if len(causes) != tc.causes || !strings.Contains(causes[len(causes)-1].Message, tc.last) {
+				t.Fatalf("%d causes, the last %+v; want %d, the last with %q", len(causes), causes[len(causes)-1], tc.causes, tc.last)
+			}
 		})
 	}
 }

@@ -49,6 +49,11 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	if s.Config != nil && s.Config.Inline != nil {
 		user = []byte(*s.Config.Inline)
 	}
+	// Before go-toml decodes it (MountsOf, Render): a document of many unknown keys is
+	// refused in one pass over it, as the rendered file's check would refuse it.
+	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil {
+		return append(errs, configErrors(cfgPath.Child("inline"), err)...), warnings
+	}
 	m := config.MountsOf(user)
 	if _, err := renderAndCheck(s, plan, user, m); err != nil {
 		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
@@ -169,6 +174,9 @@ func mountPathValid(p string) bool {
 // configuration, and runs `config check` on it: what the webhook and the controller
 // both call, so that they refuse the same documents.
 func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
+	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil { // before go-toml decodes it, as Validate
+		return nil, err
+	}
 	return renderAndCheck(s, plan, user, config.MountsOf(user))
 }
 
@@ -208,13 +216,22 @@ func ConfigMessage(err error) string {
 	return msg
 }
 
+// MaxConfigCauses is the most problems of a configuration the webhook lists, each a
+// cause of its refusal; one more cause counts the rest. The refusal's message, which
+// apimachinery builds of every cause, costs the square of their number.
+const MaxConfigCauses = 200
+
 func configErrors(path *field.Path, err error) field.ErrorList {
 	var ps *config.Problems
 	if !errors.As(err, &ps) {
 		return field.ErrorList{field.Invalid(path, "(omitted)", err.Error())}
 	}
-	out := make(field.ErrorList, 0, len(ps.List))
-	for _, p := range ps.List {
+	out := make(field.ErrorList, 0, min(len(ps.List), MaxConfigCauses+1))
+	for i, p := range ps.List {
+		if i == MaxConfigCauses {
+			out = append(out, field.Invalid(path, "(omitted)", fmt.Sprintf("and %d more problem(s), not listed", len(ps.List)-i)))
+			break
+		}
 		p.Line = 0
 		out = append(out, field.Invalid(path, p.Key, p.String()))
 	}
