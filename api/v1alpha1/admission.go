@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,7 +66,9 @@ var gatewayKind = metav1.GroupVersionKind{Group: GroupVersion.Group, Version: Gr
 // field causes and warnings; TestHandlerAnswersAsControllerRuntime), decoding less:
 // the review in one pass, of its Gateway only what Validate reads (admittedGateway),
 // and for an update not the old Gateway at all. A review that cannot be read is
-// answered allowed=false with code 400 naming what is wrong; a panic, with code 500.
+// answered allowed=false with code 400 naming what is wrong; a panic, with code 500;
+// a review not done within 3/4 of the apiserver's timeout, with code 504
+// (reviewWithin).
 func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var uid types.UID
 	defer func() {
@@ -97,9 +100,67 @@ func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	uid = in.Request.UID
-	resp := v.review(r.Context(), in.Request.Operation, in.Request.Kind, in.Request.Object)
+	resp := v.reviewWithin(r.Context(), reviewBudget(r), in.Request.Operation, in.Request.Kind, in.Request.Object)
 	buf.Reset() // the body is read: the buffer takes the answer
 	writeReviewVia(w, buf, uid, resp)
+}
+
+// DefaultReviewTimeout is how long the apiserver waits for the webhook when its
+// timeoutSeconds is not set (and the chart's webhook.timeoutSeconds); MaxReviewTimeout is
+// the longest timeoutSeconds the apiserver accepts.
+const (
+	DefaultReviewTimeout = 10 * time.Second
+	MaxReviewTimeout     = 30 * time.Second
+)
+
+// reviewBudget is how long ServeHTTP gives one review: three quarters of the time the
+// apiserver waits for its answer, which the apiserver's webhook client sends as the
+// query parameter timeout (the webhook's timeoutSeconds, "10s"); of
+// DefaultReviewTimeout when it is absent or not a duration up to MaxReviewTimeout.
+func reviewBudget(r *http.Request) time.Duration {
+	t := DefaultReviewTimeout
+	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 && d <= MaxReviewTimeout {
+		t = d
+	}
+	return t * 3 / 4
+}
+
+// beforeReview, when set (by tests), runs before each review's validation with the
+// review's context.
+var beforeReview func(context.Context)
+
+// reviewWithin is review answered within budget: the review runs on its own goroutine,
+// and when budget passes first the answer is a refusal naming why (code 504, reason
+// Timeout), given while the apiserver still waits, instead of the apiserver's own
+// timeout, which failurePolicy turns into a refusal naming nothing. What the review
+// still does is bounded by the bytes it reads (MaxInlineConfigBytes, MaxReviewBytes),
+// and a validation linear in them (gateway/config's BenchmarkParseProblemAtTheEnd).
+func (v GatewayValidator) reviewWithin(ctx context.Context, budget time.Duration, op admissionv1.Operation, kind metav1.GroupVersionKind, a *admittedGateway) admissionv1.AdmissionResponse {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	done := make(chan admissionv1.AdmissionResponse, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				logf.FromContext(ctx).Error(fmt.Errorf("panic: %v", p), "Gateway webhook", "stack", string(debug.Stack()))
+				done <- failed(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", p))
+			}
+		}()
+		if beforeReview != nil {
+			beforeReview(ctx)
+		}
+		done <- v.review(ctx, op, kind, a)
+	}()
+	select {
+	case resp := <-done:
+		return resp
+	case <-ctx.Done():
+	}
+	msg := fmt.Sprintf("the review of this Gateway did not finish within %s (3/4 of the webhook's timeout)", budget)
+	if a != nil && a.Spec.Config != nil && a.Spec.Config.Inline != nil {
+		msg += fmt.Sprintf(": its configuration, spec.config.inline (%d bytes), could not be checked in time; retry, or make it smaller", len(*a.Spec.Config.Inline))
+	}
+	return admissionv1.AdmissionResponse{Result: &metav1.Status{Code: http.StatusGatewayTimeout, Reason: metav1.StatusReasonTimeout, Message: msg}}
 }
 
 // review is the answer to one operation on the object of a review.

@@ -2,11 +2,13 @@ package v1alpha1
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // BenchmarkWebhookCreate is the validating webhook's own cost for one create, as the
@@ -163,6 +167,8 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	bothConfigs := benchGatewayOf(4)
 	bothConfigs.Spec.Config.ConfigMapRef = &ConfigMapKeyRef{Name: "cm"}
 	allowList := GatewayValidator{AllowedImages: []string{"registry.example.org/ferrofed/*"}}
+	oversize := benchGatewayOf(8)
+	oversize.Spec.Config.Inline = ptr.To(*oversize.Spec.Config.Inline + "# " + strings.Repeat("x", MaxInlineConfigBytes) + "\n")
 	tests := []struct {
 		name    string
 		v       GatewayValidator
@@ -179,6 +185,7 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 		{"a valid update", GatewayValidator{}, admissionv1.Update, benchGatewayOf(6), benchGatewayOf(6), true},
 		{"an update to keys the spec owns", GatewayValidator{}, admissionv1.Update, ownedKey, benchGatewayOf(2), false},
 		{"a delete", GatewayValidator{}, admissionv1.Delete, nil, benchGatewayOf(7), true},
+		{"a create whose inline configuration is over its bytes", GatewayValidator{}, admissionv1.Create, oversize, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,6 +243,145 @@ func TestHandlerRefusesWhatIsNotAReview(t *testing.T) {
 			r := out.Response
 			if r.Allowed || r.Result == nil || r.Result.Code != http.StatusBadRequest || !strings.Contains(r.Result.Message, tc.want) {
 				t.Errorf("answer %+v, want allowed=false, code 400, a message containing %q", r, tc.want)
+			}
+		})
+	}
+}
+
+// inlineOf is the Gateway of the benchmark (benchGatewayOf) with its inline
+// configuration padded to size bytes with blank lines before its last line, last.
+func inlineOf(size int, last string) *Gateway {
+	gw := benchGatewayOf(9)
+	pad := size - len(*gw.Spec.Config.Inline) - len(last)
+	gw.Spec.Config.Inline = ptr.To(*gw.Spec.Config.Inline + strings.Repeat("\n", pad) + last)
+	return gw
+}
+
+// TestWebhookBoundsTheInlineConfiguration: an inline configuration over
+// MaxInlineConfigBytes is refused by its size, naming spec.config.inline, before it is
+// read (a configuration within it is checked whole, its problem on its last line found).
+// The webhook used to check any size, at a cost that grew with the square of its lines.
+func TestWebhookBoundsTheInlineConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		size  int
+		field string
+		want  string
+	}{
+		{"one byte over", MaxInlineConfigBytes + 1, "spec.config.inline", "may not be more than 262144 bytes; it has 262145"},
+		{"1 MiB", 1 << 20, "spec.config.inline", "may not be more than 262144 bytes; it has 1048576"},
+		{"at the limit", MaxInlineConfigBytes, "spec.config.inline", "health.check_timeout_ms: must be an integer, not a string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, inlineOf(tc.size, "[health]\ncheck_timeout_ms = \"1s\"\n"), nil))).Response
+			if r.Allowed || r.Result == nil || r.Result.Details == nil || len(r.Result.Details.Causes) != 1 {
+				t.Fatalf("answer %+v, want one cause", r)
+			}
+			if c := r.Result.Details.Causes[0]; c.Field != tc.field || !strings.Contains(c.Message, tc.want) {
+				t.Fatalf("cause %+v, want field %s with %q", c, tc.field, tc.want)
+			}
+		})
+	}
+}
+
+// TestWebhookAnswersWithinItsTimeout: a review whose validation does not finish within
+// three quarters of the apiserver's timeout (its query parameter timeout) is answered,
+// while the apiserver still waits, refused with code 504 and a message naming the
+// inline configuration it could not check.
+func TestWebhookAnswersWithinItsTimeout(t *testing.T) {
+	beforeReview = func(ctx context.Context) { <-ctx.Done() } // a validation that never ends in time
+	t.Cleanup(func() { beforeReview = nil })
+	body := admissionReview(t, admissionv1.Create, inlineOf(4096, ""), nil)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, WebhookPath+"?timeout=1s", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	GatewayValidator{}.ServeHTTP(rec, req)
+	r := answer(t, rec).Response
+	if r.Allowed || r.Result == nil || r.Result.Code != http.StatusGatewayTimeout || r.Result.Reason != metav1.StatusReasonTimeout ||
+		!strings.Contains(r.Result.Message, "did not finish within 750ms") || !strings.Contains(r.Result.Message, "spec.config.inline (4096 bytes)") {
+		t.Fatalf("answer %+v, want refused with 504 Timeout naming 750ms and spec.config.inline", r)
+	}
+}
+
+func TestReviewBudgetIsThreeQuartersOfTheTimeout(t *testing.T) {
+	for query, want := range map[string]time.Duration{
+		"":              7500 * time.Millisecond,
+		"?timeout=10s":  7500 * time.Millisecond,
+		"?timeout=1s":   750 * time.Millisecond,
+		"?timeout=30s":  22500 * time.Millisecond,
+		"?timeout=31s":  7500 * time.Millisecond,
+		"?timeout=-1s":  7500 * time.Millisecond,
+		"?timeout=soon": 7500 * time.Millisecond,
+	} {
+		if got := reviewBudget(httptest.NewRequest(http.MethodPost, WebhookPath+query, nil)); got != want {
+			t.Errorf("%q: %s, want %s", query, got, want)
+		}
+	}
+}
+
+// BenchmarkWebhookCreate256KiB is the webhook's answer to a create whose inline
+// configuration is MaxInlineConfigBytes with its problem on its last line (a wrong type,
+// found by `config check` of the rendered file; a syntax error, found in the inline
+// text itself), or with an unknown key on every line; p99-ns is the 99th percentile of
+// the ops of the run.
+func BenchmarkWebhookCreate256KiB(b *testing.B) {
+	var keys strings.Builder
+	for i := 0; keys.Len() < MaxInlineConfigBytes-4096; i++ {
+		fmt.Fprintf(&keys, "key_%d = 1\n", i)
+	}
+	for _, tc := range []struct{ name, last string }{
+		{"a wrong type at the end", "[health]\ncheck_timeout_ms = \"1s\"\n"},
+		{"a syntax error at the end", "[health\n"},
+		{"an unknown key on every line", keys.String()},
+	} {
+		body := admissionReview(b, admissionv1.Create, inlineOf(MaxInlineConfigBytes, tc.last), nil)
+		b.Run(strings.ReplaceAll(tc.name, " ", "_"), func(b *testing.B) {
+			b.ReportAllocs()
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				rec := serve(GatewayValidator{}, body)
+				took = append(took, time.Since(start))
+				if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"allowed":false`)) {
+					b.Fatalf("%d %.300s", rec.Code, rec.Body.String())
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)*99/100]), "p99-ns")
+		})
+	}
+}
+
+// TestWebhookListsAtMostMaxConfigCauses: a configuration with more problems than
+// MaxConfigCauses is refused with the first of them and one cause counting the rest;
+// one of more than config.MaxUnknownKeys unknown keys with its first ones and their
+// count, before anything decodes it.
+func TestWebhookListsAtMostMaxConfigCauses(t *testing.T) {
+	var members, keys strings.Builder
+	for i := range MaxConfigCauses + 50 {
+		fmt.Fprintf(&members, "[[registry.members]]\nid = \"m%d\"\nquery_endpoint = \"ftp://m/fhir\"\n", i)
+	}
+	for i := range 5000 {
+		fmt.Fprintf(&keys, "key_%d = 1\n", i)
+	}
+	for _, tc := range []struct {
+		name, inline string
+		causes       int
+		last         string
+	}{
+		{"many problems", members.String(), MaxConfigCauses + 1, "and 50 more problem(s), not listed"},
+		{"many unknown keys", keys.String(), config.MaxUnknownKeys + 1, "(document): has 5000 keys that no key of ferrofed.toml takes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := benchGatewayOf(10)
+			gw.Spec.Config.Inline = ptr.To(tc.inline)
+			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, gw, nil))).Response
+			if r.Allowed || r.Result == nil || r.Result.Details == nil {
+				t.Fatalf("answer %+v, want refused with causes", r)
+			}
+			causes := r.Result.Details.Causes
+			if len(causes) != tc.causes || !strings.Contains(causes[len(causes)-1].Message, tc.last) {
+				t.Fatalf("%d causes, the last %+v; want %d, the last with %q", len(causes), causes[len(causes)-1], tc.causes, tc.last)
 			}
 		})
 	}

@@ -36,6 +36,10 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 		errs = append(errs, field.Invalid(cfgPath, "inline and configMapRef",
 			"spec.config.inline and spec.config.configMapRef are mutually exclusive: set one of them"))
 	}
+	if c := s.Config; c != nil && c.Inline != nil && len(*c.Inline) > MaxInlineConfigBytes {
+		errs = append(errs, &field.Error{Type: field.ErrorTypeTooLong, Field: cfgPath.Child("inline").String(), BadValue: "<value omitted>",
+			Detail: fmt.Sprintf("may not be more than %d bytes; it has %d", MaxInlineConfigBytes, len(*c.Inline))})
+	}
 	warnings := append(s.LifecycleWarnings(), drainWarnings(g.Status.Drains)...)
 	if len(errs) > 0 {
 		// The rendered configuration would only restate these problems in TOML keys.
@@ -45,6 +49,11 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	if s.Config != nil && s.Config.Inline != nil {
 		user = []byte(*s.Config.Inline)
 	}
+	// Before go-toml decodes it (MountsOf, Render): a document of many unknown keys is
+	// refused in one pass over it, as the rendered file's check would refuse it.
+	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil {
+		return append(errs, configErrors(cfgPath.Child("inline"), err)...), warnings
+	}
 	m := config.MountsOf(user)
 	if _, err := renderAndCheck(s, plan, user, m); err != nil {
 		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
@@ -52,6 +61,12 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	warnings = append(warnings, auditWarnings(s, plan, m.AuditSpools)...)
 	return errs, warnings
 }
+
+// MaxInlineConfigBytes is the most of spec.config.inline that Validate renders and
+// checks: the CRD's maxLength (262144, which the apiserver counts in characters), here
+// in bytes, so that the webhook's work on one review is bounded by its bytes whatever
+// the characters are.
+const MaxInlineConfigBytes = 262144
 
 // auditWarnings are the warnings of a configuration with spools audit spools: a
 // bindingsDrainTimeout too short for the spools' final sync, and what an emptyDir
@@ -159,6 +174,9 @@ func mountPathValid(p string) bool {
 // configuration, and runs `config check` on it: what the webhook and the controller
 // both call, so that they refuse the same documents.
 func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
+	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil { // before go-toml decodes it, as Validate
+		return nil, err
+	}
 	return renderAndCheck(s, plan, user, config.MountsOf(user))
 }
 
@@ -198,13 +216,22 @@ func ConfigMessage(err error) string {
 	return msg
 }
 
+// MaxConfigCauses is the most problems of a configuration the webhook lists, each a
+// cause of its refusal; one more cause counts the rest. The refusal's message, which
+// apimachinery builds of every cause, costs the square of their number.
+const MaxConfigCauses = 200
+
 func configErrors(path *field.Path, err error) field.ErrorList {
 	var ps *config.Problems
 	if !errors.As(err, &ps) {
 		return field.ErrorList{field.Invalid(path, "(omitted)", err.Error())}
 	}
-	out := make(field.ErrorList, 0, len(ps.List))
-	for _, p := range ps.List {
+	out := make(field.ErrorList, 0, min(len(ps.List), MaxConfigCauses+1))
+	for i, p := range ps.List {
+		if i == MaxConfigCauses {
+			out = append(out, field.Invalid(path, "(omitted)", fmt.Sprintf("and %d more problem(s), not listed", len(ps.List)-i)))
+			break
+		}
 		p.Line = 0
 		out = append(out, field.Invalid(path, p.Key, p.String()))
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -306,24 +307,21 @@ func (o Options) now() time.Time {
 // Parse decodes data strictly (an unknown key is a problem naming the key and its line),
 // applies defaults and validates. source names the data in the error.
 func Parse(data []byte, source string, opts Options) (*Config, error) {
+	// Unknown keys are found by a walk of the document (walkKeys), not by go-toml's
+	// DisallowUnknownFields, whose cost is the document's size for each of them; the
+	// document decoded, the report lists the other problems too. A document with more
+	// than MaxUnknownKeys of them is not decoded at all.
+	walk := walkKeys(data, reflect.TypeFor[Config]())
+	if walk.stray > MaxUnknownKeys {
+		return nil, walk.tooMany(source)
+	}
 	// Decoding over the defaults keeps a key the file sets to zero at zero (and
 	// validated as such) instead of silently replacing it with its default.
 	c := defaults()
-	var ps []Problem
-	err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c)
-	if err != nil {
-		ps = decodeProblems(data, err)
-		var strict *toml.StrictMissingError
-		if !errors.As(err, &strict) {
-			return nil, &Problems{Source: source, List: ps}
-		}
-		// Unknown keys alone leave a readable document: decode it again without them
-		// so that the report lists the other problems too.
-		c = defaults()
-		if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
-			return nil, &Problems{Source: source, List: ps}
-		}
+	if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
+		return nil, &Problems{Source: source, List: decodeProblems(data, err)}
 	}
+	ps := walk.out
 	c.applyDefaults()
 	found, warnings := c.validate(opts)
 	if len(found)+len(warnings) > 0 { // the line index only for a document with something to say
@@ -349,15 +347,6 @@ func Parse(data []byte, source string, opts Options) (*Config, error) {
 func (c *Config) Warnings() []Problem { return c.warnings }
 
 func decodeProblems(data []byte, err error) []Problem {
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
-		out := make([]Problem, 0, len(strict.Errors))
-		for _, e := range strict.Errors {
-			row, _ := e.Position()
-			out = append(out, Problem{Key: dottedKey(e.Key()), Line: row, Message: "unknown key"})
-		}
-		return out
-	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		return []Problem{decodeErrorProblem(data, de)}

@@ -1,15 +1,24 @@
 package config
 
 import (
+	"bytes"
 	"errors"
+	"reflect"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 // FuzzParse feeds arbitrary documents to Parse. It must never panic; every refusal is a
 // *Problems whose problems each name a key; and a configuration that parses must
 // validate clean again (the defaults never produce a configuration Validate refuses).
-// Seeds: the f.Add calls below and testdata/fuzz/FuzzParse.
+// The unknown keys Parse reports are go-toml's DisallowUnknownFields' (unknownKeys), for
+// documents small enough for go-toml to report them. Seeds: the f.Add calls below
+// (among them a configuration of 1 MiB with its problems on its last lines) and
+// testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
+	f.Add(append(append([]byte("[server]\nlisten = \":8080\"\n"), bytes.Repeat([]byte("\n# padding\n"), 1<<20/11)...),
+		"[health]\ncheck_timeout_ms = \"1s\"\nmystery = 1\n"...))
 	for _, seed := range []string{
 		"",
 		"[server]\nlisten = \"0.0.0.0:8080\"\nbase_path = \"/gw\"\nrequest_timeout_ms = 30000\ndrain_delay_ms = 5000\nshutdown_timeout_ms = 30000\nbindings_drain_timeout_ms = 5000\nread_header_timeout_ms = 5000\n",
@@ -27,6 +36,11 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if c := defaults(); len(data) <= 16<<10 && toml.Unmarshal(data, &c) == nil {
+			if err := sameUnknownKeys(unknownKeys(data, reflect.TypeFor[Config]()), goTomlUnknownKeys(t, data)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		opts := Options{SkipFiles: true}
 		cfg, err := Parse(data, "fuzz.toml", opts)
 		if err != nil {
