@@ -75,7 +75,7 @@ func TestAHeaderBombIsTheBindingsFailure(t *testing.T) {
 	url := headBomb(t)
 	m := NewMetrics()
 	tr := dependencies.NewTracker()
-	c, err := NewClient(ClientOptions{Name: "resolver", Timeout: 10 * time.Second, Metrics: m, Tracker: tr, Rule: dependencies.FromHTTP})
+	c, err := NewClient(ClientOptions{Name: "resolver", Table: "resolver", Timeout: 10 * time.Second, Metrics: m, Tracker: tr, Rule: dependencies.FromHTTP})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func BenchmarkHeaderBombs(b *testing.B) {
 			name = "uncapped-baseline"
 		}
 		b.Run(name, func(b *testing.B) {
-			c, err := NewClient(ClientOptions{Name: "resolver", Timeout: 30 * time.Second})
+			c, err := NewClient(ClientOptions{Name: "resolver", Table: "resolver", Timeout: 30 * time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}
