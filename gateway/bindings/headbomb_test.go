@@ -51,13 +51,17 @@ func headBomb(t testing.TB) string {
 						}
 					}
 					bw := bufio.NewWriterSize(c, 64<<10)
-					bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\n")
+					if _, err := bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/fhir+json\r\n"); err != nil {
+						return
+					}
 					for n := 0; n < bombBytes; n += len(line) {
 						if _, err := bw.WriteString(line); err != nil {
 							return
 						}
 					}
-					bw.WriteString("Content-Length: 2\r\n\r\n{}")
+					if _, err := bw.WriteString("Content-Length: 2\r\n\r\n{}"); err != nil {
+						return
+					}
 					if bw.Flush() != nil {
 						return
 					}

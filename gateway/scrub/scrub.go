@@ -270,15 +270,6 @@ func containsFold(s, sub string) bool { return strings.Contains(asciiLower(s), s
 // credentialNames are what credential's names contain, in lower case.
 var credentialNames = []string{"token", "passw", "pwd", "secret", "api", "credential", "session"}
 
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
-
 // digitDotDigit reports whether s has a digit, a dot and a digit in a row.
 func digitDotDigit(s string) bool {
 	for i := 1; i+1 < len(s); i++ {

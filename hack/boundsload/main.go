@@ -577,7 +577,9 @@ func slowdrain(g *gateway) string {
 		}
 	case <-time.After(30 * time.Second):
 		_ = g.cmd.Process.Kill()
-		<-exited
+		if err := <-exited; err != nil {
+			exit += " (killed: " + err.Error() + ")"
+		}
 	}
 	slowWG.Wait()
 	before, ok := 0, 0

@@ -92,8 +92,7 @@ func runCheck(t *testing.T, s sample) (bool, string) {
 	case err = <-exited:
 	case <-time.After(15 * time.Second):
 		_ = cmd.Process.Kill()
-		<-exited
-		t.Fatalf("config check neither accepted nor refused within 15 s (killed)\n%s", out.String())
+		t.Fatalf("config check neither accepted nor refused within 15 s (killed: %v)\n%s", <-exited, out.String())
 	}
 	var ee *exec.ExitError
 	switch {
