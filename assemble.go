@@ -5,7 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
@@ -52,7 +52,7 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	// records every access through it before the access is made.
 	// One set of binding metrics for every binding: the trail exports it, or, without
 	// [audit], the flow's surface does.
-	metrics := binding.NewMetrics()
+	metrics := bindings.NewMetrics()
 	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics})
 	if err != nil {
 		return nil, buildError{fmt.Errorf("the audit trail could not be built: %w", err)}
@@ -121,7 +121,7 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 			return nil, buildError{fmt.Errorf("the directory could not be built: %w", err)}
 		}
 		dir.Attach(fed.Tracker())
-		var m *binding.Metrics
+		var m *bindings.Metrics
 		if !exported {
 			m = metrics
 		}

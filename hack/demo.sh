@@ -16,7 +16,7 @@
 # the host; the demo's namespace and release only, when the node was already up).
 #
 # envtest:
-#  1. builds ferrofed, the demo helper (hack/demo), the member node (test/members), the
+#  1. builds ferrofed, the demo helper (hack/demo), the member node (test/doubles/members), the
 #     local control plane (hack/controlplane.sh) and helm (hack/tools.sh); second runs
 #     reuse all of them;
 #  2. starts kube-apiserver and etcd, installs charts/ferrofed (webhook off: the operator
@@ -320,7 +320,7 @@ helm="$root/bin/helm"
 info "building ferrofed, the demo helper and the member node (go build; the first build takes a few minutes)"
 start_build=$SECONDS
 version="$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
-start "go build" "$logs/build.log" go build -ldflags "-X main.version=$version" -o "$state/bin/" . ./hack/demo ./test/members/fhirmember
+start "go build" "$logs/build.log" go build -ldflags "-X main.version=$version" -o "$state/bin/" . ./hack/demo ./test/doubles/members/fhirmember
 build="${pids[-1]}"
 while kill -0 "$build" 2>/dev/null; do
   sleep 1
@@ -355,7 +355,7 @@ wait_until 60 "the operator's /readyz (see $logs/operator.log)" "$demo" get "htt
 info "ready: http://127.0.0.1:$probe_port/readyz"
 
 # ---- 3. members and the sample Gateway -------------------------------------------------
-step "Starting two demo member nodes on loopback (test/members)"
+step "Starting two demo member nodes on loopback (test/doubles/members)"
 member_urls=()
 for id in member-a member-b; do
   start "$id" "$logs/$id.log" "$fhirmember" -listen 127.0.0.1:0 -id "$id"

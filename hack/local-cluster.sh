@@ -472,7 +472,7 @@ build_pause_image() {
 }
 
 # images builds the project's images from its binaries (CGO off, static) and imports
-# them: ferrofed itself, and the FHIR member test server (test/members) once it exists.
+# them: ferrofed itself, and the FHIR member test server (test/doubles/members) once it exists.
 # ferrofed lies on the image's PATH, as in the shipped image (examples/Dockerfile): the
 # exec probes of a mutual-TLS Gateway run `ferrofed healthcheck`.
 # Each is tried even when the other fails; the exit status says whether both worked.
@@ -491,11 +491,11 @@ images() {
     failed=1
   fi
   local member_pkg=""
-  if [[ -d "$root/test/members" ]]; then
-    member_pkg="$(cd "$root" && go list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./test/members/... 2>/dev/null | head -1)"
+  if [[ -d "$root/test/doubles/members" ]]; then
+    member_pkg="$(cd "$root" && go list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./test/doubles/members/... 2>/dev/null | head -1)"
   fi
   if [[ -z "$member_pkg" ]]; then
-    log "no main package under test/members: member image skipped"
+    log "no main package under test/doubles/members: member image skipped"
   elif (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/fhir-member" "$member_pkg") &&
     "$BIN/image" -tag "$MEMBER_IMAGE" -o "$out/fhir-member.tar" -file /fhir-member="$out/fhir-member" \
       -entrypoint /fhir-member -user 65532:65532 -dir /tmp >/dev/null &&
@@ -505,8 +505,8 @@ images() {
     log "error: the member image was not built"
     failed=1
   fi
-  # The audit record repository double (test/auditrepo) with its control API.
-  if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/audit-repo" ./test/auditrepo/cmd/auditrepo) &&
+  # The audit record repository double (test/doubles/auditrepo) with its control API.
+  if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/audit-repo" ./test/doubles/auditrepo/cmd/auditrepo) &&
     "$BIN/image" -tag "$AUDIT_REPO_IMAGE" -o "$out/audit-repo.tar" -file /audit-repo="$out/audit-repo" \
       -entrypoint /audit-repo -user 65532:65532 -dir /tmp >/dev/null &&
     import_image "$out/audit-repo.tar"; then
@@ -515,8 +515,8 @@ images() {
     log "error: the audit repository image was not built"
     failed=1
   fi
-  # The PMIR Patient Identity Registry double (test/pmir) with its control API.
-  if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/pmir" ./test/pmir/cmd/pmir) &&
+  # The PMIR Patient Identity Registry double (test/doubles/identityregistry) with its control API.
+  if (cd "$root" && CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" -o "$out/pmir" ./test/doubles/identityregistry/cmd/pmir) &&
     "$BIN/image" -tag "$PMIR_IMAGE" -o "$out/pmir.tar" -file /pmir="$out/pmir" \
       -entrypoint /pmir -user 65532:65532 -dir /tmp >/dev/null &&
     import_image "$out/pmir.tar"; then

@@ -23,4 +23,4 @@
 // stopped, whatever its context says: a process still stopping when
 // server.bindings_drain_timeout_ms ran out is then the server's to abandon, with a
 // warning naming it, and its name is in the drain's termination message (abandoned).
-package binding
+package bindings

@@ -1,4 +1,4 @@
-package binding_test
+package bindings_test
 
 import (
 	"encoding/base64"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
 // A RESTEvent is a valid R4 AuditEvent of BALP's profile for its interaction, with the
@@ -16,24 +16,24 @@ func TestARESTEventOfEachInteraction(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name                    string
-		ev                      binding.RESTEvent
+		ev                      bindings.RESTEvent
 		profile, action, role   string
 		sourceIsPeer, withQuery bool
 		subtypes                int
 	}{
-		{"a create with its transaction", binding.RESTEvent{Interaction: binding.InteractionCreate, Transaction: "ITI-94", TransactionDisplay: "Subscribe to Patient Updates", What: "Subscription"},
+		{"a create with its transaction", bindings.RESTEvent{Interaction: bindings.InteractionCreate, Transaction: "ITI-94", TransactionDisplay: "Subscribe to Patient Updates", What: "Subscription"},
 			"IHE.BasicAudit.Create", "C", "4", false, false, 2},
-		{"a search", binding.RESTEvent{Interaction: binding.InteractionSearch, What: "Subscription", Query: []byte("url=http%3A%2F%2Fgw")},
+		{"a search", bindings.RESTEvent{Interaction: bindings.InteractionSearch, What: "Subscription", Query: []byte("url=http%3A%2F%2Fgw")},
 			"IHE.BasicAudit.Query", "E", "24", false, true, 1},
-		{"an update of a member's copy", binding.RESTEvent{Interaction: binding.InteractionUpdate, What: "OperationDefinition/q"},
+		{"an update of a member's copy", bindings.RESTEvent{Interaction: bindings.InteractionUpdate, What: "OperationDefinition/q"},
 			"IHE.BasicAudit.Update", "U", "4", false, false, 1},
-		{"a read", binding.RESTEvent{Interaction: binding.InteractionRead, What: "Subscription/1"}, "IHE.BasicAudit.Read", "R", "4", false, false, 1},
-		{"a delete", binding.RESTEvent{Interaction: binding.InteractionDelete, What: "Subscription/1"}, "IHE.BasicAudit.Delete", "D", "4", false, false, 1},
-		{"an inbound message", binding.RESTEvent{Interaction: binding.InteractionOperation, What: "msg-1", Inbound: true}, "IHE.BasicAudit.Update", "U", "4", true, false, 1},
+		{"a read", bindings.RESTEvent{Interaction: bindings.InteractionRead, What: "Subscription/1"}, "IHE.BasicAudit.Read", "R", "4", false, false, 1},
+		{"a delete", bindings.RESTEvent{Interaction: bindings.InteractionDelete, What: "Subscription/1"}, "IHE.BasicAudit.Delete", "D", "4", false, false, 1},
+		{"an inbound message", bindings.RESTEvent{Interaction: bindings.InteractionOperation, What: "msg-1", Inbound: true}, "IHE.BasicAudit.Update", "U", "4", true, false, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.ev.Time, tc.ev.PeerSystem, tc.ev.PeerValue = at, binding.ServiceSystem, "identity_registry"
+			tc.ev.Time, tc.ev.PeerSystem, tc.ev.PeerValue = at, bindings.ServiceSystem, "identity_registry"
 			body, err := tc.ev.Event()
 			if err != nil {
 				t.Fatal(err)
@@ -89,10 +89,10 @@ func TestARESTEventOfEachInteraction(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []binding.RESTEvent{
+	for _, bad := range []bindings.RESTEvent{
 		{Interaction: "patch", What: "x", PeerValue: "p"},
-		{Interaction: binding.InteractionRead, PeerValue: "p"},
-		{Interaction: binding.InteractionRead, What: "x"},
+		{Interaction: bindings.InteractionRead, PeerValue: "p"},
+		{Interaction: bindings.InteractionRead, What: "x"},
 	} {
 		if _, err := bad.Event(); err == nil {
 			t.Errorf("%+v: no error", bad)

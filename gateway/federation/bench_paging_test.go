@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // BenchmarkFederatedPage is one page of a federated search of three members that

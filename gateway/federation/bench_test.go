@@ -19,7 +19,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/ferrofed/ferrofed/gateway/server"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // The benchmarks send their requests to the gateway's own server (server.New with the

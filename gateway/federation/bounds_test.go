@@ -23,7 +23,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // The tests of this file attack the gateway's own server (gateway/server with the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
 func TestValidResourceType(t *testing.T) {

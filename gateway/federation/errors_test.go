@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // outcomeOf reads an OperationOutcome answer.

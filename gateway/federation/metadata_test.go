@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 type capabilityAnswer struct {

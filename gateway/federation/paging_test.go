@@ -14,7 +14,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // sixtySeven is three members with 67 matches between them, one with more than 60,

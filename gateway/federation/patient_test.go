@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrofed/ferrofed/test/authzen"
 	"github.com/ferrofed/ferrofed/test/double"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // A patient-scoped search is admitted by the member-call queue
@@ -19,7 +19,7 @@ import (
 // admits gives back, once planned, the calls of the members the flow dropped, and the
 // rest once answered.
 func TestAPatientScopedSearchIsAdmittedBeforeAnyBindingIsAsked(t *testing.T) {
-	pdp := authzen.Start(t, authzen.Options{Rules: []authzen.Rule{{Resource: "node-a", Permit: true}}})
+	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Resource: "node-a", Permit: true}}})
 	h := newHarness(t, harnessOptions{patient: true, tables: fmt.Sprintf("[consent]\nurl = %q\n", pdp.URL)},
 		node{id: "node-a", opts: members.Options{Delay: 300 * time.Millisecond}}, node{id: "node-b"}, node{id: "node-c"})
 	lim := h.surface.lim.Load()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 func TestARoutedMemberBuildsTheGatewaysURLsFromTheForwardedHeaders(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // secrets is what a member's own text may carry (issue 30): its backend's URL with a

@@ -24,8 +24,8 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
-	"github.com/ferrofed/ferrofed/test/members"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
 // The surface plugs into the server as it is, and applies reloads.

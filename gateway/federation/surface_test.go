@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // faultyMembers are one member of each kind the issue names, plus a late good one.

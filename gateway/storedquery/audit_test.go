@@ -14,13 +14,13 @@ import (
 
 	"github.com/go-logr/logr"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
 	"github.com/ferrofed/ferrofed/test/crashfs"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // recorder is the audit trail of the tests: it stores every event, or refuses every
@@ -195,8 +195,8 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 		return nil
 	}
 	table := fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", arr.URL)
-	g := startWith(t, newKeys(t), t.TempDir(), table, func(cfg *config.Config) binding.Recorder {
-		trail, err := audit.New(cfg, audit.Options{Metrics: binding.NewMetrics(), Logger: logr.Discard(), FS: fsys})
+	g := startWith(t, newKeys(t), t.TempDir(), table, func(cfg *config.Config) bindings.Recorder {
+		trail, err := audit.New(cfg, audit.Options{Metrics: bindings.NewMetrics(), Logger: logr.Discard(), FS: fsys})
 		if err != nil {
 			t.Fatal(err)
 		}

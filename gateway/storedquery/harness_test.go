@@ -19,12 +19,12 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 const (
@@ -89,14 +89,14 @@ func startGateway(t testing.TB, k keys, dir string, ms ...*members.Server) *gate
 }
 
 // startAudited is startGateway with rec as the audit trail (nil: none).
-func startAudited(t testing.TB, k keys, dir string, rec binding.Recorder, ms ...*members.Server) *gateway {
+func startAudited(t testing.TB, k keys, dir string, rec bindings.Recorder, ms ...*members.Server) *gateway {
 	t.Helper()
-	return startWith(t, k, dir, "", func(*config.Config) binding.Recorder { return rec }, ms...)
+	return startWith(t, k, dir, "", func(*config.Config) bindings.Recorder { return rec }, ms...)
 }
 
 // startWith is startGateway with the tables extra added to the configuration and the
 // audit trail mkRec builds from it.
-func startWith(t testing.TB, k keys, dir, extra string, mkRec func(*config.Config) binding.Recorder, ms ...*members.Server) *gateway {
+func startWith(t testing.TB, k keys, dir, extra string, mkRec func(*config.Config) bindings.Recorder, ms ...*members.Server) *gateway {
 	t.Helper()
 	g := &gateway{t: t, done: make(chan error, 1), token: k.sign(t, "alice", scope), noScope: k.sign(t, "bob", "other")}
 	doc := "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\nbindings_drain_timeout_ms = 2000\n"

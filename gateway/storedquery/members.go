@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 )
 
@@ -26,7 +26,7 @@ type Members interface {
 // trail. The CapabilityStatement reads are not recorded.
 type recording struct {
 	members Members
-	rec     binding.Recorder
+	rec     bindings.Recorder
 	log     logr.Logger
 }
 

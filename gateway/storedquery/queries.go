@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
@@ -20,7 +20,7 @@ type Options struct {
 	Logger logr.Logger
 	// Recorder stores the AuditEvent of each exchange with a member about a stored
 	// query (the audit trail); nil records nothing.
-	Recorder binding.Recorder
+	Recorder bindings.Recorder
 }
 
 // Queries is the stored queries of one gateway: the store, the `_query` expansion the
@@ -29,7 +29,7 @@ type Options struct {
 // without [stored_queries].
 type Queries struct {
 	log      logr.Logger
-	rec      binding.Recorder
+	rec      bindings.Recorder
 	store    *Store
 	interval time.Duration
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // puts are the PUTs of OperationDefinition/id a member received.

@@ -198,7 +198,7 @@ func (d *localDemo) freshNamespace(ctx context.Context) error {
 }
 
 func (d *localDemo) startMembers(ctx context.Context) error {
-	step(fmt.Sprintf("Starting two member nodes as pods (test/members/fhirmember, image %s)", d.member))
+	step(fmt.Sprintf("Starting two member nodes as pods (test/doubles/members/fhirmember, image %s)", d.member))
 	d.members = []*rollout.Member{{ID: "node-a"}, {ID: "node-b"}}
 	for _, m := range d.members {
 		if err := rollout.DeployMember(ctx, d.kube, d.ns, d.member, m); err != nil {

@@ -257,7 +257,7 @@ func TestTheImageAndTheQuickstartUseTheHealthcheck(t *testing.T) {
 		if !strings.Contains(s, `CMD ["serve", "--config", "/etc/ferrofed/ferrofed.toml"]`) {
 			t.Fatal("examples/Dockerfile does not serve the file its HEALTHCHECK reads")
 		}
-		for _, pkg := range []string{".", "./test/members/fhirmember"} {
+		for _, pkg := range []string{".", "./test/doubles/members/fhirmember"} {
 			if !strings.Contains(s, "-o /out/") || !strings.Contains(s, " "+pkg) {
 				t.Errorf("examples/Dockerfile does not build %s", pkg)
 			}

@@ -1,5 +1,5 @@
-// Package double is the HTTP server the protocol doubles of the bindings (test/pdqm,
-// test/pixm, test/authzen, test/xcpd) run on: a real listener on loopback, a request
+// Package double is the HTTP server the protocol doubles of the bindings (test/doubles/pdqsupplier,
+// test/doubles/pixmanager, test/doubles/consentpdp, test/doubles/respondinggateway) run on: a real listener on loopback, a request
 // log, and the fault knobs every binding test needs, the same for every profile:
 // an overridden status, a delay, a hang, a refused connection (nothing listening), a
 // connection reset in the middle of the answer, and a malformed body.

@@ -36,7 +36,7 @@ const (
 )
 
 // auditSIGKILL: a Gateway with [audit] destination = "repository" delivers to the
-// audit record repository double (test/auditrepo/cmd/auditrepo) running as a pod; load
+// audit record repository double (test/doubles/auditrepo/cmd/auditrepo) running as a pod; load
 // runs through the gateway's Service, each request with a unique marker; the gateway
 // container is killed with SIGKILL inside its pod twice, through the node's containerd
 // (the kubelet restarts it in the same pod, the emptyDir spool stays):

@@ -29,7 +29,7 @@ const (
 )
 
 // pmirAbandoned: a Gateway with [pmir] holds a subscription at the PMIR registry double
-// (test/pmir/cmd/pmir) running as a pod; with the registry's DELETE set to hang, the
+// (test/doubles/identityregistry/cmd/pmir) running as a pod; with the registry's DELETE set to hang, the
 // gateway pod is deleted: drain step 4's DELETE outlasts bindingsDrainTimeout and is
 // abandoned, the termination message lists identity_registry, and the Gateway's
 // status.drains carries it for that pod, the drain completed within its grace period.

@@ -38,9 +38,9 @@ type settings struct {
 	kubeconfig  string
 	image       string // the ferrofed image (operator and gateway)
 	memberImage string // the FHIR member test server image
-	// auditRepoImage is the audit record repository double (test/auditrepo/cmd/auditrepo).
+	// auditRepoImage is the audit record repository double (test/doubles/auditrepo/cmd/auditrepo).
 	auditRepoImage string
-	// pmirImage is the PMIR Patient Identity Registry double (test/pmir/cmd/pmir).
+	// pmirImage is the PMIR Patient Identity Registry double (test/doubles/identityregistry/cmd/pmir).
 	pmirImage  string
 	helm       string
 	operatorNS string

@@ -22,8 +22,8 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // The SIGKILL test of the audit spool (docs/audit-spool.md) on the real binary: 200

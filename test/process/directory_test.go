@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/test/double"
-	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // waitHealthcheck polls `ferrofed healthcheck` until it exits want, or fails after
@@ -39,9 +39,9 @@ func waitHealthcheck(t *testing.T, path string, want int, within time.Duration) 
 // refresh loop in step 4.
 func TestDirectoryRestartFromCache(t *testing.T) {
 	const system = "urn:oid:1.3.6.1.4.1.21367.13.20.7000"
-	dir := mcsddouble.Start(t, mcsddouble.Options{Knobs: double.Knobs{Fault: double.FaultRefused}})
+	dir := mcsdsupplier.Start(t, mcsdsupplier.Options{Knobs: double.Knobs{Fault: double.FaultRefused}})
 	m := members.Start(t, members.Options{ID: "a"})
-	dir.MustPut(t, mcsddouble.Endpoint("ep-a", m.URL), mcsddouble.Organization("org-a", system, "a", "ep-a"))
+	dir.MustPut(t, mcsdsupplier.Endpoint("ep-a", m.URL), mcsdsupplier.Organization("org-a", system, "a", "ep-a"))
 
 	tmp := t.TempDir()
 	path := filepath.Join(tmp, "ferrofed.toml")

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrofed/ferrofed/test/members"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
 // Two `ferrofed serve` processes that share federation.page_token_key_file serve each

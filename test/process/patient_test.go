@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrofed/ferrofed/test/authzen"
-	"github.com/ferrofed/ferrofed/test/members"
-	"github.com/ferrofed/ferrofed/test/pdqm"
-	"github.com/ferrofed/ferrofed/test/pixm"
-	"github.com/ferrofed/ferrofed/test/xcpd"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
+	"github.com/ferrofed/ferrofed/test/doubles/respondinggateway"
 )
 
 // The shipped binary runs the patient-scoped flow with all four bindings: a search
@@ -27,16 +27,16 @@ func TestTheBinaryRunsThePatientScopedFlow(t *testing.T) {
 		dB  = "urn:oid:1.2.3.2"
 		dC  = "urn:oid:1.2.3.3"
 	)
-	sup := pdqm.Start(t, pdqm.Options{Patients: []pdqm.Patient{{ID: "m1", Identifiers: []pdqm.Identifier{{System: mpi, Value: "MRN-1"}}, Family: "Mohr"}}})
-	pix := pixm.Start(t, pixm.Options{Sets: []pixm.Set{{
-		{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}},
-		{ID: "xa", Identifiers: []pixm.Identifier{{System: dA, Value: "pa-1"}}},
-		{ID: "xb", Identifiers: []pixm.Identifier{{System: dB, Value: "pb-1"}}},
-		{ID: "xc", Identifiers: []pixm.Identifier{{System: dC, Value: "pc-1"}}},
+	sup := pdqsupplier.Start(t, pdqsupplier.Options{Patients: []pdqsupplier.Patient{{ID: "m1", Identifiers: []pdqsupplier.Identifier{{System: mpi, Value: "MRN-1"}}, Family: "Mohr"}}})
+	pix := pixmanager.Start(t, pixmanager.Options{Sets: []pixmanager.Set{{
+		{ID: "m1", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-1"}}},
+		{ID: "xa", Identifiers: []pixmanager.Identifier{{System: dA, Value: "pa-1"}}},
+		{ID: "xb", Identifiers: []pixmanager.Identifier{{System: dB, Value: "pb-1"}}},
+		{ID: "xc", Identifiers: []pixmanager.Identifier{{System: dC, Value: "pc-1"}}},
 	}}})
-	pdp := authzen.Start(t, authzen.Options{Rules: []authzen.Rule{{Resource: "node-c", Permit: false}, {Permit: true}}})
-	gw := xcpd.Start(t, xcpd.Options{Entries: []xcpd.Entry{{IDs: []xcpd.II{{Root: "1.2.3.9000", Extension: "MRN-1"}},
-		Records: []xcpd.Record{{HomeCommunityID: "1.2.3.101"}, {HomeCommunityID: "1.2.3.103"}}}}})
+	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Resource: "node-c", Permit: false}, {Permit: true}}})
+	gw := respondinggateway.Start(t, respondinggateway.Options{Entries: []respondinggateway.Entry{{IDs: []respondinggateway.II{{Root: "1.2.3.9000", Extension: "MRN-1"}},
+		Records: []respondinggateway.Record{{HomeCommunityID: "1.2.3.101"}, {HomeCommunityID: "1.2.3.103"}}}}})
 	var doc strings.Builder
 	port := freePort(t)
 	fmt.Fprintf(&doc, "[server]\nlisten = \"127.0.0.1:%d\"\nbase_path = \"/gw\"\ntermination_message_path = \"\"\n", port)

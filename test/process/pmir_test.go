@@ -19,10 +19,10 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
-	"github.com/ferrofed/ferrofed/test/members"
-	"github.com/ferrofed/ferrofed/test/pixm"
-	pmirdouble "github.com/ferrofed/ferrofed/test/pmir"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
 
 // pmirGateway is the configuration of a gateway with [pmir] on a free port: its
@@ -34,7 +34,7 @@ type pmirGateway struct {
 
 // writePMIRConfig writes a gateway configuration with [pmir] pointing at reg; extra
 // is appended (another table), server added to [server].
-func writePMIRConfig(t *testing.T, reg *pmirdouble.Server, server, extra string) pmirGateway {
+func writePMIRConfig(t *testing.T, reg *identityregistry.Server, server, extra string) pmirGateway {
 	t.Helper()
 	dir := t.TempDir()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -131,7 +131,7 @@ func pmirExample(t *testing.T, name string) []byte {
 // and the drain abandons nothing. The feed route refuses a token without the feed
 // scope and takes one with it.
 func TestSIGTERMDeletesThePMIRSubscriptionOnce(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{ActivateAfter: 100 * time.Millisecond})
+	reg := identityregistry.Start(t, identityregistry.Options{ActivateAfter: 100 * time.Millisecond})
 	const budget = 2 * time.Second
 	g := writePMIRConfig(t, reg, "bindings_drain_timeout_ms = 2000", "")
 	p := serve(t, g.path)
@@ -142,10 +142,10 @@ func TestSIGTERMDeletesThePMIRSubscriptionOnce(t *testing.T) {
 	})
 
 	merge := pmirExample(t, "ex-PMIRBundleMerge.json")
-	if status, body, err := pmirdouble.Send(g.base+"/pmir/$process-message", g.operatorToken, merge); err != nil || status != http.StatusForbidden {
+	if status, body, err := identityregistry.Send(g.base+"/pmir/$process-message", g.operatorToken, merge); err != nil || status != http.StatusForbidden {
 		t.Fatalf("the operator's token without the feed scope: %d %s %v", status, body, err)
 	}
-	if status, _, err := pmirdouble.Send(g.base+"/pmir/$process-message", "", merge); err != nil || status != http.StatusUnauthorized {
+	if status, _, err := identityregistry.Send(g.base+"/pmir/$process-message", "", merge); err != nil || status != http.StatusUnauthorized {
 		t.Fatalf("no token: %d %v", status, err)
 	}
 	if statuses, err := reg.SendToSubscribers(g.feedToken, merge); err != nil || len(statuses) != 1 || statuses[0] != http.StatusOK {
@@ -199,7 +199,7 @@ func TestSIGTERMDeletesThePMIRSubscriptionOnce(t *testing.T) {
 // process still ends within drain delay + shutdown timeout + bindings budget + 1 s,
 // and the termination message lists identity_registry as abandoned.
 func TestAHangingPMIRDeleteIsAbandoned(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{Script: pmirdouble.Script{DeleteHang: true}})
+	reg := identityregistry.Start(t, identityregistry.Options{Script: identityregistry.Script{DeleteHang: true}})
 	const (
 		drainDelay = 200 * time.Millisecond
 		shutdown   = time.Second
@@ -247,7 +247,7 @@ func TestAHangingPMIRDeleteIsAbandoned(t *testing.T) {
 // its endpoint and criteria and reuses it instead of creating another, and its
 // SIGTERM deletes it.
 func TestARestartAfterSIGKILLFindsTheLeftoverSubscription(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := writePMIRConfig(t, reg, "", "")
 	first := serve(t, g.path)
 	waitReady(t, g.base)
@@ -289,12 +289,12 @@ func TestAPMIRMergeClearsTheResolverCache(t *testing.T) {
 		mpi = "urn:oid:1.2.3.9000"
 		dA  = "urn:oid:1.2.3.1"
 	)
-	pix := pixm.Start(t, pixm.Options{Sets: []pixm.Set{{
-		{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}},
-		{ID: "xa", Identifiers: []pixm.Identifier{{System: dA, Value: "pa-1"}}},
+	pix := pixmanager.Start(t, pixmanager.Options{Sets: []pixmanager.Set{{
+		{ID: "m1", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-1"}}},
+		{ID: "xa", Identifiers: []pixmanager.Identifier{{System: dA, Value: "pa-1"}}},
 	}}})
 	member := members.Start(t, members.Options{ID: "node-a"})
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	extra := fmt.Sprintf("[resolver]\nurl = %q\ncache_ttl_ms = 60000\n[[registry.members]]\nid = \"node-a\"\nquery_endpoint = %q\nidentifier_system = %q\n", pix.URL, member.URL, dA)
 	// [resolver] and the member come after [pmir]'s keys in the document: tables, so
 	// they close [pmir] first.
@@ -338,7 +338,7 @@ func TestAPMIRMergeClearsTheResolverCache(t *testing.T) {
 // with ITI-93; the delete of drain step 4 is stored before the spool closes.
 func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
 	arr := auditrepo.Start(t, auditrepo.Options{})
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := writePMIRConfig(t, reg, "", fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n", arr.URL, t.TempDir()))
 	p := serve(t, g.path)
 	waitReady(t, g.base)
@@ -383,7 +383,7 @@ func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
 // `config check` builds the feed and sends nothing to the registry; a SIGHUP that
 // changes [pmir] logs that it needs a restart and keeps the subscription.
 func TestConfigCheckAndReloadLeaveTheSubscriptionAlone(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := writePMIRConfig(t, reg, "", "")
 	if code, out, errOut := configCheck(t, g.path); code != 0 {
 		t.Fatalf("config check exited %d: %s %s", code, out, errOut)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // A SIGHUP reload is all or nothing. One that shortens the request timeout and adds an

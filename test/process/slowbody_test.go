@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // Issue 30, point 1: clients that send a routed POST head with Content-Length: 5 and

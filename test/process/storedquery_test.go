@@ -16,7 +16,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // TestTwoProcessesOnOneStoredQueryStoreAnswerTheSameList runs two `ferrofed serve`

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Member is one FHIR member test server (test/members/fhirmember) running as a
+// Member is one FHIR member test server (test/doubles/members/fhirmember) running as a
 // Deployment named member-<ID> with a Service of the same name.
 type Member struct {
 	ID    string

@@ -86,7 +86,7 @@ func (f countingFile) Sync() error {
 // audited side.
 //
 // Everything runs in this one process on the same cores: the member, the gateways
-// and the repository. repo=double is the test/auditrepo double, which parses and
+// and the repository. repo=double is the test/doubles/auditrepo double, which parses and
 // keeps every event and echoes it back, so its work is charged to the audited side;
 // repo=minimal answers each batch with 201s without parsing it, so that what remains
 // is the gateway's own cost of auditing (building the event, the spool, delivery), as

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
 type lines struct {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
 type decoded struct {

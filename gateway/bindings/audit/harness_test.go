@@ -25,8 +25,8 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 const (

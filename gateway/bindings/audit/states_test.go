@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ferrofed/ferrofed/test/auditrepo"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
 // Each row of the state table of audit_repository and audit_feed (docs/audit-spool.md,

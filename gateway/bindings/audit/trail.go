@@ -14,7 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/config"
@@ -36,7 +36,7 @@ type Options struct {
 	Logger logr.Logger
 	// Metrics count the delivery exchanges; default a set of the trail's own, exported
 	// by Collector.
-	Metrics *binding.Metrics
+	Metrics *bindings.Metrics
 	// Observer names this gateway in its events; default the host name.
 	Observer string
 	// Now is the clock of the events; default time.Now.
@@ -56,7 +56,7 @@ type Trail struct {
 	cfg     config.Audit
 	opts    Options
 	dests   []*destination
-	metrics *binding.Metrics
+	metrics *bindings.Metrics
 	// undelivered is ferrofed_audit_undelivered_at_exit{destination}.
 	undelivered *prometheus.GaugeVec
 	// failed counts the events that could not be stored.
@@ -70,7 +70,7 @@ type destination struct {
 	short  string // repository, feed: the spool's directory and the quarantine routes'
 	dir    string
 	url    string
-	client *binding.Client
+	client *bindings.Client
 
 	sp     atomic.Pointer[spool.Spool]
 	cancel context.CancelFunc
@@ -91,7 +91,7 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 		o.Logger = logr.Discard()
 	}
 	if o.Metrics == nil {
-		o.Metrics = binding.NewMetrics()
+		o.Metrics = bindings.NewMetrics()
 	}
 	if o.Observer == "" {
 		o.Observer, _ = os.Hostname()
@@ -118,7 +118,7 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 		if short == "feed" {
 			table = "audit.feed"
 		}
-		c, err := binding.NewClient(binding.ClientOptions{
+		c, err := bindings.NewClient(bindings.ClientOptions{
 			Name: key, Table: table, Timeout: t.cfg.AuditTimeout(), MaxResponseBytes: deliver.DefaultMaxResponseBytes,
 			Credentials: cr, Metrics: o.Metrics,
 		})
@@ -395,13 +395,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 // Surfaces are what the server gets: the trail's own (its operator routes and
 // metrics; with the log destination, metrics only) and one process surface per
 // destination, named for its report key.
-func (t *Trail) Surfaces() []binding.Surface {
+func (t *Trail) Surfaces() []bindings.Surface {
 	if t == nil {
 		return nil
 	}
-	out := []binding.Surface{&routes{t: t}}
+	out := []bindings.Surface{&routes{t: t}}
 	for _, d := range t.dests {
-		ps := binding.NewProcessSurface(d.key, processFunc(func(ctx context.Context) error { return t.stop(ctx, d) }))
+		ps := bindings.NewProcessSurface(d.key, processFunc(func(ctx context.Context) error { return t.stop(ctx, d) }))
 		ps.StopReportFunc = func() []any {
 			if n := d.leftAtExit.Load(); n >= 0 {
 				return []any{d.key + "_undelivered", n}

@@ -29,7 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -45,8 +45,8 @@ type Options struct {
 	Service config.BindingService
 	// PurposeOfUse is consent.purpose_of_use.
 	PurposeOfUse string
-	Recorder     binding.Recorder
-	Metrics      *binding.Metrics
+	Recorder     bindings.Recorder
+	Metrics      *bindings.Metrics
 	// CacheTTL, when positive, keeps each set of decisions that long per caller,
 	// patient, type and members (consent.cache_ttl_ms).
 	CacheTTL time.Duration
@@ -56,23 +56,23 @@ type Options struct {
 type Client struct {
 	url     string
 	purpose string
-	client  *binding.Client
-	rec     binding.Recorder
+	client  *bindings.Client
+	rec     bindings.Recorder
 	timeout time.Duration
-	cache   *binding.Cache[map[string]bool]
+	cache   *bindings.Cache[map[string]bool]
 	tracker atomic.Pointer[dependencies.Tracker]
 }
 
 // New builds the client; the credential files are read now.
 func New(o Options) (*Client, error) {
 	timeout := o.Service.Timeout(config.DefaultConsentTimeoutMS)
-	c, err := binding.NewClient(binding.ClientOptions{Name: Key, Table: "consent", Timeout: timeout,
+	c, err := bindings.NewClient(bindings.ClientOptions{Name: Key, Table: "consent", Timeout: timeout,
 		MaxResponseBytes: o.Service.BodyCap(config.DefaultConsentMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err
 	}
 	return &Client{url: strings.TrimSuffix(o.Service.URL, "/") + EvaluationsPath, purpose: o.PurposeOfUse, client: c, rec: o.Recorder, timeout: timeout,
-		cache: binding.NewCache[map[string]bool](o.CacheTTL, nil)}, nil
+		cache: bindings.NewCache[map[string]bool](o.CacheTTL, nil)}, nil
 }
 
 // Invalidate drops every cached set of decisions (a PMIR merge or update).
@@ -143,10 +143,10 @@ func (c *Client) Body(r Request) ([]byte, error) {
 }
 
 // Evaluate asks the PDP; permitted holds the members whose decision is true (shared
-// with the cache: read it only). The error is a *binding.Failure (503: every consent
+// with the cache: read it only). The error is a *bindings.Failure (503: every consent
 // failure fails closed).
 func (c *Client) Evaluate(ctx context.Context, r Request) (permitted map[string]bool, err error) {
-	key := binding.CacheKey(append([]string{r.Issuer, r.Subject, r.PatientSystem, r.PatientValue, r.ResourceType}, r.Members...)...)
+	key := bindings.CacheKey(append([]string{r.Issuer, r.Subject, r.PatientSystem, r.PatientValue, r.ResourceType}, r.Members...)...)
 	if p, ok := c.cache.Get(key); ok {
 		return p, nil
 	}
@@ -163,11 +163,11 @@ func (c *Client) Evaluate(ctx context.Context, r Request) (permitted map[string]
 	start := time.Now()
 	ex := c.client.Do(ctx, req)
 	decisions, why := parse(ex)
-	ev := binding.QueryEvent{Key: Key, Time: start, Query: payload, PatientSystem: r.PatientSystem, PatientValue: r.PatientValue}
-	stored := binding.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
+	ev := bindings.QueryEvent{Key: Key, Time: start, Query: payload, PatientSystem: r.PatientSystem, PatientValue: r.PatientValue}
+	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
 	switch {
 	case !stored:
-		return nil, binding.AuditFailure(Key)
+		return nil, bindings.AuditFailure(Key)
 	case why != "":
 		f := ex.FailureOf("consent pre-filter", why)
 		f.Status = http.StatusServiceUnavailable
@@ -184,11 +184,11 @@ func (c *Client) Evaluate(ctx context.Context, r Request) (permitted map[string]
 	return permitted, nil
 }
 
-func closed(why string) *binding.Failure {
-	return &binding.Failure{Status: http.StatusServiceUnavailable, Code: "transient", Diagnostics: why}
+func closed(why string) *bindings.Failure {
+	return &bindings.Failure{Status: http.StatusServiceUnavailable, Code: "transient", Diagnostics: why}
 }
 
-func parse(ex binding.Exchange) ([]bool, string) {
+func parse(ex bindings.Exchange) ([]bool, string) {
 	switch {
 	case !ex.Answered || ex.TooLarge:
 		return nil, "gave no usable answer"

@@ -7,14 +7,14 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/authzen"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	testauthzen "github.com/ferrofed/ferrofed/test/authzen"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
 )
 
 // A consent question whose budget was spent before it left the gateway sends nothing
 // and changes nothing (docs/bindings.md, "The dependency report": a request that
 // never left the gateway changes nothing). It still fails closed.
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
-	pdp := testauthzen.Start(t, testauthzen.Options{Rules: []testauthzen.Rule{{Permit: true}}})
+	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
 	c, err := authzen.New(authzen.Options{Service: config.BindingService{URL: pdp.URL}, PurposeOfUse: config.DefaultPurposeOfUse})
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 const benchMembers = 5000
@@ -37,7 +37,7 @@ func benchGateway(b *testing.B) (g *gateway, change func()) {
 	}
 	for i := range benchMembers {
 		id := fmt.Sprintf("m-%05d", i)
-		g.double.MustPut(b, mcsddouble.Endpoint("ep-"+id, urls[i%len(urls)]), mcsddouble.Organization("org-"+id, system, id, "ep-"+id))
+		g.double.MustPut(b, mcsdsupplier.Endpoint("ep-"+id, urls[i%len(urls)]), mcsdsupplier.Organization("org-"+id, system, id, "ep-"+id))
 	}
 	if o := g.refresh(); o.State != dependencies.Up || o.Members != benchMembers {
 		b.Fatalf("the initial load: %+v", o)
@@ -45,7 +45,7 @@ func benchGateway(b *testing.B) (g *gateway, change func()) {
 	n := 0
 	change = func() {
 		n++
-		g.double.MustPut(b, mcsddouble.Endpoint("ep-m-00000", urls[n%len(urls)]))
+		g.double.MustPut(b, mcsdsupplier.Endpoint("ep-m-00000", urls[n%len(urls)]))
 	}
 	return g, change
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/double"
-	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 func want(t *testing.T, got []string, ids ...string) {
@@ -63,7 +63,7 @@ func TestAddChangeDelete(t *testing.T) {
 
 	// b moves to another server: its endpoint changes.
 	b2 := g.member("b2")
-	g.double.MustPut(t, mcsddouble.Endpoint("ep-b", b2.URL))
+	g.double.MustPut(t, mcsdsupplier.Endpoint("ep-b", b2.URL))
 	if err := g.double.Delete("Organization", "org-b2"); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestAddChangeDelete(t *testing.T) {
 		t.Fatalf("a deleted member leaves the report: %v", eps)
 	}
 	// An Organization turned inactive is no member either.
-	org := mcsddouble.Organization("org-b", system, "b", "ep-b")
+	org := mcsdsupplier.Organization("org-b", system, "b", "ep-b")
 	org["active"] = false
 	g.double.MustPut(t, org)
 	g.refresh()
@@ -125,12 +125,12 @@ func TestStateTable(t *testing.T) {
 		state, fault   string
 	}{
 		{name: "an Endpoint address that is not http(s) is registry-invalid",
-			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsddouble.Endpoint("ep-b", "mllp://b.example:2575")) },
-			fixIt:   func(g *gateway) { g.double.MustPut(g.t, mcsddouble.Endpoint("ep-b", g.members["b"].URL)) },
+			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsdsupplier.Endpoint("ep-b", "mllp://b.example:2575")) },
+			fixIt:   func(g *gateway) { g.double.MustPut(g.t, mcsdsupplier.Endpoint("ep-b", g.members["b"].URL)) },
 			state:   "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "two Organizations with one member id are registry-invalid",
 			breakIt: func(g *gateway) {
-				g.double.MustPut(g.t, mcsddouble.Organization("org-twin", system, "a", "ep-b"))
+				g.double.MustPut(g.t, mcsdsupplier.Organization("org-twin", system, "a", "ep-b"))
 			},
 			fixIt: func(g *gateway) {
 				if err := g.double.Delete("Organization", "org-twin"); err != nil {
@@ -147,7 +147,7 @@ func TestStateTable(t *testing.T) {
 				}
 			},
 			fixIt: func(g *gateway) {
-				g.double.MustPut(g.t, mcsddouble.Organization("org-a", system, "a", "ep-a"), mcsddouble.Organization("org-b", system, "b", "ep-b"))
+				g.double.MustPut(g.t, mcsdsupplier.Organization("org-a", system, "a", "ep-a"), mcsdsupplier.Organization("org-b", system, "b", "ep-b"))
 			},
 			state: "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "more members than limits.max_registry_members is configuration-mismatch",
@@ -161,13 +161,13 @@ func TestStateTable(t *testing.T) {
 			state: "degraded", fault: mcsd.FaultConfigurationMismatch},
 		{name: "a member whose Endpoints give two home community ids is registry-invalid", mcsd: flowKeys, tables: flowTables,
 			breakIt: func(g *gateway) {
-				g.double.MustPut(g.t, mcsddouble.WithHCID(g.endpoint("a", g.members["a"].URL), "urn:oid:1.3.6.1.4.1.21367.13.70.999"))
+				g.double.MustPut(g.t, mcsdsupplier.WithHCID(g.endpoint("a", g.members["a"].URL), "urn:oid:1.3.6.1.4.1.21367.13.70.999"))
 			},
 			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.endpoint("a", g.members["a"].URL)) },
 			state: "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "a second Endpoint of a member with another home community id is registry-invalid", mcsd: flowKeys, tables: flowTables,
 			breakIt: func(g *gateway) {
-				xcpdEP := mcsddouble.WithHCID(mcsddouble.Endpoint("ep-a-xcpd", "https://a.example/xcpd"), "1.3.6.1.4.1.21367.13.70.999")
+				xcpdEP := mcsdsupplier.WithHCID(mcsdsupplier.Endpoint("ep-a-xcpd", "https://a.example/xcpd"), "1.3.6.1.4.1.21367.13.70.999")
 				xcpdEP["connectionType"] = map[string]any{"system": "http://terminology.hl7.org/CodeSystem/endpoint-connection-type", "code": "ihe-xcpd"}
 				org := g.organization("a", "a")
 				org["endpoint"] = append(org["endpoint"].([]any), map[string]any{"reference": "Endpoint/ep-a-xcpd"})
@@ -177,34 +177,34 @@ func TestStateTable(t *testing.T) {
 			state: "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "one home community id on two members is registry-invalid", mcsd: flowKeys, tables: flowTables,
 			breakIt: func(g *gateway) {
-				g.double.MustPut(g.t, mcsddouble.WithHCID(mcsddouble.Endpoint("ep-b", g.members["b"].URL), "urn:oid:"+communityOf("a")))
+				g.double.MustPut(g.t, mcsdsupplier.WithHCID(mcsdsupplier.Endpoint("ep-b", g.members["b"].URL), "urn:oid:"+communityOf("a")))
 			},
 			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.endpoint("b", g.members["b"].URL)) },
 			state: "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "a home community id that is no OID is registry-invalid", mcsd: flowKeys, tables: flowTables,
 			breakIt: func(g *gateway) {
-				g.double.MustPut(g.t, mcsddouble.WithHCID(mcsddouble.Endpoint("ep-b", g.members["b"].URL), "urn:uuid:cadbf8d0-5493-11ec-bf63-0242ac130002"))
+				g.double.MustPut(g.t, mcsdsupplier.WithHCID(mcsdsupplier.Endpoint("ep-b", g.members["b"].URL), "urn:uuid:cadbf8d0-5493-11ec-bf63-0242ac130002"))
 			},
 			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.endpoint("b", g.members["b"].URL)) },
 			state: "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "one patient identifier domain on two members is registry-invalid", mcsd: flowKeys, tables: flowTables,
 			breakIt: func(g *gateway) {
-				g.double.MustPut(g.t, mcsddouble.WithIdentifier(mcsddouble.Organization("org-b", system, "b", "ep-b"), domainSystem, domainOf("a")))
+				g.double.MustPut(g.t, mcsdsupplier.WithIdentifier(mcsdsupplier.Organization("org-b", system, "b", "ep-b"), domainSystem, domainOf("a")))
 			},
 			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.organization("b", "b")) },
 			state: "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "a member with two patient identifier domains is registry-invalid", mcsd: flowKeys, tables: flowTables,
 			breakIt: func(g *gateway) {
-				g.double.MustPut(g.t, mcsddouble.WithIdentifier(g.organization("b", "b"), domainSystem, "urn:oid:1.3.6.1.4.1.21367.13.20.999"))
+				g.double.MustPut(g.t, mcsdsupplier.WithIdentifier(g.organization("b", "b"), domainSystem, "urn:oid:1.3.6.1.4.1.21367.13.20.999"))
 			},
 			fixIt: func(g *gateway) { g.double.MustPut(g.t, g.organization("b", "b")) },
 			state: "degraded", fault: mcsd.FaultRegistryInvalid},
 		{name: "a member without its patient identifier domain, with [resolver], is configuration-mismatch", mcsd: flowKeys, tables: flowTables,
-			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsddouble.Organization("org-b", system, "b", "ep-b")) },
+			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsdsupplier.Organization("org-b", system, "b", "ep-b")) },
 			fixIt:   func(g *gateway) { g.double.MustPut(g.t, g.organization("b", "b")) },
 			state:   "degraded", fault: mcsd.FaultConfigurationMismatch},
 		{name: "a member without its home community id, with the XCPD localizer, is configuration-mismatch", mcsd: flowKeys, tables: flowTables,
-			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsddouble.Endpoint("ep-b", g.members["b"].URL)) },
+			breakIt: func(g *gateway) { g.double.MustPut(g.t, mcsdsupplier.Endpoint("ep-b", g.members["b"].URL)) },
 			fixIt:   func(g *gateway) { g.double.MustPut(g.t, g.endpoint("b", g.members["b"].URL)) },
 			state:   "degraded", fault: mcsd.FaultConfigurationMismatch},
 		{name: "401 is failing refused-credentials", breakIt: status(401), fixIt: status(0), state: "failing", fault: mcsd.FaultRefusedCredentials},
@@ -214,11 +214,11 @@ func TestStateTable(t *testing.T) {
 		{name: "503 is failing", breakIt: status(503), fixIt: status(0), state: "failing"},
 		{name: "a 302 is failing, never followed", breakIt: status(302), fixIt: status(0), state: "failing"},
 		{name: "a body that ends in the middle is failing", breakIt: fault(double.FaultMalformed), fixIt: fault(""), state: "failing"},
-		{name: "a 200 that is not a Bundle is failing", breakIt: dirKnobs(mcsddouble.Knobs{NonBundle: true}), fixIt: dirKnobs(mcsddouble.Knobs{}), state: "failing"},
-		{name: "a next link to another origin is failing", breakIt: dirKnobs(mcsddouble.Knobs{ForeignNext: true}), fixIt: dirKnobs(mcsddouble.Knobs{}), state: "failing"},
-		{name: "a history page that links to itself is failing", breakIt: dirKnobs(mcsddouble.Knobs{SelfNext: true}), fixIt: dirKnobs(mcsddouble.Knobs{}), state: "failing"},
-		{name: "paging that never ends is failing", breakIt: dirKnobs(mcsddouble.Knobs{EndlessPaging: true}), fixIt: dirKnobs(mcsddouble.Knobs{}), state: "failing"},
-		{name: "a page past 4 MiB is failing", breakIt: dirKnobs(mcsddouble.Knobs{PadBytes: 5 << 20}), fixIt: dirKnobs(mcsddouble.Knobs{}), state: "failing"},
+		{name: "a 200 that is not a Bundle is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{NonBundle: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
+		{name: "a next link to another origin is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{ForeignNext: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
+		{name: "a history page that links to itself is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{SelfNext: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
+		{name: "paging that never ends is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{EndlessPaging: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
+		{name: "a page past 4 MiB is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{PadBytes: 5 << 20}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
 		{name: "more resources than the cap is failing", limits: mcsd.Limits{MaxResources: 5, Lookback: -1},
 			breakIt: func(g *gateway) { g.member("c") },
 			fixIt: func(g *gateway) {
@@ -293,7 +293,7 @@ func fault(f double.Fault) func(*gateway) {
 	}
 }
 
-func dirKnobs(k mcsddouble.Knobs) func(*gateway) {
+func dirKnobs(k mcsdsupplier.Knobs) func(*gateway) {
 	return func(g *gateway) { g.double.SetDirectoryKnobs(k) }
 }
 
@@ -342,7 +342,7 @@ func TestPagingThroughEveryPage(t *testing.T) {
 // registry last accepted; the directory shows down until it answers again.
 func TestRestartFromCache(t *testing.T) {
 	cache := filepath.Join(t.TempDir(), "registry.json")
-	dir := mcsddouble.Start(t, mcsddouble.Options{})
+	dir := mcsdsupplier.Start(t, mcsdsupplier.Options{})
 	first := newGateway(t, gatewayOptions{double: dir, mcsd: "cache_file = " + quote(cache)})
 	first.member("a")
 	first.member("b")
@@ -381,7 +381,7 @@ func TestCacheRefused(t *testing.T) {
 	if err := os.WriteFile(cache, []byte(`{"version":1,"members":[{"id":"a","query_endpoint":"ftp://a","endpoint_id":"a-query"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dir := mcsddouble.Start(t, mcsddouble.Options{Knobs: double.Knobs{Fault: double.FaultRefused}})
+	dir := mcsdsupplier.Start(t, mcsdsupplier.Options{Knobs: double.Knobs{Fault: double.FaultRefused}})
 	g := newGateway(t, gatewayOptions{double: dir, mcsd: "cache_file = " + quote(cache), start: true})
 	if err := g.registryReady(); err == nil {
 		t.Fatal("ready from a cache the rules refuse")
@@ -406,12 +406,12 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestHostileDirectory(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		knobs  mcsddouble.Knobs
+		knobs  mcsdsupplier.Knobs
 		limits mcsd.Limits
 	}{
-		{name: "100,000 resources in one answer (past the page cap)", knobs: mcsddouble.Knobs{ExtraEndpoints: 100000}},
-		{name: "100,000 resources in one answer (under a page cap of 64 MiB: past the resource cap)", knobs: mcsddouble.Knobs{ExtraEndpoints: 100000}, limits: mcsd.Limits{MaxPageBytes: 64 << 20}},
-		{name: "a history page that links to itself", knobs: mcsddouble.Knobs{SelfNext: true}},
+		{name: "100,000 resources in one answer (past the page cap)", knobs: mcsdsupplier.Knobs{ExtraEndpoints: 100000}},
+		{name: "100,000 resources in one answer (under a page cap of 64 MiB: past the resource cap)", knobs: mcsdsupplier.Knobs{ExtraEndpoints: 100000}, limits: mcsd.Limits{MaxPageBytes: 64 << 20}},
+		{name: "a history page that links to itself", knobs: mcsdsupplier.Knobs{SelfNext: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGateway(t, gatewayOptions{limits: tc.limits})
@@ -451,7 +451,7 @@ func TestHostileDirectory(t *testing.T) {
 				t.Fatalf("the refresh allocated %d MiB beyond the double's %d MiB, more than %d MiB", grew>>20, doubleCost>>20, limit>>20)
 			}
 			t.Logf("the refresh allocated %d KiB beyond the double's %d MiB", grew>>10, doubleCost>>20)
-			g.double.SetDirectoryKnobs(mcsddouble.Knobs{})
+			g.double.SetDirectoryKnobs(mcsdsupplier.Knobs{})
 			if o := g.refresh(); o.State != dependencies.Up {
 				t.Fatalf("after the fix: %+v", o)
 			}
@@ -511,7 +511,7 @@ func TestSearchesDuringSwaps(t *testing.T) {
 			if i%2 == 0 {
 				addr = b2.URL
 			}
-			if err := g.double.Put(mcsddouble.Endpoint("ep-b", addr)); err != nil {
+			if err := g.double.Put(mcsdsupplier.Endpoint("ep-b", addr)); err != nil {
 				t.Error(err)
 				return
 			}
@@ -534,7 +534,7 @@ func TestSearchesDuringSwaps(t *testing.T) {
 // registry-invalid), beside a member the registry is that member.
 func TestPublishedExamplesAreNoMembers(t *testing.T) {
 	g := newGateway(t, gatewayOptions{})
-	files, _ := filepath.Glob("../../../test/mcsd/testdata/ihe/*.json")
+	files, _ := filepath.Glob("../../../test/doubles/mcsdsupplier/testdata/ihe/*.json")
 	if len(files) != 4 {
 		t.Fatalf("the published examples: %v", files)
 	}

@@ -26,8 +26,8 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
-	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
-	"github.com/ferrofed/ferrofed/test/members"
+	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 const (
@@ -64,7 +64,7 @@ type gateway struct {
 	gw      *httptest.Server
 	fed     *federation.Surface
 	dir     *mcsd.Directory
-	double  *mcsddouble.Server
+	double  *mcsdsupplier.Server
 	members map[string]*members.Server
 	token   string
 	rec     *recorder
@@ -77,7 +77,7 @@ type gatewayOptions struct {
 	// mcsd are more keys of [registry.mcsd].
 	mcsd string
 	// double is the directory; default a new one.
-	double *mcsddouble.Server
+	double *mcsdsupplier.Server
 	// limits are the directory's limits.
 	limits mcsd.Limits
 	// start runs the refresh loop (Start) instead of leaving refreshes to the test.
@@ -111,7 +111,7 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	t.Helper()
 	g := &gateway{t: t, members: map[string]*members.Server{}, double: o.double, rec: &recorder{}}
 	if g.double == nil {
-		g.double = mcsddouble.Start(t, mcsddouble.Options{})
+		g.double = mcsdsupplier.Start(t, mcsdsupplier.Options{})
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -220,14 +220,14 @@ func (g *gateway) endpoint(id, address string) map[string]any {
 	if id == "a" {
 		hcid = communityOf(id)
 	}
-	return mcsddouble.WithHCID(mcsddouble.Endpoint("ep-"+id, address), hcid)
+	return mcsdsupplier.WithHCID(mcsdsupplier.Endpoint("ep-"+id, address), hcid)
 }
 
 // organization is member id's Organization, with its member identifier value and
 // its patient identifier domain (an identifier of domainSystem), referencing its
 // Endpoint ep-<id>.
 func (g *gateway) organization(id, value string) map[string]any {
-	return mcsddouble.WithIdentifier(mcsddouble.Organization("org-"+id, system, value, "ep-"+id), domainSystem, domainOf(id))
+	return mcsdsupplier.WithIdentifier(mcsdsupplier.Organization("org-"+id, system, value, "ep-"+id), domainSystem, domainOf(id))
 }
 
 // refresh runs one refresh now.

@@ -65,7 +65,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -147,9 +147,9 @@ type Options struct {
 	// Registry takes each accepted registry.
 	Registry Registry
 	// Recorder stores each exchange's AuditEvent; nil stores nothing.
-	Recorder binding.Recorder
+	Recorder bindings.Recorder
 	// Metrics counts the exchanges; nil counts nothing.
-	Metrics *binding.Metrics
+	Metrics *bindings.Metrics
 	// Logger says why a change was refused; default logr.Discard().
 	Logger logr.Logger
 	// Transport, when set, is the client's base transport (tests).
@@ -180,8 +180,8 @@ type Directory struct {
 	base     *url.URL
 	cfg      atomic.Pointer[config.Config]
 	reg      Registry
-	client   *binding.Client
-	rec      binding.Recorder
+	client   *bindings.Client
+	rec      bindings.Recorder
 	log      logr.Logger
 	lim      Limits
 	now      func() time.Time
@@ -233,7 +233,7 @@ func New(o Options) (*Directory, error) {
 	}
 	lim := o.Limits.withDefaults()
 	timeout := time.Duration(t.Timeout()) * time.Millisecond
-	c, err := binding.NewClient(binding.ClientOptions{
+	c, err := bindings.NewClient(bindings.ClientOptions{
 		Name: Key, Table: "registry.mcsd", Timeout: timeout, MaxResponseBytes: lim.MaxPageBytes, Credentials: t.Credentials,
 		Metrics: o.Metrics, Transport: o.Transport,
 	})
@@ -717,8 +717,8 @@ func (d *Directory) get(ctx context.Context, u, bundleType, transaction string) 
 		display = "Request Care Services Updates"
 	}
 	query := strings.TrimPrefix(u, d.base.String())
-	ev := binding.QueryEvent{Key: Key, Transaction: transaction, TransactionDisplay: display, Time: start, Query: []byte(query)}
-	stored := binding.Finish(ctx, ex, ev, queryRecorder{d.rec}, min(d.timeout, 5*time.Second), nil)
+	ev := bindings.QueryEvent{Key: Key, Transaction: transaction, TransactionDisplay: display, Time: start, Query: []byte(query)}
+	stored := bindings.Finish(ctx, ex, ev, queryRecorder{d.rec}, min(d.timeout, 5*time.Second), nil)
 	switch {
 	case !ex.Sent && !ex.Expired:
 		return nil, failing("the request could not be sent: %v", ex.Err)
@@ -727,7 +727,7 @@ func (d *Directory) get(ctx context.Context, u, bundleType, transaction string) 
 	case !stored:
 		return nil, failing("the exchange's audit record could not be stored")
 	case ex.HeadTooLarge:
-		return nil, failing("an answer head larger than %d KiB", binding.MaxResponseHeaderBytes>>10)
+		return nil, failing("an answer head larger than %d KiB", bindings.MaxResponseHeaderBytes>>10)
 	case ex.Status == http.StatusUnauthorized || ex.Status == http.StatusForbidden:
 		return nil, &fetchError{state: dependencies.Failing, fault: FaultRefusedCredentials, why: fmt.Sprintf("the directory answered %d", ex.Status)}
 	case ex.Status < 200 || ex.Status > 299:
@@ -744,9 +744,9 @@ func (d *Directory) get(ctx context.Context, u, bundleType, transaction string) 
 
 // queryRecorder records the exchange's event as BALP's Query, not PatientQuery: the
 // directory is asked of no patient.
-type queryRecorder struct{ rec binding.Recorder }
+type queryRecorder struct{ rec bindings.Recorder }
 
-var patientQueryProfile = []byte(`"` + binding.ProfilePatientQuery + `"`)
+var patientQueryProfile = []byte(`"` + bindings.ProfilePatientQuery + `"`)
 
 func (q queryRecorder) Record(ctx context.Context, event []byte) error {
 	if q.rec == nil {

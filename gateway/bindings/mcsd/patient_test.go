@@ -13,9 +13,9 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/test/double"
-	mcsddouble "github.com/ferrofed/ferrofed/test/mcsd"
-	"github.com/ferrofed/ferrofed/test/pixm"
-	testxcpd "github.com/ferrofed/ferrofed/test/xcpd"
+	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
+	"github.com/ferrofed/ferrofed/test/doubles/respondinggateway"
 )
 
 // mpi is the master patient index's identifier domain: the domain a client names
@@ -24,7 +24,7 @@ const mpi = "urn:oid:1.3.6.1.4.1.21367.13.20.9000"
 
 // patientTables are [resolver] and the XCPD [localizer] at p and x, and the
 // [registry.mcsd] key that names where each member's patient identifier domain is.
-func patientOptions(p *pixm.Server, x *testxcpd.Server) gatewayOptions {
+func patientOptions(p *pixmanager.Server, x *respondinggateway.Server) gatewayOptions {
 	return gatewayOptions{
 		mcsd:   fmt.Sprintf("patient_domain_identifier_system = %q\n", domainSystem),
 		tables: fmt.Sprintf("[resolver]\nurl = %q\n[localizer]\nurl = %q\nprotocol = \"xcpd\"\n", p.URL, x.URL),
@@ -41,18 +41,18 @@ func patientOptions(p *pixm.Server, x *testxcpd.Server) gatewayOptions {
 func TestPatientFlowOverTheDirectorysRegistry(t *testing.T) {
 	// The patient is MRN-1 in the index, pa-1 at a, pb-1 at b, pd-1 at d and pe-1 at
 	// e; c's domain is known but has no record of the patient.
-	set := pixm.Set{{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}}}
+	set := pixmanager.Set{{ID: "m1", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-1"}}}}
 	for _, id := range []string{"a", "b", "d", "e"} {
-		set = append(set, pixm.Record{ID: "x-" + id, Identifiers: []pixm.Identifier{{System: domainOf(id), Value: "p" + id + "-1"}}})
+		set = append(set, pixmanager.Record{ID: "x-" + id, Identifiers: []pixmanager.Identifier{{System: domainOf(id), Value: "p" + id + "-1"}}})
 	}
-	p := pixm.Start(t, pixm.Options{Sets: []pixm.Set{set}, Domains: []string{domainOf("c")}})
+	p := pixmanager.Start(t, pixmanager.Options{Sets: []pixmanager.Set{set}, Domains: []string{domainOf("c")}})
 	// The responding gateway knows the patient at communities a, b and e, not d.
-	var records []testxcpd.Record
+	var records []respondinggateway.Record
 	for _, id := range []string{"a", "b", "e"} {
-		records = append(records, testxcpd.Record{HomeCommunityID: communityOf(id), Patient: testxcpd.II{Root: "1.2.3." + oidArc(id), Extension: "p" + id + "-1"}})
+		records = append(records, respondinggateway.Record{HomeCommunityID: communityOf(id), Patient: respondinggateway.II{Root: "1.2.3." + oidArc(id), Extension: "p" + id + "-1"}})
 	}
-	x := testxcpd.Start(t, testxcpd.Options{Entries: []testxcpd.Entry{{
-		IDs: []testxcpd.II{{Root: strings.TrimPrefix(mpi, "urn:oid:"), Extension: "MRN-1"}}, Records: records}}})
+	x := respondinggateway.Start(t, respondinggateway.Options{Entries: []respondinggateway.Entry{{
+		IDs: []respondinggateway.II{{Root: strings.TrimPrefix(mpi, "urn:oid:"), Extension: "MRN-1"}}, Records: records}}})
 
 	g := newGateway(t, patientOptions(p, x))
 	for _, id := range []string{"a", "b", "c", "d"} {
@@ -140,17 +140,17 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 // restart with the directory down serves the patient flow from it, each member
 // asked by its own local id.
 func TestPatientFlowFromTheCache(t *testing.T) {
-	set := pixm.Set{{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}}}
-	var records []testxcpd.Record
+	set := pixmanager.Set{{ID: "m1", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-1"}}}}
+	var records []respondinggateway.Record
 	for _, id := range []string{"a", "b"} {
-		set = append(set, pixm.Record{ID: "x-" + id, Identifiers: []pixm.Identifier{{System: domainOf(id), Value: "p" + id + "-1"}}})
-		records = append(records, testxcpd.Record{HomeCommunityID: communityOf(id), Patient: testxcpd.II{Root: "1.2.3." + oidArc(id), Extension: "p" + id + "-1"}})
+		set = append(set, pixmanager.Record{ID: "x-" + id, Identifiers: []pixmanager.Identifier{{System: domainOf(id), Value: "p" + id + "-1"}}})
+		records = append(records, respondinggateway.Record{HomeCommunityID: communityOf(id), Patient: respondinggateway.II{Root: "1.2.3." + oidArc(id), Extension: "p" + id + "-1"}})
 	}
-	p := pixm.Start(t, pixm.Options{Sets: []pixm.Set{set}})
-	x := testxcpd.Start(t, testxcpd.Options{Entries: []testxcpd.Entry{{
-		IDs: []testxcpd.II{{Root: strings.TrimPrefix(mpi, "urn:oid:"), Extension: "MRN-1"}}, Records: records}}})
+	p := pixmanager.Start(t, pixmanager.Options{Sets: []pixmanager.Set{set}})
+	x := respondinggateway.Start(t, respondinggateway.Options{Entries: []respondinggateway.Entry{{
+		IDs: []respondinggateway.II{{Root: strings.TrimPrefix(mpi, "urn:oid:"), Extension: "MRN-1"}}, Records: records}}})
 	cache := filepath.Join(t.TempDir(), "registry.json")
-	dir := mcsddouble.Start(t, mcsddouble.Options{})
+	dir := mcsdsupplier.Start(t, mcsdsupplier.Options{})
 	o := patientOptions(p, x)
 	o.double = dir
 	o.mcsd += "cache_file = " + quote(cache) + "\n"

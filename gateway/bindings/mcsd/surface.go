@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
@@ -13,8 +13,8 @@ import (
 // step 4 (named "directory"), and a reload's configuration, which later candidates
 // are checked against. With metrics set it also exports the bindings' metrics (when
 // no other binding does).
-func (d *Directory) Surface(metrics *binding.Metrics) binding.Surface {
-	s := &surface{ProcessSurface: binding.NewProcessSurface(Key, d), d: d}
+func (d *Directory) Surface(metrics *bindings.Metrics) bindings.Surface {
+	s := &surface{ProcessSurface: bindings.NewProcessSurface(Key, d), d: d}
 	if metrics != nil {
 		return collectingSurface{surface: s, m: metrics}
 	}
@@ -22,7 +22,7 @@ func (d *Directory) Surface(metrics *binding.Metrics) binding.Surface {
 }
 
 type surface struct {
-	*binding.ProcessSurface
+	*bindings.ProcessSurface
 	d *Directory
 }
 
@@ -39,7 +39,7 @@ func (s *surface) PrepareReload(cfg *config.Config) (func(), error) {
 
 type collectingSurface struct {
 	*surface
-	m *binding.Metrics
+	m *bindings.Metrics
 }
 
 // Collector is the bindings' metrics.

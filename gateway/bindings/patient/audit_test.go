@@ -8,25 +8,25 @@ import (
 	"testing"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
-	"github.com/ferrofed/ferrofed/test/authzen"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
-	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
-	"github.com/ferrofed/ferrofed/test/pixm"
-	testxcpd "github.com/ferrofed/ferrofed/test/xcpd"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
+	"github.com/ferrofed/ferrofed/test/doubles/respondinggateway"
 )
 
 // allFour starts the four doubles, each letting every member through, and returns
 // their tables.
 func allFour(t testing.TB) string {
 	t.Helper()
-	sup := testpdqm.Start(t, supplier())
+	sup := pdqsupplier.Start(t, supplier())
 	set := alice()
-	set.Sets[0] = append(set.Sets[0], pixm.Record{ID: "x-c", Identifiers: []pixm.Identifier{{System: domainC, Value: "pc-1"}}})
+	set.Sets[0] = append(set.Sets[0], pixmanager.Record{ID: "x-c", Identifiers: []pixmanager.Identifier{{System: domainC, Value: "pc-1"}}})
 	set.Domains = nil
-	pix := pixm.Start(t, set)
-	pdp := authzen.Start(t, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
-	x := testxcpd.Start(t, testxcpd.Options{Entries: []testxcpd.Entry{{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []testxcpd.Record{
+	pix := pixmanager.Start(t, set)
+	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
+	x := respondinggateway.Start(t, respondinggateway.Options{Entries: []respondinggateway.Entry{{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []respondinggateway.Record{
 		{HomeCommunityID: memberCommunities["a"]}, {HomeCommunityID: memberCommunities["b"]}, {HomeCommunityID: memberCommunities["c"]},
 	}}}})
 	return fmt.Sprintf("[pdqm]\nurl = %q\n[resolver]\nurl = %q\n[consent]\nurl = %q\n[localizer]\nurl = %q\nprotocol = \"xcpd\"\n", sup.URL, pix.URL, pdp.URL, x.URL)
@@ -73,7 +73,7 @@ func TestEachExchangeIsAudited(t *testing.T) {
 			}
 			key := ""
 			for _, a := range e.Agent {
-				if a.Who.Identifier != nil && a.Who.Identifier.System == binding.ServiceSystem {
+				if a.Who.Identifier != nil && a.Who.Identifier.System == bindings.ServiceSystem {
 					key = a.Who.Identifier.Value
 				}
 			}
@@ -85,12 +85,12 @@ func TestEachExchangeIsAudited(t *testing.T) {
 				t.Fatalf("two events of the %s exchange", key)
 			}
 			got[key] = true
-			if len(e.Meta.Profile) != 1 || e.Meta.Profile[0] != binding.ProfilePatientQuery || e.Outcome != "0" {
+			if len(e.Meta.Profile) != 1 || e.Meta.Profile[0] != bindings.ProfilePatientQuery || e.Outcome != "0" {
 				t.Errorf("%s: profile %v, outcome %q", key, e.Meta.Profile, e.Outcome)
 			}
 			var transaction string
 			for _, c := range e.Subtype {
-				if c.System == binding.TransactionSystem {
+				if c.System == bindings.TransactionSystem {
 					transaction = c.Code
 				}
 			}

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
-	"github.com/ferrofed/ferrofed/test/authzen"
-	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
-	"github.com/ferrofed/ferrofed/test/pixm"
-	testxcpd "github.com/ferrofed/ferrofed/test/xcpd"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
+	"github.com/ferrofed/ferrofed/test/doubles/respondinggateway"
 )
 
 // BenchmarkPatientScopedQuery is the figure of issue 13: one patient-scoped search
@@ -28,13 +28,13 @@ func BenchmarkPatientScopedQuery(b *testing.B) {
 		benchSearch(b, newGateway(b, gatewayOptions{}), search)
 	})
 	b.Run("four bindings", func(b *testing.B) {
-		sup := testpdqm.Start(b, supplier())
+		sup := pdqsupplier.Start(b, supplier())
 		set := alice()
-		set.Sets[0] = append(set.Sets[0], pixm.Record{ID: "x-c", Identifiers: []pixm.Identifier{{System: domainC, Value: "pc-1"}}})
+		set.Sets[0] = append(set.Sets[0], pixmanager.Record{ID: "x-c", Identifiers: []pixmanager.Identifier{{System: domainC, Value: "pc-1"}}})
 		set.Domains = nil
-		pix := pixm.Start(b, set)
-		pdp := authzen.Start(b, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
-		x := testxcpd.Start(b, testxcpd.Options{Entries: []testxcpd.Entry{{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []testxcpd.Record{
+		pix := pixmanager.Start(b, set)
+		pdp := consentpdp.Start(b, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
+		x := respondinggateway.Start(b, respondinggateway.Options{Entries: []respondinggateway.Entry{{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []respondinggateway.Record{
 			{HomeCommunityID: memberCommunities["a"]}, {HomeCommunityID: memberCommunities["b"]}, {HomeCommunityID: memberCommunities["c"]},
 		}}}})
 		tables := fmt.Sprintf("[pdqm]\nurl = %q\n[resolver]\nurl = %q\n[consent]\nurl = %q\n[localizer]\nurl = %q\nprotocol = \"xcpd\"\n", sup.URL, pix.URL, pdp.URL, x.URL)
@@ -52,13 +52,13 @@ func BenchmarkPatientScopedQuery(b *testing.B) {
 // which the gateway pays too, so that four bindings − no bindings − this is a lower
 // bound of the bindings' own cost.
 func BenchmarkTheFourDoublesAlone(b *testing.B) {
-	sup := testpdqm.Start(b, supplier())
+	sup := pdqsupplier.Start(b, supplier())
 	set := alice()
-	set.Sets[0] = append(set.Sets[0], pixm.Record{ID: "x-c", Identifiers: []pixm.Identifier{{System: domainC, Value: "pc-1"}}})
+	set.Sets[0] = append(set.Sets[0], pixmanager.Record{ID: "x-c", Identifiers: []pixmanager.Identifier{{System: domainC, Value: "pc-1"}}})
 	set.Domains = nil
-	pix := pixm.Start(b, set)
-	pdp := authzen.Start(b, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
-	x := testxcpd.Start(b, testxcpd.Options{Entries: []testxcpd.Entry{{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []testxcpd.Record{
+	pix := pixmanager.Start(b, set)
+	pdp := consentpdp.Start(b, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
+	x := respondinggateway.Start(b, respondinggateway.Options{Entries: []respondinggateway.Entry{{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []respondinggateway.Record{
 		{HomeCommunityID: memberCommunities["a"]}, {HomeCommunityID: memberCommunities["b"]}, {HomeCommunityID: memberCommunities["c"]},
 	}}}})
 	id := url.QueryEscape(mpi + "|MRN-1")
@@ -92,7 +92,7 @@ func BenchmarkTheFourDoublesAlone(b *testing.B) {
 		exchange(http.MethodGet, sup.URL+"/Patient?_count=5&identifier="+id, "", nil)
 		exchange(http.MethodGet, pix.URL+"/Patient/$ihe-pix?sourceIdentifier="+id+"&targetSystem="+url.QueryEscape(domainA)+
 			"&targetSystem="+url.QueryEscape(domainB)+"&targetSystem="+url.QueryEscape(domainC), "", nil)
-		exchange(http.MethodPost, pdp.URL+authzen.EvaluationsPath, "application/json", []byte(question))
+		exchange(http.MethodPost, pdp.URL+consentpdp.EvaluationsPath, "application/json", []byte(question))
 		exchange(http.MethodPost, x.URL, `application/soap+xml; charset=utf-8; action="`+xcpd.RequestAction+`"`, soap)
 	}
 }

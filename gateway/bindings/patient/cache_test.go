@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/ferrofed/ferrofed/test/authzen"
-	"github.com/ferrofed/ferrofed/test/pixm"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
 
 // With both caches on, a second search for the same patient by the same caller asks
@@ -14,14 +14,14 @@ import (
 // With them off (the default), every search asks.
 func TestTheCachesNeverCrossPatientsOrCallers(t *testing.T) {
 	set := alice()
-	set.Sets = append(set.Sets, pixm.Set{
-		{ID: "m2", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-2"}}},
-		{ID: "y-a", Identifiers: []pixm.Identifier{{System: domainA, Value: "qa-2"}}},
+	set.Sets = append(set.Sets, pixmanager.Set{
+		{ID: "m2", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-2"}}},
+		{ID: "y-a", Identifiers: []pixmanager.Identifier{{System: domainA, Value: "qa-2"}}},
 	})
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cached %v", cached), func(t *testing.T) {
-			p := pixm.Start(t, set)
-			pdp := authzen.Start(t, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
+			p := pixmanager.Start(t, set)
+			pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
 			ttl := ""
 			if cached {
 				ttl = "cache_ttl_ms = 30000\n"

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/test/authzen"
 	"github.com/ferrofed/ferrofed/test/double"
-	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
-	"github.com/ferrofed/ferrofed/test/pixm"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
 
 const aliceByID = mpi + "|MRN-1"
@@ -20,11 +20,11 @@ const aliceByID = mpi + "|MRN-1"
 // the README's table of the patient-scoped keys) drives the AuthZEN double, read
 // through GET {base}/operator/dependencies.
 func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
-	permitA := []authzen.Rule{{Resource: "a", Patient: aliceByID, Permit: true}}
-	permitAll := []authzen.Rule{{Patient: aliceByID, Permit: true}}
+	permitA := []consentpdp.Rule{{Resource: "a", Patient: aliceByID, Permit: true}}
+	permitAll := []consentpdp.Rule{{Patient: aliceByID, Permit: true}}
 	cases := []struct {
 		name       string
-		opts       *authzen.Options
+		opts       *consentpdp.Options
 		knobs      double.Knobs
 		extra      string
 		audited    bool
@@ -34,37 +34,37 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 		// wantDenied are the members excluded by consent.
 		wantDenied []string
 	}{
-		{name: "decisions are up and only the permitted members are asked", opts: &authzen.Options{Rules: permitA},
+		{name: "decisions are up and only the permitted members are asked", opts: &consentpdp.Options{Rules: permitA},
 			want: "up", wantStatus: 200, wantAsked: []string{"a"}, wantDenied: []string{"b", "c"}},
-		{name: "a missing decision is a denial", opts: &authzen.Options{Rules: permitAll, Omit: 1},
+		{name: "a missing decision is a denial", opts: &consentpdp.Options{Rules: permitAll, Omit: 1},
 			want: "up", wantStatus: 200, wantAsked: []string{"a", "b"}, wantDenied: []string{"c"}},
-		{name: "the earlier draft's decisions key is read", opts: &authzen.Options{Rules: permitAll, LegacyKey: true},
+		{name: "the earlier draft's decisions key is read", opts: &consentpdp.Options{Rules: permitAll, LegacyKey: true},
 			want: "up", wantStatus: 200, wantAsked: []string{"a", "b", "c"}},
-		{name: "a 401 is up and fails closed", opts: &authzen.Options{Rules: permitAll, Token: "secret"}, want: "up", wantStatus: 503},
-		{name: "a 403 is up and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Status: 403}, want: "up", wantStatus: 503},
-		{name: "a 400 is up and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Status: 400}, want: "up", wantStatus: 503},
-		{name: "a malformed answer is up and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultMalformed},
+		{name: "a 401 is up and fails closed", opts: &consentpdp.Options{Rules: permitAll, Token: "secret"}, want: "up", wantStatus: 503},
+		{name: "a 403 is up and fails closed", opts: &consentpdp.Options{Rules: permitAll}, knobs: double.Knobs{Status: 403}, want: "up", wantStatus: 503},
+		{name: "a 400 is up and fails closed", opts: &consentpdp.Options{Rules: permitAll}, knobs: double.Knobs{Status: 400}, want: "up", wantStatus: 503},
+		{name: "a malformed answer is up and fails closed", opts: &consentpdp.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultMalformed},
 			want: "up", wantStatus: 503},
-		{name: "a 5xx is failing, asks no member and answers 503", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Status: 500},
+		{name: "a 5xx is failing, asks no member and answers 503", opts: &consentpdp.Options{Rules: permitAll}, knobs: double.Knobs{Status: 500},
 			want: "failing", wantStatus: 503},
-		{name: "a refused connection is down and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultRefused},
+		{name: "a refused connection is down and fails closed", opts: &consentpdp.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultRefused},
 			want: "down", wantStatus: 503},
-		{name: "a reset mid-answer is down and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultReset},
+		{name: "a reset mid-answer is down and fails closed", opts: &consentpdp.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultReset},
 			want: "down", wantStatus: 503},
-		{name: "an answer past max_body_bytes is up and fails closed", opts: &authzen.Options{Rules: permitAll}, extra: "max_body_bytes = 8\n",
+		{name: "an answer past max_body_bytes is up and fails closed", opts: &consentpdp.Options{Rules: permitAll}, extra: "max_body_bytes = 8\n",
 			want: "up", wantStatus: 503},
-		{name: "a silent PDP past its budget is down and fails closed", opts: &authzen.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultHang},
+		{name: "a silent PDP past its budget is down and fails closed", opts: &consentpdp.Options{Rules: permitAll}, knobs: double.Knobs{Fault: double.FaultHang},
 			extra: "timeout_ms = 200\n", want: "down", wantStatus: 503},
-		{name: "an exchange whose audit record could not be stored is failing, its answer unused", opts: &authzen.Options{Rules: permitAll}, audited: true,
+		{name: "an exchange whose audit record could not be stored is failing, its answer unused", opts: &consentpdp.Options{Rules: permitAll}, audited: true,
 			want: "failing", wantStatus: 503},
 		{name: "without [consent] the key is absent", wantStatus: 200, wantAsked: []string{"a", "b", "c"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var pdp *authzen.Server
+			var pdp *consentpdp.Server
 			tables := ""
 			if tc.opts != nil {
-				pdp = authzen.Start(t, *tc.opts)
+				pdp = consentpdp.Start(t, *tc.opts)
 				tables = fmt.Sprintf("[consent]\nurl = %q\n%s", pdp.URL, tc.extra)
 			}
 			g := newGateway(t, gatewayOptions{tables: tables, audited: tc.audited})
@@ -120,13 +120,13 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 // The evaluations request: the requester as subject, the default purpose of use, the
 // patient and the type as context, one evaluation per candidate member.
 func TestTheConsentQuestion(t *testing.T) {
-	pdp := authzen.Start(t, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
+	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
 	g := newGateway(t, gatewayOptions{tables: fmt.Sprintf("[consent]\nurl = %q\n", pdp.URL)})
 	if a := g.search("Observation?patient.identifier=" + aliceByID); a.status != http.StatusOK {
 		t.Fatalf("answered %d: %s", a.status, a.raw)
 	}
 	last, ok := pdp.Last()
-	if !ok || last.Path != authzen.EvaluationsPath || last.Method != http.MethodPost {
+	if !ok || last.Path != consentpdp.EvaluationsPath || last.Method != http.MethodPost {
 		t.Fatalf("the PDP was asked %+v", last)
 	}
 	var body struct {
@@ -162,9 +162,9 @@ func TestTheConsentQuestion(t *testing.T) {
 // one member is asked, with its own local id; the other two are excluded by the right
 // step and never contacted, and only the asked member's endpoint state changed.
 func TestTheWholeFlowAsksOneMemberByItsOwnID(t *testing.T) {
-	sup := testpdqm.Start(t, supplier())
-	pix := pixm.Start(t, alice())
-	pdp := authzen.Start(t, authzen.Options{Rules: []authzen.Rule{{Resource: "a", Patient: aliceByID, Permit: true}}})
+	sup := pdqsupplier.Start(t, supplier())
+	pix := pixmanager.Start(t, alice())
+	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Resource: "a", Patient: aliceByID, Permit: true}}})
 	tables := fmt.Sprintf("[pdqm]\nurl = %q\n[resolver]\nurl = %q\n[consent]\nurl = %q\n", sup.URL, pix.URL, pdp.URL)
 	g := newGateway(t, gatewayOptions{tables: tables})
 	before, _ := g.report()

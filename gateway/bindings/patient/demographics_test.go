@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferrofed/ferrofed/test/double"
-	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
+	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
 )
 
 const shared = "urn:oid:1.3.6.1.4.1.21367.13.20.9999"
@@ -15,13 +15,13 @@ const shared = "urn:oid:1.3.6.1.4.1.21367.13.20.9999"
 // suppliers holds Alice (MRN-1), two people sharing one identifier of another domain
 // (DUP: ambiguous), and a merged pair (MRN-7: the inactive record replaced by the
 // active one, one person).
-func supplier() testpdqm.Options {
-	return testpdqm.Options{Patients: []testpdqm.Patient{
-		{ID: "m1", Identifiers: []testpdqm.Identifier{{System: mpi, Value: "MRN-1"}}, Family: "Mohr", Given: []string{"Alice"}, Gender: "female", BirthDate: "1958-01-30"},
-		{ID: "d1", Identifiers: []testpdqm.Identifier{{System: shared, Value: "DUP"}}, Family: "Smith"},
-		{ID: "d2", Identifiers: []testpdqm.Identifier{{System: shared, Value: "DUP"}}, Family: "Smyth"},
-		{ID: "old", Identifiers: []testpdqm.Identifier{{System: mpi, Value: "MRN-7"}}, Family: "Jones", ReplacedBy: "new"},
-		{ID: "new", Identifiers: []testpdqm.Identifier{{System: mpi, Value: "MRN-7"}}, Family: "Jones"},
+func supplier() pdqsupplier.Options {
+	return pdqsupplier.Options{Patients: []pdqsupplier.Patient{
+		{ID: "m1", Identifiers: []pdqsupplier.Identifier{{System: mpi, Value: "MRN-1"}}, Family: "Mohr", Given: []string{"Alice"}, Gender: "female", BirthDate: "1958-01-30"},
+		{ID: "d1", Identifiers: []pdqsupplier.Identifier{{System: shared, Value: "DUP"}}, Family: "Smith"},
+		{ID: "d2", Identifiers: []pdqsupplier.Identifier{{System: shared, Value: "DUP"}}, Family: "Smyth"},
+		{ID: "old", Identifiers: []pdqsupplier.Identifier{{System: mpi, Value: "MRN-7"}}, Family: "Jones", ReplacedBy: "new"},
+		{ID: "new", Identifiers: []pdqsupplier.Identifier{{System: mpi, Value: "MRN-7"}}, Family: "Jones"},
 	}}
 }
 
@@ -82,10 +82,10 @@ func TestTheDemographicsStatesThroughTheDependencyReport(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var s *testpdqm.Server
+			var s *pdqsupplier.Server
 			tables := ""
 			if tc.configured {
-				s = testpdqm.Start(t, supplier())
+				s = pdqsupplier.Start(t, supplier())
 				tables = fmt.Sprintf("[pdqm]\nurl = %q\n%s", s.URL, tc.extra)
 			}
 			g := newGateway(t, gatewayOptions{tables: tables, audited: tc.audited})

@@ -54,7 +54,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/authzen"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pdqm"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
@@ -75,9 +75,9 @@ const (
 // Options build a Flow.
 type Options struct {
 	// Recorder stores the AuditEvent of every binding exchange (the audit trail).
-	Recorder binding.Recorder
+	Recorder bindings.Recorder
 	// Metrics counts every binding exchange.
-	Metrics *binding.Metrics
+	Metrics *bindings.Metrics
 	// Logger says why the localizer failed open (never its body); discarded when unset.
 	Logger logr.Logger
 }
@@ -255,7 +255,7 @@ type Plan struct {
 	NoMatch *NoMatch
 	// Fail, when set, is the step that failed closed: the answer is its status and an
 	// OperationOutcome, and no member is asked.
-	Fail *binding.Failure
+	Fail *bindings.Failure
 }
 
 // Ask is one member to ask and the parameter ("patient=Patient/123", escaped) it is
@@ -311,7 +311,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 		if !s.Identified() {
 			if len(res.Identifiers) == 0 && (f.resolver != nil || f.consent != nil) {
-				return f.failed(ByDemographics, s, &binding.Failure{Status: http.StatusBadGateway, Code: "transient",
+				return f.failed(ByDemographics, s, &bindings.Failure{Status: http.StatusBadGateway, Code: "transient",
 					Diagnostics: "the demographics match carries no identifier the resolver or the consent pre-filter could be asked with"}), true, nil
 			}
 			if len(res.Identifiers) > 0 {
@@ -320,7 +320,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		}
 	}
 	if f.resolver != nil {
-		mapping, err := f.resolver.Resolve(ctx, binding.CacheKey(q.Issuer, q.Subject), system, value)
+		mapping, err := f.resolver.Resolve(ctx, bindings.CacheKey(q.Issuer, q.Subject), system, value)
 		if err != nil {
 			return f.failed(ByResolver, s, err), true, nil
 		}
@@ -433,11 +433,11 @@ func excludeAll(s Scope, candidates []string, step string, nm *NoMatch) Plan {
 // failed is the plan of a step that failed closed; it logs why (the failure's
 // diagnostics name the step and the class of the failure, never a body or a URL).
 func (f *Flow) failed(step string, s Scope, err error) Plan {
-	var fail *binding.Failure
+	var fail *bindings.Failure
 	if !errors.As(err, &fail) {
 		// An error of the transport names the service's URL: the rule of gateway/scrub
 		// keeps it out of the answer and the log line.
-		fail = &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: scrub.Text(err.Error())}
+		fail = &bindings.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: scrub.Text(err.Error())}
 	}
 	f.log.Info("Patient-scoped step failed closed: no member is asked", "binding", step, "status", fail.Status, "reason", fail.Diagnostics)
 	return Plan{Scope: s, Fail: fail}
@@ -446,16 +446,16 @@ func (f *Flow) failed(step string, s Scope, err error) Plan {
 // Surface is the flow's part of the server when no other binding exports the
 // bindings' metrics (no [audit]): it registers them, and has no route, no readiness
 // check and nothing to stop. Nil without a flow.
-func (f *Flow) Surface(metrics *binding.Metrics) binding.Surface {
+func (f *Flow) Surface(metrics *bindings.Metrics) bindings.Surface {
 	if f == nil || metrics == nil {
 		return nil
 	}
-	return metricsSurface{ProcessSurface: binding.NewProcessSurface("patient-bindings", stopped{}), m: metrics}
+	return metricsSurface{ProcessSurface: bindings.NewProcessSurface("patient-bindings", stopped{}), m: metrics}
 }
 
 type metricsSurface struct {
-	*binding.ProcessSurface
-	m *binding.Metrics
+	*bindings.ProcessSurface
+	m *bindings.Metrics
 }
 
 // Collector is the bindings' metrics.

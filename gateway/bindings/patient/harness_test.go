@@ -26,15 +26,15 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
 	"github.com/ferrofed/ferrofed/test/crashfs"
-	"github.com/ferrofed/ferrofed/test/members"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
 const (
@@ -144,7 +144,7 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics := binding.NewMetrics()
+	metrics := bindings.NewMetrics()
 	ao := audit.Options{Metrics: metrics, Logger: logr.Discard()}
 	if fsys != nil {
 		ao.FS = fsys

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrofed/ferrofed/test/authzen"
-	"github.com/ferrofed/ferrofed/test/pixm"
+	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
 
 // Hostile patient parameters are refused before any binding or member is asked, with
@@ -28,8 +28,8 @@ func TestHostilePatientParametersAreRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pixm.Start(t, alice())
-			pdp := authzen.Start(t, authzen.Options{Rules: []authzen.Rule{{Permit: true}}})
+			p := pixmanager.Start(t, alice())
+			pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
 			g := newGateway(t, gatewayOptions{tables: fmt.Sprintf("%s[resolver]\nurl = %q\n[consent]\nurl = %q\n", tc.limits, p.URL, pdp.URL)})
 			a := g.search(tc.search)
 			if a.status != tc.wantStatus {

@@ -9,24 +9,24 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
 	"github.com/ferrofed/ferrofed/test/double"
-	"github.com/ferrofed/ferrofed/test/pixm"
-	testxcpd "github.com/ferrofed/ferrofed/test/xcpd"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
+	"github.com/ferrofed/ferrofed/test/doubles/respondinggateway"
 )
 
 var mpiOID = strings.TrimPrefix(mpi, "urn:oid:")
 
 // responding is a gateway that knows Alice (MRN-1) at communities a and b (b written
 // with its urn:oid: prefix, as some gateways do), and Bob (MRN-3) in case 3.
-func responding() testxcpd.Options {
-	return testxcpd.Options{Entries: []testxcpd.Entry{
-		{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []testxcpd.Record{
-			{HomeCommunityID: memberCommunities["a"], Patient: testxcpd.II{Root: "1.2.3.1", Extension: "pa-1"}},
-			{HomeCommunityID: "urn:oid:" + memberCommunities["b"], Patient: testxcpd.II{Root: "1.2.3.2", Extension: "pb-1"}},
+func responding() respondinggateway.Options {
+	return respondinggateway.Options{Entries: []respondinggateway.Entry{
+		{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-1"}}, Records: []respondinggateway.Record{
+			{HomeCommunityID: memberCommunities["a"], Patient: respondinggateway.II{Root: "1.2.3.1", Extension: "pa-1"}},
+			{HomeCommunityID: "urn:oid:" + memberCommunities["b"], Patient: respondinggateway.II{Root: "1.2.3.2", Extension: "pb-1"}},
 		}},
-		{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-3"}}, Case: testxcpd.CaseMoreAttributes},
-		{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-5"}}, Case: testxcpd.CaseError},
-		{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-6"}}, Case: testxcpd.CaseReceiverFault},
-		{IDs: []testxcpd.II{{Root: mpiOID, Extension: "MRN-7"}}, Case: testxcpd.CaseSenderFault},
+		{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-3"}}, Case: respondinggateway.CaseMoreAttributes},
+		{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-5"}}, Case: respondinggateway.CaseError},
+		{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-6"}}, Case: respondinggateway.CaseReceiverFault},
+		{IDs: []respondinggateway.II{{Root: mpiOID, Extension: "MRN-7"}}, Case: respondinggateway.CaseSenderFault},
 	}}
 }
 
@@ -40,7 +40,7 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 	cases := []struct {
 		name       string
 		configured bool
-		hostile    testxcpd.Hostile
+		hostile    respondinggateway.Hostile
 		knobs      double.Knobs
 		extra      string
 		auditOnce  bool
@@ -67,20 +67,20 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			knobs: double.Knobs{Fault: double.FaultHang}, patient: "MRN-1", want: "down", wantAsked: all},
 		{name: "an exchange whose audit record could not be stored is failing, its answer unused", configured: true, auditOnce: true,
 			patient: "MRN-1", want: "failing", wantAsked: all},
-		{name: "an entity expansion bomb is refused, up, and fails open", configured: true, hostile: testxcpd.HostileEntityBomb, patient: "MRN-1",
+		{name: "an entity expansion bomb is refused, up, and fails open", configured: true, hostile: respondinggateway.HostileEntityBomb, patient: "MRN-1",
 			want: "up", wantAsked: all, wantLog: "DOCTYPE"},
-		{name: "10,000 nested elements are refused, up, and fail open", configured: true, hostile: testxcpd.HostileDeep, patient: "MRN-1",
+		{name: "10,000 nested elements are refused, up, and fail open", configured: true, hostile: respondinggateway.HostileDeep, patient: "MRN-1",
 			want: "up", wantAsked: all, wantLog: "nested deeper than 64"},
 		{name: "without [localizer] the key is absent", patient: "MRN-1", wantAsked: all},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var x *testxcpd.Server
+			var x *respondinggateway.Server
 			tables := ""
 			if tc.configured {
 				o := responding()
 				o.Hostile = tc.hostile
-				x = testxcpd.Start(t, o)
+				x = respondinggateway.Start(t, o)
 				// The localizer's own budget is as long as the silent row's request
 				// budget: the flow still keeps half of what is left for the fan-out.
 				tables = fmt.Sprintf("[localizer]\nurl = %q\nprotocol = \"xcpd\"\ntimeout_ms = 2000\n%s", x.URL, tc.extra)
@@ -163,9 +163,9 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 // With protocol = "pixm", a member holds the patient when the manager knows the
 // patient in its domain.
 func TestThePIXmLocalizer(t *testing.T) {
-	p := pixm.Start(t, pixm.Options{Sets: []pixm.Set{{
-		{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}},
-		{ID: "x-a", Identifiers: []pixm.Identifier{{System: domainA, Value: "pa-1"}}},
+	p := pixmanager.Start(t, pixmanager.Options{Sets: []pixmanager.Set{{
+		{ID: "m1", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-1"}}},
+		{ID: "x-a", Identifiers: []pixmanager.Identifier{{System: domainA, Value: "pa-1"}}},
 	}}, Domains: []string{domainB, domainC}})
 	g := newGateway(t, gatewayOptions{tables: fmt.Sprintf("[localizer]\nurl = %q\nprotocol = \"pixm\"\n", p.URL)})
 	a := g.search("Observation?patient.identifier=" + mpi + "|MRN-1")
@@ -207,9 +207,9 @@ func TestThePIXmLocalizerFailsOpen(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pixm.Start(t, pixm.Options{Sets: []pixm.Set{{
-				{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}},
-				{ID: "x-a", Identifiers: []pixm.Identifier{{System: domainA, Value: "pa-1"}}},
+			p := pixmanager.Start(t, pixmanager.Options{Sets: []pixmanager.Set{{
+				{ID: "m1", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-1"}}},
+				{ID: "x-a", Identifiers: []pixmanager.Identifier{{System: domainA, Value: "pa-1"}}},
 			}}, Domains: []string{domainB, domainC}})
 			g := newGateway(t, gatewayOptions{tables: fmt.Sprintf("[localizer]\nurl = %q\nprotocol = \"pixm\"\ntimeout_ms = 2000\n", p.URL),
 				requestTimeout: 2 * time.Second})

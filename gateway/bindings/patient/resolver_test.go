@@ -9,24 +9,24 @@ import (
 	"testing"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/double"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
-	"github.com/ferrofed/ferrofed/test/pixm"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
 
 // alice is one person known to the cross-reference manager: in the master patient
 // index as MRN-1, at member a as pa-1, at member b as pb-1, and not at member c (whose
 // domain the manager knows).
-func alice() pixm.Options {
-	return pixm.Options{
-		Sets: []pixm.Set{{
-			{ID: "m1", Identifiers: []pixm.Identifier{{System: mpi, Value: "MRN-1"}}},
-			{ID: "x-a", Identifiers: []pixm.Identifier{{System: domainA, Value: "pa-1"}}},
-			{ID: "x-b", Identifiers: []pixm.Identifier{{System: domainB, Value: "pb-1"}}},
+func alice() pixmanager.Options {
+	return pixmanager.Options{
+		Sets: []pixmanager.Set{{
+			{ID: "m1", Identifiers: []pixmanager.Identifier{{System: mpi, Value: "MRN-1"}}},
+			{ID: "x-a", Identifiers: []pixmanager.Identifier{{System: domainA, Value: "pa-1"}}},
+			{ID: "x-b", Identifiers: []pixmanager.Identifier{{System: domainB, Value: "pb-1"}}},
 		}},
 		Domains: []string{domainC},
 	}
@@ -34,7 +34,7 @@ func alice() pixm.Options {
 
 const aliceSearch = "Observation?patient.identifier=" + mpi + "|MRN-1&code=1234-5"
 
-func resolverTable(p *pixm.Server, extra string) string {
+func resolverTable(p *pixmanager.Server, extra string) string {
 	return fmt.Sprintf("[resolver]\nurl = %q\n%s", p.URL, extra)
 }
 
@@ -46,7 +46,7 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 	cases := []struct {
 		name string
 		// opts shape the manager; knobs are set before the search.
-		opts  func() pixm.Options
+		opts  func() pixmanager.Options
 		knobs double.Knobs
 		// extra are more keys of [resolver]; audited adds an [audit] spool that
 		// refuses appends.
@@ -65,13 +65,13 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 			want: "up", wantStatus: 200, wantAsked: []string{"a", "b"}},
 		{name: "an unknown patient (404) is up and asks no member", opts: alice, search: "Observation?patient.identifier=" + mpi + "|MRN-404",
 			want: "up", wantStatus: 200},
-		{name: "OpenCR's 200 with an empty Parameters is the same as the 404", opts: func() pixm.Options { o := alice(); o.OpenCR = true; return o },
+		{name: "OpenCR's 200 with an empty Parameters is the same as the 404", opts: func() pixmanager.Options { o := alice(); o.OpenCR = true; return o },
 			search: "Observation?patient.identifier=" + mpi + "|MRN-404", want: "up", wantStatus: 200},
-		{name: "OpenCR's mapping (targetId a bare string) is read", opts: func() pixm.Options { o := alice(); o.OpenCR = true; return o },
+		{name: "OpenCR's mapping (targetId a bare string) is read", opts: func() pixmanager.Options { o := alice(); o.OpenCR = true; return o },
 			search: aliceSearch, want: "up", wantStatus: 200, wantAsked: []string{"a", "b"}},
 		{name: "an unknown source domain (400) is up and fails closed", opts: alice, search: "Observation?patient.identifier=urn:oid:9.9|X",
 			want: "up", wantStatus: 502, wantWhy: "does not know the sourceIdentifier's domain"},
-		{name: "an unknown target domain (403) is up and fails closed, naming the member key at fault", opts: func() pixm.Options { o := alice(); o.Domains = nil; return o },
+		{name: "an unknown target domain (403) is up and fails closed, naming the member key at fault", opts: func() pixmanager.Options { o := alice(); o.Domains = nil; return o },
 			search: aliceSearch, want: "up", wantStatus: 502, wantWhy: "registry.members[].identifier_system"},
 		{name: "a 403 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 403}, search: aliceSearch, want: "up", wantStatus: 502},
 		{name: "a 401 is up and fails closed", opts: alice, knobs: double.Knobs{Status: 401}, search: aliceSearch, want: "up", wantStatus: 502},
@@ -98,10 +98,10 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var p *pixm.Server
+			var p *pixmanager.Server
 			tables := ""
 			if tc.opts != nil {
-				p = pixm.Start(t, tc.opts())
+				p = pixmanager.Start(t, tc.opts())
 				tables = resolverTable(p, tc.extra)
 			}
 			g := newGateway(t, gatewayOptions{tables: tables, audited: tc.audited})
@@ -161,7 +161,7 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 // mapped member is asked with its own local reference; the unmapped member is
 // excluded by the resolver in meta.federation and the extension, and never contacted.
 func TestTheResolverAsksEachMemberByItsOwnID(t *testing.T) {
-	p := pixm.Start(t, alice())
+	p := pixmanager.Start(t, alice())
 	g := newGateway(t, gatewayOptions{tables: resolverTable(p, "")})
 	a := g.search(aliceSearch)
 	if a.status != http.StatusOK {
@@ -206,7 +206,7 @@ func TestTheResolverAsksEachMemberByItsOwnID(t *testing.T) {
 // The resolution's exchange is audited through the trail as BALP PatientQuery with
 // the ITI-83 subtype, its query and its patient, valid R4, and reaches the repository.
 func TestTheResolutionIsAudited(t *testing.T) {
-	p := pixm.Start(t, alice())
+	p := pixmanager.Start(t, alice())
 	g := newGateway(t, gatewayOptions{tables: resolverTable(p, ""), audited: true})
 	if a := g.search(aliceSearch); a.status != http.StatusOK {
 		t.Fatalf("answered %d: %s", a.status, a.raw)
@@ -221,7 +221,7 @@ func TestTheResolutionIsAudited(t *testing.T) {
 			if len(ev.Queries) != 1 || !strings.Contains(ev.Queries[0], "sourceIdentifier=") || !strings.Contains(ev.Queries[0], "targetSystem=") {
 				t.Fatalf("the event's query is %q", ev.Queries)
 			}
-			if !strings.Contains(body, `"value":"MRN-1"`) || !strings.Contains(body, binding.ProfilePatientQuery) {
+			if !strings.Contains(body, `"value":"MRN-1"`) || !strings.Contains(body, bindings.ProfilePatientQuery) {
 				t.Fatalf("the event names no patient or no profile: %s", body)
 			}
 			if err := fhirschema.Validate(ev.Body); err != nil {
@@ -240,7 +240,7 @@ func TestTheResolutionIsAudited(t *testing.T) {
 // domains of the start until a restart) is excluded by the resolver, never asked with
 // the client's identifier or another member's id.
 func TestAMemberTheFlowDoesNotKnowIsExcludedByTheResolver(t *testing.T) {
-	p := pixm.Start(t, alice())
+	p := pixmanager.Start(t, alice())
 	doc := fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a.example/fhir\"\nidentifier_system = %q\n"+
 		"[[registry.members]]\nid = \"b\"\nquery_endpoint = \"http://b.example/fhir\"\nidentifier_system = %q\n[resolver]\nurl = %q\n", domainA, domainB, p.URL)
 	cfg, err := config.Parse([]byte(doc), "t.toml", config.Options{})

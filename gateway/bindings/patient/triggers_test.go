@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
-	"github.com/ferrofed/ferrofed/test/pixm"
+	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
 
 // The four ways a search names its patient (patient=, subject=, patient.identifier=,
@@ -29,8 +29,8 @@ func TestTheFourTriggersRunTheFlow(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sup := testpdqm.Start(t, supplier())
-			pix := pixm.Start(t, alice())
+			sup := pdqsupplier.Start(t, supplier())
+			pix := pixmanager.Start(t, alice())
 			g := newGateway(t, gatewayOptions{tables: fmt.Sprintf("[pdqm]\nurl = %q\n[resolver]\nurl = %q\n", sup.URL, pix.URL)})
 			a := g.search(tc.search)
 			if a.status != http.StatusOK {

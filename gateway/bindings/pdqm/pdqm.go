@@ -27,7 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -45,15 +45,15 @@ const (
 // Options build a Consumer.
 type Options struct {
 	Service  config.BindingService
-	Recorder binding.Recorder
-	Metrics  *binding.Metrics
+	Recorder bindings.Recorder
+	Metrics  *bindings.Metrics
 }
 
 // Consumer asks one PDQm Supplier.
 type Consumer struct {
 	base    string
-	client  *binding.Client
-	rec     binding.Recorder
+	client  *bindings.Client
+	rec     bindings.Recorder
 	timeout time.Duration
 	tracker atomic.Pointer[dependencies.Tracker]
 }
@@ -61,7 +61,7 @@ type Consumer struct {
 // New builds the consumer; the credential files are read now.
 func New(o Options) (*Consumer, error) {
 	timeout := o.Service.Timeout(config.DefaultPDQmTimeoutMS)
-	c, err := binding.NewClient(binding.ClientOptions{Name: Key, Table: "pdqm", Timeout: timeout,
+	c, err := bindings.NewClient(bindings.ClientOptions{Name: Key, Table: "pdqm", Timeout: timeout,
 		MaxResponseBytes: o.Service.BodyCap(config.DefaultPDQmMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ type Result struct {
 	Identifiers []Identifier
 }
 
-// Lookup asks the supplier for the patient. The error is a *binding.Failure.
+// Lookup asks the supplier for the patient. The error is a *bindings.Failure.
 func (c *Consumer) Lookup(ctx context.Context, cr Criteria) (Result, error) {
 	q := url.Values{"_count": {fmt.Sprint(Count)}}
 	if cr.ID != "" {
@@ -115,28 +115,28 @@ func (c *Consumer) Lookup(ctx context.Context, cr Criteria) (Result, error) {
 	query := q.Encode()
 	req, err := http.NewRequest(http.MethodGet, c.base+"/Patient?"+query, nil)
 	if err != nil {
-		return Result{}, &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the demographics query could not be built"}
+		return Result{}, &bindings.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the demographics query could not be built"}
 	}
 	req.Header.Set("Accept", "application/fhir+json")
 	start := time.Now()
 	ex := c.client.Do(ctx, req)
 	res, why := parse(ex)
-	ev := binding.QueryEvent{Key: Key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
+	ev := bindings.QueryEvent{Key: Key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
 		Query: []byte(query), PatientSystem: cr.System, PatientValue: cr.Value}
 	if cr.ID != "" {
 		ev.PatientValue = "Patient/" + cr.ID
 	}
-	stored := binding.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
+	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
 	switch {
 	case !stored:
-		return Result{}, binding.AuditFailure(Key)
+		return Result{}, bindings.AuditFailure(Key)
 	case why != "":
 		return Result{}, ex.FailureOf(Key, why)
 	}
 	return res, nil
 }
 
-func parse(ex binding.Exchange) (Result, string) {
+func parse(ex bindings.Exchange) (Result, string) {
 	switch {
 	case !ex.Answered || ex.TooLarge:
 		return Result{}, "gave no usable answer"

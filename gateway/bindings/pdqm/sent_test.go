@@ -7,13 +7,13 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/pdqm"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	testpdqm "github.com/ferrofed/ferrofed/test/pdqm"
+	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
 )
 
 // A lookup whose budget was spent before it left the gateway sends nothing and
 // changes nothing (docs/bindings.md, "The dependency report").
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
-	s := testpdqm.Start(t, testpdqm.Options{})
+	s := pdqsupplier.Start(t, pdqsupplier.Options{})
 	c, err := pdqm.New(pdqm.Options{Service: config.BindingService{URL: s.URL}})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -52,9 +52,9 @@ type Options struct {
 	// Domains are the targetSystems of every query: each member's identifier_system.
 	Domains []string
 	// Recorder stores each exchange's AuditEvent; nil stores nothing.
-	Recorder binding.Recorder
+	Recorder bindings.Recorder
 	// Metrics counts the exchanges; nil counts nothing.
-	Metrics *binding.Metrics
+	Metrics *bindings.Metrics
 	// Transport, when set, is the client's base transport (tests).
 	Transport *http.Transport
 	// CacheTTL, when positive, keeps each mapping that long per caller and patient
@@ -68,16 +68,16 @@ type Consumer struct {
 	base string
 	// domains are the targetSystems, swapped whole by UseDomains.
 	domains atomic.Pointer[domainSet]
-	client  *binding.Client
-	rec     binding.Recorder
+	client  *bindings.Client
+	rec     bindings.Recorder
 	timeout time.Duration
-	cache   *binding.Cache[Mapping]
+	cache   *bindings.Cache[Mapping]
 	tracker atomic.Pointer[dependencies.Tracker]
 }
 
 // New builds the consumer; the credential files are read now.
 func New(o Options) (*Consumer, error) {
-	c, err := binding.NewClient(binding.ClientOptions{
+	c, err := bindings.NewClient(bindings.ClientOptions{
 		Name:             o.Key,
 		Table:            o.Key, // "resolver" or "localizer", its table's name too
 		Timeout:          o.Service.Timeout(o.DefaultTimeoutMS),
@@ -90,7 +90,7 @@ func New(o Options) (*Consumer, error) {
 		return nil, err
 	}
 	cons := &Consumer{key: o.Key, base: strings.TrimSuffix(o.Service.URL, "/"), client: c, rec: o.Recorder,
-		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: binding.NewCache[Mapping](o.CacheTTL, nil)}
+		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: bindings.NewCache[Mapping](o.CacheTTL, nil)}
 	cons.domains.Store(&domainSet{list: o.Domains})
 	return cons, nil
 }
@@ -129,12 +129,12 @@ type Mapping map[string]string
 
 // Resolve asks the manager for system|value in every domain, in one call, for caller
 // (who asks: a mapping cached for one caller is never another's). The error is a
-// *binding.Failure: no answer, an answer that is neither a Parameters nor a 404, or the
+// *bindings.Failure: no answer, an answer that is neither a Parameters nor a 404, or the
 // exchange's audit record not stored. The mapping is shared with the cache: read it
 // only.
 func (c *Consumer) Resolve(ctx context.Context, caller, system, value string) (Mapping, error) {
 	ds := c.domains.Load()
-	key := binding.CacheKey(caller, system, value, strconv.FormatUint(ds.gen, 10))
+	key := bindings.CacheKey(caller, system, value, strconv.FormatUint(ds.gen, 10))
 	if m, ok := c.cache.Get(key); ok {
 		return m, nil
 	}
@@ -142,18 +142,18 @@ func (c *Consumer) Resolve(ctx context.Context, caller, system, value string) (M
 	query := q.Encode()
 	req, err := http.NewRequest(http.MethodGet, c.base+"/Patient/$ihe-pix?"+query, nil)
 	if err != nil {
-		return nil, &binding.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the " + c.key + " query could not be built"}
+		return nil, &bindings.Failure{Status: http.StatusBadGateway, Code: "transient", Diagnostics: "the " + c.key + " query could not be built"}
 	}
 	req.Header.Set("Accept", "application/fhir+json")
 	start := time.Now()
 	ex := c.client.Do(ctx, req)
 	mapping, why := parse(ex)
-	ev := binding.QueryEvent{Key: c.key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
+	ev := bindings.QueryEvent{Key: c.key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
 		Query: []byte(query), PatientSystem: system, PatientValue: value}
-	stored := binding.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
+	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
 	switch {
 	case !stored:
-		return nil, binding.AuditFailure(c.key)
+		return nil, bindings.AuditFailure(c.key)
 	case why != "":
 		return nil, ex.FailureOf(c.key, why)
 	}
@@ -162,7 +162,7 @@ func (c *Consumer) Resolve(ctx context.Context, caller, system, value string) (M
 }
 
 // parse reads a resolution's answer: the mapping, or why it is not one.
-func parse(ex binding.Exchange) (Mapping, string) {
+func parse(ex bindings.Exchange) (Mapping, string) {
 	switch {
 	case !ex.Answered || ex.TooLarge:
 		return nil, "gave no usable answer"

@@ -9,7 +9,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/pixm"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	testpixm "github.com/ferrofed/ferrofed/test/pixm"
+	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
 
 func consumer(t *testing.T, url string) (*pixm.Consumer, *dependencies.Tracker) {
@@ -27,7 +27,7 @@ func consumer(t *testing.T, url string) (*pixm.Consumer, *dependencies.Tracker) 
 // A resolution whose budget was spent before it left the gateway sends nothing and
 // changes nothing (docs/bindings.md, "The dependency report").
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
-	p := testpixm.Start(t, testpixm.Options{Domains: []string{"urn:oid:1.2"}})
+	p := pixmanager.Start(t, pixmanager.Options{Domains: []string{"urn:oid:1.2"}})
 	c, tr := consumer(t, p.URL)
 	tr.SetService("resolver", dependencies.Up, "")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,10 +68,10 @@ func TestParse(t *testing.T) {
 // UseDomains changes the targetSystems of the next resolutions (a directory's
 // registry), and a mapping cached for the domains before is not used again.
 func TestUseDomains(t *testing.T) {
-	p := testpixm.Start(t, testpixm.Options{Sets: []testpixm.Set{{
-		{ID: "m1", Identifiers: []testpixm.Identifier{{System: "urn:oid:9", Value: "MRN-1"}}},
-		{ID: "x-a", Identifiers: []testpixm.Identifier{{System: "urn:oid:1.2", Value: "pa-1"}}},
-		{ID: "x-b", Identifiers: []testpixm.Identifier{{System: "urn:oid:1.3", Value: "pb-1"}}},
+	p := pixmanager.Start(t, pixmanager.Options{Sets: []pixmanager.Set{{
+		{ID: "m1", Identifiers: []pixmanager.Identifier{{System: "urn:oid:9", Value: "MRN-1"}}},
+		{ID: "x-a", Identifiers: []pixmanager.Identifier{{System: "urn:oid:1.2", Value: "pa-1"}}},
+		{ID: "x-b", Identifiers: []pixmanager.Identifier{{System: "urn:oid:1.3", Value: "pb-1"}}},
 	}}})
 	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: p.URL}, DefaultTimeoutMS: 2000,
 		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, CacheTTL: time.Minute})

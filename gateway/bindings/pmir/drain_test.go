@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	pmirdouble "github.com/ferrofed/ferrofed/test/pmir"
+	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
 )
 
 // Drain step 4 deletes the subscription held, once.
 func TestDrainDeletesTheSubscriptionOnce(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	g.stop()
@@ -32,10 +32,10 @@ func TestDrainDeletesTheSubscriptionOnce(t *testing.T) {
 
 // A delete refused (500) leaves the subscription: a warning names its id.
 func TestARefusedDeleteIsWarnedOfByID(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
-	reg.SetScript(pmirdouble.Script{DeleteStatus: http.StatusInternalServerError})
+	reg.SetScript(identityregistry.Script{DeleteStatus: http.StatusInternalServerError})
 	g.stop()
 	log := g.log.String()
 	if !strings.Contains(log, "Warning: could not delete the PMIR subscription") || !strings.Contains(log, `"subscription"="1"`) {
@@ -50,10 +50,10 @@ func TestARefusedDeleteIsWarnedOfByID(t *testing.T) {
 // out the binding warns naming the subscription's id, and Stop returns when the
 // delete ended, so that the server can abandon it by name meanwhile.
 func TestAHangingDeleteIsAbandonedWithAWarning(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg, pmir: "timeout_ms = 1500\n"})
 	g.waitState("up/-")
-	reg.SetScript(pmirdouble.Script{DeleteHang: true})
+	reg.SetScript(identityregistry.Script{DeleteHang: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -3,7 +3,7 @@ package pmir
 import (
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 )
 
 // The IHE transactions of the feed's exchanges.
@@ -19,16 +19,16 @@ var transactionDisplay = map[string]string{
 
 // The RESTful interactions of the exchanges.
 const (
-	interactionCreate    = binding.InteractionCreate
-	interactionRead      = binding.InteractionRead
-	interactionSearch    = binding.InteractionSearch
-	interactionDelete    = binding.InteractionDelete
-	interactionOperation = binding.InteractionOperation // $process-message, the feed
+	interactionCreate    = bindings.InteractionCreate
+	interactionRead      = bindings.InteractionRead
+	interactionSearch    = bindings.InteractionSearch
+	interactionDelete    = bindings.InteractionDelete
+	interactionOperation = bindings.InteractionOperation // $process-message, the feed
 )
 
 // restEvent is one exchange of the feed to audit, the registry its peer: the caller
 // sets its outcome, its query (a search) and Inbound (a feed message).
-func restEvent(interaction, transaction string, start time.Time, what string) binding.RESTEvent {
-	return binding.RESTEvent{Interaction: interaction, Transaction: transaction, TransactionDisplay: transactionDisplay[transaction],
-		Time: start, What: what, PeerSystem: binding.ServiceSystem, PeerValue: Key}
+func restEvent(interaction, transaction string, start time.Time, what string) bindings.RESTEvent {
+	return bindings.RESTEvent{Interaction: interaction, Transaction: transaction, TransactionDisplay: transactionDisplay[transaction],
+		Time: start, What: what, PeerSystem: bindings.ServiceSystem, PeerValue: Key}
 }

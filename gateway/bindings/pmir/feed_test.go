@@ -11,7 +11,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
 )
 
-// published reads one of the guide's examples (test/pmir/testdata/ihe).
+// published reads one of the guide's examples (test/doubles/identityregistry/testdata/ihe).
 func published(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "..", "test", "pmir", "testdata", "ihe", name))

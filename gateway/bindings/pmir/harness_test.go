@@ -27,8 +27,8 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
-	"github.com/ferrofed/ferrofed/test/members"
-	pmirdouble "github.com/ferrofed/ferrofed/test/pmir"
+	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 const (
@@ -95,7 +95,7 @@ type gateway struct {
 	url         string
 	token       string // operator token
 	feedToken   string // token with the feed scope only
-	reg         *pmirdouble.Server
+	reg         *identityregistry.Server
 	rec         *recorder
 	log         *logBuffer
 	invalidated atomic.Int64
@@ -112,7 +112,7 @@ type harnessOptions struct {
 	// noPMIR leaves the table out.
 	noPMIR bool
 	// reg is the registry; default a new one.
-	reg *pmirdouble.Server
+	reg *identityregistry.Server
 	// server is added to the [server] table.
 	server string
 	// before runs before the feed starts (a leftover to find).
@@ -123,7 +123,7 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	t.Helper()
 	g := &gateway{t: t, reg: o.reg, rec: &recorder{}, log: &logBuffer{}, done: make(chan error, 1)}
 	if g.reg == nil {
-		g.reg = pmirdouble.Start(t, pmirdouble.Options{})
+		g.reg = identityregistry.Start(t, identityregistry.Options{})
 	}
 	member := members.Start(t, members.Options{ID: "a"})
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

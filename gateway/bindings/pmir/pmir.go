@@ -70,7 +70,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -95,9 +95,9 @@ type Options struct {
 	// Logger receives the binding's logs.
 	Logger logr.Logger
 	// Recorder stores each exchange's AuditEvent (the audit trail); nil stores nothing.
-	Recorder binding.Recorder
+	Recorder bindings.Recorder
 	// Metrics counts the exchanges with the registry; nil counts nothing.
-	Metrics *binding.Metrics
+	Metrics *bindings.Metrics
 	// ExportMetrics makes the surface register Metrics: when no other binding does.
 	ExportMetrics bool
 	// Invalidate is called for each feed message that merges, updates or deletes a
@@ -114,12 +114,12 @@ type Feed struct {
 	cfg        config.PMIR
 	base       string   // the registry's FHIR base, without a trailing slash
 	origin     *url.URL // scheme and host of base
-	client     *binding.Client
+	client     *bindings.Client
 	verifier   *auth.Verifier
-	rec        binding.Recorder
+	rec        bindings.Recorder
 	log        logr.Logger
 	invalidate func()
-	metrics    *binding.Metrics
+	metrics    *bindings.Metrics
 	export     bool
 	tracker    atomic.Pointer[dependencies.Tracker]
 
@@ -158,7 +158,7 @@ func New(cfg *config.Config, o Options) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pmir.url: %w", err)
 	}
-	c, err := binding.NewClient(binding.ClientOptions{
+	c, err := bindings.NewClient(bindings.ClientOptions{
 		Name: Key, Table: "pmir", Timeout: p.Timeout(), MaxResponseBytes: MaxAnswerBytes,
 		Credentials: p.Credentials, Metrics: o.Metrics, Transport: o.Transport,
 	})

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/test/double"
-	pmirdouble "github.com/ferrofed/ferrofed/test/pmir"
+	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
 )
 
 // Each row of the state table (docs/bindings.md, "Identity feed"), read through GET
@@ -15,27 +15,27 @@ import (
 func TestEachStateRowThroughTheDependencyReport(t *testing.T) {
 	rows := []struct {
 		name   string
-		script pmirdouble.Script
+		script identityregistry.Script
 		knobs  double.Knobs
 		pmir   string
 		want   string
 	}{
 		{name: "a subscription created and read requested or active is up", want: "up/-"},
-		{name: "a create refused 422 is failing, refused", script: pmirdouble.Script{CreateStatus: http.StatusUnprocessableEntity}, want: "failing/refused"},
-		{name: "a create answered 500 is failing, refused", script: pmirdouble.Script{CreateStatus: http.StatusInternalServerError}, want: "failing/refused"},
-		{name: "a subscription in error is failing, refused", script: pmirdouble.Script{ForceStatus: "error"}, want: "failing/refused"},
-		{name: "a subscription off is failing, refused", script: pmirdouble.Script{ForceStatus: "off"}, want: "failing/refused"},
-		{name: "a create answered with no Subscription is failing, malformed", script: pmirdouble.Script{CreateMalformed: true}, want: "failing/malformed"},
+		{name: "a create refused 422 is failing, refused", script: identityregistry.Script{CreateStatus: http.StatusUnprocessableEntity}, want: "failing/refused"},
+		{name: "a create answered 500 is failing, refused", script: identityregistry.Script{CreateStatus: http.StatusInternalServerError}, want: "failing/refused"},
+		{name: "a subscription in error is failing, refused", script: identityregistry.Script{ForceStatus: "error"}, want: "failing/refused"},
+		{name: "a subscription off is failing, refused", script: identityregistry.Script{ForceStatus: "off"}, want: "failing/refused"},
+		{name: "a create answered with no Subscription is failing, malformed", script: identityregistry.Script{CreateMalformed: true}, want: "failing/malformed"},
 		{name: "an answer that is not JSON is failing, malformed", knobs: double.Knobs{Fault: double.FaultMalformed}, want: "failing/malformed"},
-		{name: "a create without Location and id is failing, unmanageable", script: pmirdouble.Script{CreateWithoutLocation: true}, want: "failing/unmanageable"},
-		{name: "a Location on another origin is failing, unmanageable", script: pmirdouble.Script{CreateForeignLocation: true}, want: "failing/unmanageable"},
+		{name: "a create without Location and id is failing, unmanageable", script: identityregistry.Script{CreateWithoutLocation: true}, want: "failing/unmanageable"},
+		{name: "a Location on another origin is failing, unmanageable", script: identityregistry.Script{CreateForeignLocation: true}, want: "failing/unmanageable"},
 		{name: "a registry refusing connections is down, unreachable", knobs: double.Knobs{Fault: double.FaultRefused}, want: "down/unreachable"},
 		{name: "a registry silent past timeout_ms is down, unreachable", knobs: double.Knobs{Fault: double.FaultHang}, pmir: "timeout_ms = 200\n", want: "down/unreachable"},
 		{name: "a registry resetting the connection is down, unreachable", knobs: double.Knobs{Fault: double.FaultReset}, want: "down/unreachable"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			reg := pmirdouble.Start(t, pmirdouble.Options{Script: row.script, Knobs: row.knobs})
+			reg := identityregistry.Start(t, identityregistry.Options{Script: row.script, Knobs: row.knobs})
 			g := startGateway(t, harnessOptions{reg: reg, pmir: row.pmir})
 			g.waitState(row.want)
 			if _, body := g.report(); strings.Contains(body, "PMIR-BODY") || strings.Contains(body, reg.URL) || strings.Contains(body, "127.0.0.1") {
@@ -80,7 +80,7 @@ func TestWithoutPMIRTheKeysAreAbsent(t *testing.T) {
 // A subscription is requested until the registry activates it, then active; up all
 // along, and read on every interval.
 func TestActivationAfterADelayStaysUp(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{ActivateAfter: 300 * time.Millisecond})
+	reg := identityregistry.Start(t, identityregistry.Options{ActivateAfter: 300 * time.Millisecond})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	g.eventually("the subscription is active", func() bool {
@@ -97,7 +97,7 @@ func TestActivationAfterADelayStaysUp(t *testing.T) {
 // A subscription that vanished at the registry is created again, and the report is
 // up from the new one.
 func TestAVanishedSubscriptionIsCreatedAgain(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	reg.Remove("1")
@@ -115,7 +115,7 @@ func TestAVanishedSubscriptionIsCreatedAgain(t *testing.T) {
 // A create the gateway cannot manage is not repeated: each would leave one more
 // subscription behind.
 func TestAnUnmanageableCreateIsNotRepeated(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{Script: pmirdouble.Script{CreateForeignLocation: true}})
+	reg := identityregistry.Start(t, identityregistry.Options{Script: identityregistry.Script{CreateForeignLocation: true}})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("failing/unmanageable")
 	searches := reg.Count(http.MethodGet, "/Subscription")
@@ -131,17 +131,17 @@ func TestAnUnmanageableCreateIsNotRepeated(t *testing.T) {
 // A subscription a killed instance left behind is found by its endpoint and
 // criteria and reused; one of ours in error is deleted; another gateway's is left.
 func TestALeftoverIsReusedAndAStaleOneDeleted(t *testing.T) {
-	reg := pmirdouble.Start(t, pmirdouble.Options{})
+	reg := identityregistry.Start(t, identityregistry.Options{})
 	leftover := func(endpoint string) {
 		body := `{"resourceType":"Subscription","status":"requested","contact":[{"system":"url","value":"x"}],"criteria":"Patient",` +
 			`"channel":{"type":"message","endpoint":"` + endpoint + `","payload":"application/fhir+json"}}`
-		if status, _, err := pmirdouble.Send(reg.URL+"/Subscription", "", []byte(body)); err != nil || status != http.StatusCreated {
+		if status, _, err := identityregistry.Send(reg.URL+"/Subscription", "", []byte(body)); err != nil || status != http.StatusCreated {
 			t.Fatalf("leftover: %d %v", status, err)
 		}
 	}
 	leftover("http://gateway.test/gw/pmir/$process-message") // 1: ours, to reuse
 	leftover("http://gateway.test/gw/pmir/$process-message") // 2: ours, a duplicate to delete
-	leftover("http://other.test/pmir/$process-message")      // 3: another gateway's
+	leftover("http://other.test/doubles/identityregistry/$process-message")      // 3: another gateway's
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	if n := reg.Count(http.MethodPost, "/Subscription"); n != 3 {

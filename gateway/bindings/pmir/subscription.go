@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
 
@@ -73,7 +73,7 @@ func statusState(status string) (dependencies.State, string) {
 // answerState is the state of an exchange that did not give a usable 2xx: no answer
 // is down, 4xx and 5xx refused, anything else (3xx, past the cap) malformed. ok is
 // true for a 2xx within the cap: its body decides.
-func answerState(ex binding.Exchange) (s dependencies.State, fault string, ok bool) {
+func answerState(ex bindings.Exchange) (s dependencies.State, fault string, ok bool) {
 	switch {
 	case !ex.Answered:
 		return dependencies.Down, FaultUnreachable, false
@@ -179,7 +179,7 @@ func (f *Feed) create(ctx context.Context) {
 
 // created reads a create's answer: the subscription's URL and id when it names one
 // the gateway can manage, and the state.
-func (f *Feed) created(ex binding.Exchange) (held, id string, s dependencies.State, fault string) {
+func (f *Feed) created(ex bindings.Exchange) (held, id string, s dependencies.State, fault string) {
 	if s, fault, ok := answerState(ex); !ok {
 		return "", "", s, fault
 	}
@@ -264,7 +264,7 @@ func (f *Feed) check(ctx context.Context, held string) (vanished bool) {
 // exchange sends one request to the registry within ctx and records its AuditEvent;
 // stored is false when the record could not be stored (the exchange is then failing
 // and its answer not used). An exchange that never left records nothing.
-func (f *Feed) exchange(ctx context.Context, method, u string, body []byte, interaction, what string) (binding.Exchange, bool) {
+func (f *Feed) exchange(ctx context.Context, method, u string, body []byte, interaction, what string) (bindings.Exchange, bool) {
 	var rd *bytes.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -277,7 +277,7 @@ func (f *Feed) exchange(ctx context.Context, method, u string, body []byte, inte
 		req, err = http.NewRequest(method, u, nil)
 	}
 	if err != nil {
-		return binding.Exchange{Err: err}, true
+		return bindings.Exchange{Err: err}, true
 	}
 	req.Header.Set("Accept", "application/fhir+json")
 	if body != nil {
@@ -298,7 +298,7 @@ func (f *Feed) exchange(ctx context.Context, method, u string, body []byte, inte
 }
 
 // record stores one AuditEvent within pmir.timeout_ms, whatever ctx says.
-func (f *Feed) record(ctx context.Context, e binding.RESTEvent) bool {
+func (f *Feed) record(ctx context.Context, e bindings.RESTEvent) bool {
 	if f.rec == nil {
 		return true
 	}

@@ -8,18 +8,18 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // Surface is the feed's part of the server: the feed route on the data plane (behind
 // the readiness gate, with its own token check), and the subscription's process,
 // stopped in drain step 4 under the name identity_registry. Nil without a feed.
-func (f *Feed) Surface() binding.Surface {
+func (f *Feed) Surface() bindings.Surface {
 	if f == nil {
 		return nil
 	}
-	s := &surface{ProcessSurface: binding.NewProcessSurface(Key, f), f: f}
+	s := &surface{ProcessSurface: bindings.NewProcessSurface(Key, f), f: f}
 	s.StopReportFunc = f.StopReport
 	if f.export && f.metrics != nil {
 		return metricsSurface{s}
@@ -28,7 +28,7 @@ func (f *Feed) Surface() binding.Surface {
 }
 
 type surface struct {
-	*binding.ProcessSurface
+	*bindings.ProcessSurface
 	f *Feed
 }
 
@@ -62,13 +62,13 @@ func (s metricsSurface) Collector() prometheus.Collector { return s.f.metrics }
 // Each waits for the feed's Stop to return, for at most half of what is left of the
 // bindings budget, then stops. Other surfaces, and all of them without a feed, are
 // returned as they are.
-func (f *Feed) StopBefore(ss []binding.Surface) []binding.Surface {
+func (f *Feed) StopBefore(ss []bindings.Surface) []bindings.Surface {
 	if f == nil {
 		return ss
 	}
-	out := make([]binding.Surface, 0, len(ss))
+	out := make([]bindings.Surface, 0, len(ss))
 	for _, s := range ss {
-		if ps, ok := s.(*binding.ProcessSurface); ok {
+		if ps, ok := s.(*bindings.ProcessSurface); ok {
 			out = append(out, stopAfter{ProcessSurface: ps, first: f.stopped})
 			continue
 		}
@@ -79,7 +79,7 @@ func (f *Feed) StopBefore(ss []binding.Surface) []binding.Surface {
 
 // stopAfter is a process surface that stops once first is closed.
 type stopAfter struct {
-	*binding.ProcessSurface
+	*bindings.ProcessSurface
 	first <-chan struct{}
 }
 

@@ -8,14 +8,14 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	testxcpd "github.com/ferrofed/ferrofed/test/xcpd"
+	"github.com/ferrofed/ferrofed/test/doubles/respondinggateway"
 )
 
 // A localization whose budget was spent before it left the gateway sends nothing and
 // changes nothing (docs/bindings.md, "The dependency report"), and neither does a
 // patient XCPD cannot name (an identifier system that is no OID).
 func TestARequestThatNeverLeftChangesNothing(t *testing.T) {
-	gw := testxcpd.Start(t, testxcpd.Options{})
+	gw := respondinggateway.Start(t, respondinggateway.Options{})
 	c, err := xcpd.New(xcpd.Options{Service: config.BindingService{URL: gw.URL}})
 	if err != nil {
 		t.Fatal(err)

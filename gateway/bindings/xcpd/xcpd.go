@@ -37,7 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	binding "github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -67,15 +67,15 @@ const (
 // Options build a Client.
 type Options struct {
 	Service  config.BindingService
-	Recorder binding.Recorder
-	Metrics  *binding.Metrics
+	Recorder bindings.Recorder
+	Metrics  *bindings.Metrics
 }
 
 // Client asks one responding gateway.
 type Client struct {
 	url     string
-	client  *binding.Client
-	rec     binding.Recorder
+	client  *bindings.Client
+	rec     bindings.Recorder
 	timeout time.Duration
 	tracker atomic.Pointer[dependencies.Tracker]
 }
@@ -83,7 +83,7 @@ type Client struct {
 // New builds the client; the credential files are read now.
 func New(o Options) (*Client, error) {
 	timeout := o.Service.Timeout(config.DefaultLocalizerTimeoutMS)
-	c, err := binding.NewClient(binding.ClientOptions{Name: Key, Table: "localizer", Timeout: timeout,
+	c, err := bindings.NewClient(bindings.ClientOptions{Name: Key, Table: "localizer", Timeout: timeout,
 		MaxResponseBytes: o.Service.BodyCap(config.DefaultLocalizerMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err
@@ -138,9 +138,9 @@ func (c *Client) Locate(ctx context.Context, system, value string) (Answer, erro
 			why = "answered with " + err.Error()
 		}
 	}
-	ev := binding.QueryEvent{Key: Key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
+	ev := bindings.QueryEvent{Key: Key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
 		Query: payload, PatientSystem: system, PatientValue: value}
-	if !binding.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load()) {
+	if !bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load()) {
 		return Answer{}, errors.New("the audit record of the localizer's exchange could not be stored")
 	}
 	if why != "" {

@@ -23,10 +23,10 @@ func event(community string) string {
 	return `<subject><registrationEvent><custodian><assignedEntity><id root="` + community + `"/></assignedEntity></custodian></registrationEvent></subject>`
 }
 
-// The published ITI-55 response (oehf/ipf's sample, test/xcpd/testdata) in its
+// The published ITI-55 response (oehf/ipf's sample, test/doubles/respondinggateway/testdata) in its
 // envelope: the custodian of each registrationEvent is a holding community.
 func TestParseThePublishedResponse(t *testing.T) {
-	raw, err := os.ReadFile("../../../test/xcpd/testdata/ipf/iti55-sample-response.xml")
+	raw, err := os.ReadFile("../../../test/doubles/respondinggateway/testdata/ipf/iti55-sample-response.xml")
 	if err != nil {
 		t.Fatal(err)
 	}

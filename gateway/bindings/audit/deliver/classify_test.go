@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
-	"github.com/ferrofed/ferrofed/test/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
 func TestClassify(t *testing.T) {
@@ -72,7 +72,7 @@ func TestBackoffIsFullJitterUnderACappedDoubling(t *testing.T) {
 }
 
 func TestTheEventIDTagKeepsAnAuditEventValidR4(t *testing.T) {
-	ex, err := os.ReadFile("../../../../test/auditrepo/testdata/balp/AuditEvent-ex-auditBasicQueryGetServer.json")
+	ex, err := os.ReadFile("../../../../test/doubles/auditrepo/testdata/balp/AuditEvent-ex-auditBasicQueryGetServer.json")
 	if err != nil {
 		t.Fatal(err)
 	}

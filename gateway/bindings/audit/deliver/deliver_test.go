@@ -15,8 +15,8 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
 const dir = "/spool/repository"

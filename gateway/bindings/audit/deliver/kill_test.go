@@ -18,7 +18,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
-	"github.com/ferrofed/ferrofed/test/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
 // The child process of TestSIGKILLLosesNoAcknowledgedRecord is this test binary run
