@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
+	"github.com/ferrofed/ferrofed/gateway/assemble"
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
@@ -20,7 +21,7 @@ func newConfigCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Everything serve does short of listening: the same function, its result
 			// thrown away.
-			g, err := assemble(path, logr.Discard())
+			g, err := assemble.Load(path, logr.Discard())
 			if err != nil {
 				var ps *config.Problems
 				if errors.As(err, &ps) {
@@ -30,7 +31,7 @@ func newConfigCommand() *cobra.Command {
 				}
 				return exitError{1}
 			}
-			cfg := g.cfg
+			cfg := g.Config
 			// Warnings do not fail the check: a certificate that has expired or expires
 			// within 7 days (server.tls.certificate_file, with its NotAfter).
 			for _, w := range cfg.Warnings() {

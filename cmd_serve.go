@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/ferrofed/ferrofed/gateway/assemble"
 )
 
 func newServeCommand() *cobra.Command {
@@ -25,8 +27,8 @@ func newServeCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, flush := newLogger(verbosity)
 			defer flush()
-			g, err := assemble(path, log)
-			var built buildError
+			g, err := assemble.Load(path, log)
+			var built assemble.BuildError
 			switch {
 			case errors.As(err, &built):
 				log.Error(err, "Refused to start")
@@ -45,13 +47,13 @@ func newServeCommand() *cobra.Command {
 }
 
 // serve runs the assembled gateway process until the drain ends.
-func serve(cmd *cobra.Command, path string, g *assembled, log logr.Logger) error {
-	srv := g.srv
+func serve(cmd *cobra.Command, path string, g *assemble.Gateway, log logr.Logger) error {
+	srv := g.Server
 	if err := srv.Listen(); err != nil {
 		log.Error(err, "Refused to start: cannot listen")
 		return exitError{1}
 	}
-	if err := g.start(); err != nil {
+	if err := g.Start(); err != nil {
 		log.Error(err, "Refused to start: a binding could not start")
 		return exitError{1}
 	}

@@ -29,7 +29,10 @@ var allowed = map[string][]string{
 	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},
 	"gateway/storedquery":  {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health"},
 	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
-	"controllers":          {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
+	// The composition root: every part of the gateway, made and put together.
+	"gateway/assemble": {"gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
+		"gateway/bindings/pmir", "gateway/config", "gateway/federation", "gateway/server", "gateway/storedquery"},
+	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 
 	// The bindings (gateway/bindings/<binding>/...).
 	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},

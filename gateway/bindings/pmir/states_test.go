@@ -141,7 +141,7 @@ func TestALeftoverIsReusedAndAStaleOneDeleted(t *testing.T) {
 	}
 	leftover("http://gateway.test/gw/pmir/$process-message") // 1: ours, to reuse
 	leftover("http://gateway.test/gw/pmir/$process-message") // 2: ours, a duplicate to delete
-	leftover("http://other.test/doubles/identityregistry/$process-message")      // 3: another gateway's
+	leftover("http://other.test/pmir/$process-message")      // 3: another gateway's
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	if n := reg.Count(http.MethodPost, "/Subscription"); n != 3 {

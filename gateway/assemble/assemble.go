@@ -1,4 +1,7 @@
-package main
+// Package assemble is the gateway's composition root: the one place its parts are made
+// from a configuration and put together, called by `ferrofed serve`, by `ferrofed
+// config check` and by the tests that need a whole gateway (docs/architecture.md).
+package assemble
 
 import (
 	"fmt"
@@ -16,12 +19,15 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
 )
 
-// assembled is a gateway put together from its configuration file: every file the
+// Gateway is a gateway put together from its configuration file: every file the
 // configuration names read and checked, the surfaces and the server built, nothing
 // listening and nothing sent.
-type assembled struct {
-	cfg *config.Config
-	srv *server.Server
+type Gateway struct {
+	// Config is the configuration it was built from.
+	Config *config.Config
+	// Server is the server that listens and drains.
+	Server *server.Server
+
 	// audit is the audit trail; nil without [audit]. Its spools are opened by start,
 	// never by assemble: `config check` must not touch a running gateway's spool.
 	audit *audit.Trail
@@ -36,16 +42,23 @@ type assembled struct {
 	queries *storedquery.Queries
 }
 
-// assemble loads path and builds the gateway from it, exactly as serve runs it. It is
+// Load loads path and builds the gateway from it, exactly as serve runs it. It is
 // the one function serve and `config check` both call (check then throws the result
 // away), so that no file is accepted by one and refused by the other. The error is a
 // *config.Problems when the file is wrong, config.Load's error when it cannot be read,
-// and a buildError naming the part that could not be built otherwise.
-func assemble(path string, log logr.Logger) (*assembled, error) {
+// and a BuildError naming the part that could not be built otherwise.
+func Load(path string, log logr.Logger) (*Gateway, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, err
 	}
+	return New(cfg, log)
+}
+
+// New builds the gateway from a loaded configuration: every file it names read, nothing
+// listening and nothing sent. The error is a BuildError naming the part that could not
+// be built.
+func New(cfg *config.Config, log logr.Logger) (*Gateway, error) {
 	// The federation surface: the data plane, the operator routes and the dependency
 	// report; its metrics reach the server's registry through server.Collected.
 	// The audit trail ([audit]): its credential files are read here; the federation
@@ -55,13 +68,13 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	metrics := bindings.NewMetrics()
 	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics})
 	if err != nil {
-		return nil, buildError{fmt.Errorf("the audit trail could not be built: %w", err)}
+		return nil, BuildError{fmt.Errorf("the audit trail could not be built: %w", err)}
 	}
 	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
 	// credential files are read here; each exchange is audited through the trail.
 	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: log.WithName("patient")})
 	if err != nil {
-		return nil, buildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
+		return nil, BuildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
 	}
 	// The stored queries ([stored_queries]): their store is read here; each exchange
 	// with a member about a stored query is audited through the trail.
@@ -71,7 +84,7 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	}
 	queries, err := storedquery.New(cfg, sqOpts)
 	if err != nil {
-		return nil, buildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+		return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
 	}
 	fedOpts := federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow}
 	if queries != nil {
@@ -79,7 +92,7 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	}
 	fed, err := federation.New(cfg, fedOpts)
 	if err != nil {
-		return nil, buildError{fmt.Errorf("the federation surface could not be built: %w", err)}
+		return nil, BuildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
 	// The identity feed ([pmir]): its merges and updates clear the flow's caches.
 	// One surface registers the binding metrics: the trail's, else the flow's, else
@@ -88,7 +101,7 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	feed, err := pmir.New(cfg, pmir.Options{Logger: log.WithName("pmir"), Recorder: trail, Metrics: metrics,
 		ExportMetrics: feedExports, Invalidate: flow.InvalidateCaches})
 	if err != nil {
-		return nil, buildError{fmt.Errorf("the identity feed could not be built: %w", err)}
+		return nil, BuildError{fmt.Errorf("the identity feed could not be built: %w", err)}
 	}
 	// The bindings report into the federation's dependency report, and their
 	// operator routes take the same operator token.
@@ -118,7 +131,7 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	if cfg.Registry.MCSD != nil {
 		dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: fed, Recorder: trail, Metrics: metrics, Logger: log.WithName("directory")})
 		if err != nil {
-			return nil, buildError{fmt.Errorf("the directory could not be built: %w", err)}
+			return nil, BuildError{fmt.Errorf("the directory could not be built: %w", err)}
 		}
 		dir.Attach(fed.Tracker())
 		var m *bindings.Metrics
@@ -132,17 +145,17 @@ func assemble(path string, log logr.Logger) (*assembled, error) {
 	}
 	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {
-		return nil, buildError{fmt.Errorf("the server could not be built: %w", err)}
+		return nil, BuildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &assembled{cfg: cfg, srv: srv, audit: trail, directory: dir, feed: feed, queries: queries}, nil
+	return &Gateway{Config: cfg, Server: srv, audit: trail, directory: dir, feed: feed, queries: queries}, nil
 }
 
-// start starts the bindings' processes (the audit spools and their deliveries, the
+// Start starts the bindings' processes (the audit spools and their deliveries, the
 // directory's refresh loop, which first serves its cache file, the PMIR
 // subscription, whose exchanges are audited, and the stored queries' drift check);
 // serve calls it once the listener is bound and before the first request is served.
 // Drain step 4 stops them.
-func (g *assembled) start() error {
+func (g *Gateway) Start() error {
 	if err := g.audit.Start(); err != nil {
 		return err
 	}
@@ -155,8 +168,8 @@ func (g *assembled) start() error {
 	return g.feed.Start()
 }
 
-// buildError is a configuration config.Load accepted but a part of the gateway refused.
-type buildError struct{ err error }
+// BuildError is a configuration config.Load accepted but a part of the gateway refused.
+type BuildError struct{ err error }
 
-func (e buildError) Error() string { return e.err.Error() }
-func (e buildError) Unwrap() error { return e.err }
+func (e BuildError) Error() string { return e.err.Error() }
+func (e BuildError) Unwrap() error { return e.err }
