@@ -22,7 +22,7 @@ import (
 // A referenced ConfigMap is not read here (admission has no business reading other
 // objects); the controller checks it, with the same functions, before any rollout. Of
 // the Gateway it reads the name, the spec and status.drains only: the webhook decodes
-// nothing else (admittedGateway).
+// nothing else (internal/webhook's admittedGateway).
 func Validate(g *ferrofedv1alpha1.Gateway) (field.ErrorList, []string) {
 	s := &g.Spec
 	plan := Plan(s)

@@ -41,9 +41,10 @@ type reviewIn struct {
 	} `json:"request"`
 }
 
-// admittedGateway is what the webhook decodes of a reviewed Gateway: what Validate
-// reads (the name for a refusal, the spec, and the recorded drains for their warning),
-// and nothing of the rest, such as the managed fields the apiserver sends along.
+// admittedGateway is what the webhook decodes of a reviewed Gateway: what
+// gatewayspec.Validate reads (the name for a refusal, the spec, and the recorded drains
+// for their warning), and nothing of the rest, such as the managed fields the apiserver
+// sends along.
 type admittedGateway struct {
 	Metadata struct {
 		Name string `json:"name"`
@@ -54,7 +55,7 @@ type admittedGateway struct {
 	} `json:"status"`
 }
 
-// gateway is the Gateway of a that Validate sees.
+// gateway is the Gateway of a that gatewayspec.Validate sees.
 func (a *admittedGateway) gateway() *ferrofedv1alpha1.Gateway {
 	g := &ferrofedv1alpha1.Gateway{Spec: a.Spec}
 	g.Name, g.Status.Drains = a.Metadata.Name, a.Status.Drains
@@ -66,8 +67,8 @@ var gatewayKind = metav1.GroupVersionKind{Group: ferrofedv1alpha1.GroupVersion.G
 // ServeHTTP answers the apiserver's AdmissionReview (admission.k8s.io/v1) of a Gateway,
 // as controller-runtime's validating webhook answers it (the same verdicts, codes,
 // field causes and warnings; TestHandlerAnswersAsControllerRuntime), decoding less:
-// the review in one pass, of its Gateway only what Validate reads (admittedGateway),
-// and for an update not the old Gateway at all. A review that cannot be read is
+// the review in one pass, of its Gateway only what gatewayspec.Validate reads
+// (admittedGateway), and for an update not the old Gateway at all. A review that cannot be read is
 // answered allowed=false with code 400 naming what is wrong; a panic, with code 500;
 // a review not done within 3/4 of the apiserver's timeout, with code 504
 // (reviewWithin).
