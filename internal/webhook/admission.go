@@ -68,10 +68,10 @@ var gatewayKind = metav1.GroupVersionKind{Group: ferrofedv1alpha1.GroupVersion.G
 // as controller-runtime's validating webhook answers it (the same verdicts, codes,
 // field causes and warnings; TestHandlerAnswersAsControllerRuntime), decoding less:
 // the review in one pass, of its Gateway only what gatewayspec.Validate reads
-// (admittedGateway), and for an update not the old Gateway at all. A review that cannot be read is
-// answered allowed=false with code 400 naming what is wrong; a panic, with code 500;
-// a review not done within 3/4 of the apiserver's timeout, with code 504
-// (reviewWithin).
+// (admittedGateway), and for an update not the old Gateway at all. A review that
+// cannot be read is answered allowed=false with code 400 naming what is wrong; a
+// panic, with code 500; a review not done within 3/4 of the apiserver's timeout, with
+// code 504 (reviewWithin).
 func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var uid types.UID
 	defer func() {
