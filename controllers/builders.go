@@ -25,6 +25,7 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // Labels and annotations the operator sets.
@@ -76,7 +77,7 @@ func ConfigMap(gw *ferrofedv1alpha1.Gateway, rendered []byte) *corev1ac.ConfigMa
 	return corev1ac.ConfigMap(gw.Name, gw.Namespace).
 		WithLabels(Labels(gw)).
 		WithOwnerReferences(ownerReference(gw)).
-		WithData(map[string]string{ferrofedv1alpha1.ConfigFileName: string(rendered)})
+		WithData(map[string]string{gatewayspec.ConfigFileName: string(rendered)})
 }
 
 // probePath joins the base path and a health route: "/" + "health" is "/health".
@@ -118,7 +119,7 @@ func probeHandler(gw *ferrofedv1alpha1.Gateway, probe *corev1ac.ProbeApplyConfig
 	if !gw.Spec.ClientCertificatesRequired() {
 		return probe.WithHTTPGet(httpGet(gw, route))
 	}
-	cmd := []string{HealthcheckCommand, "healthcheck", "--config", ferrofedv1alpha1.ConfigPath}
+	cmd := []string{HealthcheckCommand, "healthcheck", "--config", gatewayspec.ConfigPath}
 	if route == "health" {
 		cmd = append(cmd, "--liveness")
 	}
@@ -159,8 +160,8 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 	container := corev1ac.Container().
 		WithName(ContainerName).
 		WithImage(gw.Spec.Image).
-		WithArgs("serve", "--config", ferrofedv1alpha1.ConfigPath).
-		WithTerminationMessagePath(ferrofedv1alpha1.TerminationMessagePath).
+		WithArgs("serve", "--config", gatewayspec.ConfigPath).
+		WithTerminationMessagePath(gatewayspec.TerminationMessagePath).
 		WithTerminationMessagePolicy(corev1.TerminationMessageReadFile).
 		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(gw.Spec.PortOrDefault()).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(startup).
@@ -174,8 +175,8 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithVolumeMounts(corev1ac.VolumeMount().
 			WithName("config").
-			WithMountPath(ferrofedv1alpha1.ConfigPath).
-			WithSubPath(ferrofedv1alpha1.ConfigFileName).
+			WithMountPath(gatewayspec.ConfigPath).
+			WithSubPath(gatewayspec.ConfigFileName).
 			WithReadOnly(true))
 	if res := resources(gw.Spec.Resources); res != nil {
 		container.WithResources(res)
@@ -189,25 +190,25 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	}
 	// The page-token key every replica shares (federation.page_token_key_file).
-	container.WithVolumeMounts(corev1ac.VolumeMount().WithName("page-token").WithMountPath(ferrofedv1alpha1.PageTokenDir).WithReadOnly(true))
+	container.WithVolumeMounts(corev1ac.VolumeMount().WithName("page-token").WithMountPath(gatewayspec.PageTokenDir).WithReadOnly(true))
 	volumes = append(volumes, corev1ac.Volume().WithName("page-token").WithSecret(corev1ac.SecretVolumeSource().
-		WithSecretName(ferrofedv1alpha1.PageTokenSecretName(gw.Name)).
-		WithItems(corev1ac.KeyToPath().WithKey(ferrofedv1alpha1.PageTokenKey).WithPath(ferrofedv1alpha1.PageTokenKey))))
+		WithSecretName(gatewayspec.PageTokenSecretName(gw.Name)).
+		WithItems(corev1ac.KeyToPath().WithKey(gatewayspec.PageTokenKey).WithPath(gatewayspec.PageTokenKey))))
 	// The audit spools (audit.spool_dir): an emptyDir, which outlives the container's
 	// restarts within the pod, bounded by spec.audit.spool.sizeLimit.
 	mounts := config.MountsOf(rendered)
 	if mounts.AuditSpools > 0 {
 		limit := gw.Spec.SpoolSizeLimit()
-		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("audit-spool").WithMountPath(ferrofedv1alpha1.AuditSpoolDir))
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("audit-spool").WithMountPath(gatewayspec.AuditSpoolDir))
 		volumes = append(volumes, corev1ac.Volume().WithName("audit-spool").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(limit)))
 	}
 	// The stored queries (stored_queries.dir): the ConfigMap of the Gateway's
 	// StoredQuery resources, read-only, so that every replica reads the same store;
 	// optional, since it is made with the first StoredQuery (an empty store until then).
 	if mounts.StoredQueries {
-		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("stored-queries").WithMountPath(ferrofedv1alpha1.StoredQueriesDir).WithReadOnly(true))
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("stored-queries").WithMountPath(gatewayspec.StoredQueriesDir).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName("stored-queries").WithConfigMap(corev1ac.ConfigMapVolumeSource().
-			WithName(ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)).WithOptional(true)))
+			WithName(gatewayspec.StoredQueriesConfigMapName(gw.Name)).WithOptional(true)))
 	}
 	// spec.secretMounts: each Secret whole, read-only; the kubelet reads it, not the
 	// operator.
@@ -217,7 +218,7 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(m.SecretName)))
 	}
 	if tls := gw.Spec.TLS; tls != nil {
-		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(ferrofedv1alpha1.TLSDir).WithReadOnly(true))
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(gatewayspec.TLSDir).WithReadOnly(true))
 		// Only the key pair: a Secret without both keys fails the mount (the pod says
 		// so), and its other keys never reach the image the Gateway's author chose.
 		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().
@@ -228,13 +229,13 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 		// The client CA, under a fixed file name whatever its key; and the identity the
 		// exec probes present. Only the keys named, read-only, like the key pair.
 		if ca := tls.ClientCASecret; ca != nil {
-			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("client-ca").WithMountPath(ferrofedv1alpha1.ClientCADir).WithReadOnly(true))
+			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("client-ca").WithMountPath(gatewayspec.ClientCADir).WithReadOnly(true))
 			volumes = append(volumes, corev1ac.Volume().WithName("client-ca").WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(ca.Name).
-				WithItems(corev1ac.KeyToPath().WithKey(ca.KeyOrDefault()).WithPath(ferrofedv1alpha1.ClientCAFileName))))
+				WithItems(corev1ac.KeyToPath().WithKey(ca.KeyOrDefault()).WithPath(gatewayspec.ClientCAFileName))))
 		}
 		if id := tls.HealthcheckIdentitySecret; id != nil {
-			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("healthcheck-identity").WithMountPath(ferrofedv1alpha1.HealthcheckIdentityDir).WithReadOnly(true))
+			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("healthcheck-identity").WithMountPath(gatewayspec.HealthcheckIdentityDir).WithReadOnly(true))
 			volumes = append(volumes, corev1ac.Volume().WithName("healthcheck-identity").WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(*id).
 				WithItems(
@@ -295,14 +296,14 @@ func defaultResources() *corev1ac.ResourceRequirementsApplyConfiguration {
 func PageTokenSecret(gw *ferrofedv1alpha1.Gateway, key []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ferrofedv1alpha1.PageTokenSecretName(gw.Name),
+			Name:      gatewayspec.PageTokenSecretName(gw.Name),
 			Namespace: gw.Namespace,
 			Labels:    Labels(gw),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: ferrofedv1alpha1.GroupVersion.String(), Kind: "Gateway",
 				Name: gw.Name, UID: gw.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{ferrofedv1alpha1.PageTokenKey: key},
+		Data: map[string][]byte{gatewayspec.PageTokenKey: key},
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -130,8 +131,8 @@ func TestGoldenBuilders(t *testing.T) {
 			if c := gw.Spec.Config; c != nil && c.Inline != nil {
 				user = []byte(*c.Inline)
 			}
-			plan := gw.Spec.Plan()
-			rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, plan, user)
+			plan := gatewayspec.Plan(&gw.Spec)
+			rendered, err := gatewayspec.RenderAndCheck(&gw.Spec, plan, user)
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}
@@ -209,7 +210,7 @@ func TestProbesFollowClientCertificates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			gw := gateway(tt.mutate)
 			var dep appsv1.Deployment
-			raw, err := json.Marshal(Deployment(gw, gw.Spec.Plan(), nil))
+			raw, err := json.Marshal(Deployment(gw, gatewayspec.Plan(&gw.Spec), nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +244,7 @@ func TestMutualTLSMountsOnlyTheNamedKeys(t *testing.T) {
 		g.Spec.TLS = &ferrofedv1alpha1.TLS{SecretName: "s", ClientCASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca"}, HealthcheckIdentitySecret: ptr.To("id")}
 	})
 	var dep appsv1.Deployment
-	raw, _ := json.Marshal(Deployment(gw, gw.Spec.Plan(), nil))
+	raw, _ := json.Marshal(Deployment(gw, gatewayspec.Plan(&gw.Spec), nil))
 	if err := json.Unmarshal(raw, &dep); err != nil {
 		t.Fatal(err)
 	}
@@ -275,12 +276,12 @@ func renderedDeployment(t *testing.T, gw *ferrofedv1alpha1.Gateway) (appsv1.Depl
 	if c := gw.Spec.Config; c != nil && c.Inline != nil {
 		user = []byte(*c.Inline)
 	}
-	rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, gw.Spec.Plan(), user)
+	rendered, err := gatewayspec.RenderAndCheck(&gw.Spec, gatewayspec.Plan(&gw.Spec), user)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
 	var dep appsv1.Deployment
-	raw, err := json.Marshal(Deployment(gw, gw.Spec.Plan(), rendered))
+	raw, err := json.Marshal(Deployment(gw, gatewayspec.Plan(&gw.Spec), rendered))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,12 +328,12 @@ func TestAuditSpoolVolumeFollowsTheRepositoryDestination(t *testing.T) {
 			}
 			mounted := false
 			for _, m := range pod.Containers[0].VolumeMounts {
-				mounted = mounted || (m.Name == "audit-spool" && m.MountPath == ferrofedv1alpha1.AuditSpoolDir && !m.ReadOnly)
+				mounted = mounted || (m.Name == "audit-spool" && m.MountPath == gatewayspec.AuditSpoolDir && !m.ReadOnly)
 			}
 			if mounted != (tt.sizeLimit != "") {
-				t.Errorf("spool mounted writable at %s: %v, want %v", ferrofedv1alpha1.AuditSpoolDir, mounted, tt.sizeLimit != "")
+				t.Errorf("spool mounted writable at %s: %v, want %v", gatewayspec.AuditSpoolDir, mounted, tt.sizeLimit != "")
 			}
-			if n := strings.Count(string(rendered), "spool_dir = '"+ferrofedv1alpha1.AuditSpoolDir+"'"); n != tt.spoolDirs {
+			if n := strings.Count(string(rendered), "spool_dir = '"+gatewayspec.AuditSpoolDir+"'"); n != tt.spoolDirs {
 				t.Errorf("rendered %d spool_dir keys, want %d:\n%s", n, tt.spoolDirs, rendered)
 			}
 		})

@@ -34,6 +34,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // configMapRefIndex indexes Gateways by the ConfigMap their spec.config.configMapRef names.
@@ -55,7 +56,7 @@ type GatewayReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// AllowedImages, when not empty, are the glob patterns spec.image must match
-	// (see ferrofedv1alpha1.ImageAllowed); a Gateway whose image matches none is not rolled out.
+	// (see gatewayspec.ImageAllowed); a Gateway whose image matches none is not rolled out.
 	AllowedImages []string
 
 	// drained holds the drains of deleted pods, read from their final status when the
@@ -95,7 +96,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	if !gw.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // the garbage collector removes the owned objects
 	}
-	plan := gw.Spec.Plan()
+	plan := gatewayspec.Plan(&gw.Spec)
 	outcome, err := r.renderConfig(ctx, gw, plan)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -112,8 +113,8 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		}
 		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, plan, observed, outcome, problem, retErr != nil))
 	}()
-	if !ferrofedv1alpha1.ImageAllowed(r.AllowedImages, gw.Spec.Image) {
-		problem = applyProblem{ferrofedv1alpha1.ReasonImageNotAllowed, ferrofedv1alpha1.ImageMessage(r.AllowedImages, gw.Spec.Image)}
+	if !gatewayspec.ImageAllowed(r.AllowedImages, gw.Spec.Image) {
+		problem = applyProblem{ferrofedv1alpha1.ReasonImageNotAllowed, gatewayspec.ImageMessage(r.AllowedImages, gw.Spec.Image)}
 		return ctrl.Result{}, nil
 	}
 	rendered, rolloutPlan := outcome.rendered, plan
@@ -163,7 +164,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 // anew on the next reconcile. A Secret of that name the Gateway does not control is
 // left alone and reported, as any name conflict.
 func (r *GatewayReconciler) ensurePageTokenSecret(ctx context.Context, gw *ferrofedv1alpha1.Gateway, changed *changes) error {
-	name := ferrofedv1alpha1.PageTokenSecretName(gw.Name)
+	name := gatewayspec.PageTokenSecretName(gw.Name)
 	// Secrets are read from the apiserver (never cached): a Gateway never reconciled
 	// has none yet, almost surely, so its Secret is created at once and read only
 	// when one of that name exists.
@@ -218,8 +219,8 @@ func (r *GatewayReconciler) lastValidRendering(ctx context.Context, gw *ferrofed
 	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), cm); err != nil || !controlledBy(cm, gw) {
 		return nil, lifecycle.Plan{}, false
 	}
-	data := []byte(cm.Data[ferrofedv1alpha1.ConfigFileName])
-	cfg, err := ferrofedv1alpha1.ParseRendered(data)
+	data := []byte(cm.Data[gatewayspec.ConfigFileName])
+	cfg, err := gatewayspec.ParseRendered(data)
 	if err != nil {
 		return nil, lifecycle.Plan{}, false // edited by hand into something invalid: leave it
 	}
@@ -329,9 +330,9 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 		}
 		user = []byte(data)
 	}
-	rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, plan, user)
+	rendered, err := gatewayspec.RenderAndCheck(&gw.Spec, plan, user)
 	if err != nil {
-		return configOutcome{reason: ferrofedv1alpha1.ReasonInvalidConfig, message: ferrofedv1alpha1.ConfigMessage(err)}, nil
+		return configOutcome{reason: ferrofedv1alpha1.ReasonInvalidConfig, message: gatewayspec.ConfigMessage(err)}, nil
 	}
 	return configOutcome{rendered: rendered}, nil
 }

@@ -20,9 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+	"github.com/ferrofed/ferrofed/internal/webhook"
 )
 
 // DefaultMaxConcurrentReconciles is how many Gateways are reconciled at once: each
@@ -83,7 +85,7 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 	if err != nil {
 		return ctrl.Options{}, fmt.Errorf("build the scheme: %w", err)
 	}
-	if err := ferrofedv1alpha1.ValidateNamespaces(c.WatchNamespaces); err != nil {
+	if err := gatewayspec.ValidateNamespaces(c.WatchNamespaces); err != nil {
 		return ctrl.Options{}, err
 	}
 	cacheOpts := CacheOptions()
@@ -120,7 +122,7 @@ func ManagerOptions(c ManagerConfig) (ctrl.Options, error) {
 		opts.Metrics.SecureServing, opts.Metrics.FilterProvider = false, nil
 	}
 	if c.Webhook {
-		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: c.WebhookHost, Port: c.WebhookPort, CertDir: c.WebhookCertDir,
+		opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: c.WebhookHost, Port: c.WebhookPort, CertDir: c.WebhookCertDir,
 			TLSOpts: []func(*tls.Config){http1Only}})
 	}
 	return opts, nil
@@ -140,7 +142,7 @@ type Options struct {
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 	// AllowedImages, when not empty, are the glob patterns a Gateway's spec.image must
-	// match (ferrofedv1alpha1.ImageAllowed), in the webhook and in the controller.
+	// match (gatewayspec.ImageAllowed), in the webhook and in the controller.
 	AllowedImages []string
 	// WrapClient and WrapRecorder, when set, wrap the reconciler's client and event
 	// recorder (the suite counts writes with them); nil leaves the manager's.
@@ -152,7 +154,7 @@ type Options struct {
 // mgr's webhook server when asked, and the /healthz and /readyz checks (ready once the
 // webhook server serves, when there is one). It returns the reconciler.
 func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
-	if err := ferrofedv1alpha1.ValidateImagePatterns(o.AllowedImages); err != nil {
+	if err := gatewayspec.ValidateImagePatterns(o.AllowedImages); err != nil {
 		return nil, err
 	}
 	r := &GatewayReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
@@ -173,8 +175,8 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	}
 	ready := healthz.Ping
 	if o.Webhook {
-		hook := ferrofedv1alpha1.GatewayValidator{AllowedImages: o.AllowedImages}
-		mgr.GetWebhookServer().Register(ferrofedv1alpha1.WebhookPath, timedWebhook(hook))
+		hook := webhook.GatewayValidator{AllowedImages: o.AllowedImages}
+		mgr.GetWebhookServer().Register(webhook.WebhookPath, timedWebhook(hook))
 		ready = mgr.GetWebhookServer().StartedChecker()
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // configOutcome is what rendering the Gateway's configuration gave: the rendered
@@ -93,7 +94,7 @@ func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv
 	st := *gw.Status.DeepCopy()
 	st.Drains = mergeDrains(st.Drains, drained)
 	st.ObservedGeneration = gw.Generation
-	breakdown := ferrofedv1alpha1.Breakdown(plan)
+	breakdown := gatewayspec.Breakdown(plan)
 	st.TerminationGracePeriodSeconds, st.GracePeriod = plan.GracePeriodSeconds, &breakdown
 	st.Selector = labels.SelectorFromSet(SelectorLabels(gw)).String()
 	st.Replicas, st.ReadyReplicas = 0, 0

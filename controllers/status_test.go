@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 func deployment(generation, observed int64, replicas, updated, ready int32) *appsv1.Deployment {
@@ -80,8 +81,8 @@ func TestConditions(t *testing.T) {
 func TestDesiredStatusIsStableWhenNothingChanged(t *testing.T) {
 	gw := gateway(nil)
 	dep := deployment(1, 1, 1, 1, 1)
-	gw.Status = desiredStatus(gw, gw.Spec.Plan(), dep, validConfig, applyProblem{}, nil)
-	again := desiredStatus(gw, gw.Spec.Plan(), dep, validConfig, applyProblem{}, nil)
+	gw.Status = desiredStatus(gw, gatewayspec.Plan(&gw.Spec), dep, validConfig, applyProblem{}, nil)
+	again := desiredStatus(gw, gatewayspec.Plan(&gw.Spec), dep, validConfig, applyProblem{}, nil)
 	for i := range again.Conditions {
 		if !again.Conditions[i].LastTransitionTime.Equal(&gw.Status.Conditions[i].LastTransitionTime) {
 			t.Errorf("condition %s moved its lastTransitionTime without changing", again.Conditions[i].Type)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // storedQueryGatewayIndex indexes StoredQueries by the Gateway they name.
@@ -76,7 +77,7 @@ func (r *StoredQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// No StoredQuery: the ConfigMap is emptied if there is one. Asked of the cache, a
 		// ConfigMap made a moment ago may not be there yet; its creation then brings
 		// this Gateway back (SetupWithManager).
-		err := r.Metadata.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name)}, cm)
+		err := r.Metadata.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: gatewayspec.StoredQueriesConfigMapName(gw.Name)}, cm)
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
@@ -91,7 +92,7 @@ func (r *StoredQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		reasons[l.Name] = l.Reason
 	}
 	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return ctrl.Result{}, fmt.Errorf("apply ConfigMap %s: %w", ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name), err)
+		return ctrl.Result{}, fmt.Errorf("apply ConfigMap %s: %w", gatewayspec.StoredQueriesConfigMapName(gw.Name), err)
 	}
 	return ctrl.Result{}, r.setRendered(ctx, list.Items, true, reasons)
 }
@@ -128,7 +129,7 @@ func renderedCondition(sq *ferrofedv1alpha1.StoredQuery, gatewayFound bool, left
 		c.Message = leftOut
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, ferrofedv1alpha1.ReasonRendered
-		c.Message = "a key of ConfigMap " + ferrofedv1alpha1.StoredQueriesConfigMapName(sq.Spec.GatewayName)
+		c.Message = "a key of ConfigMap " + gatewayspec.StoredQueriesConfigMapName(sq.Spec.GatewayName)
 	}
 	return c
 }
@@ -199,7 +200,7 @@ func StoredQueriesConfigMap(gw *ferrofedv1alpha1.Gateway, sqs []ferrofedv1alpha1
 		size += len(key) + len(sq.Spec.Definition)
 		data[key] = sq.Spec.Definition
 	}
-	return corev1ac.ConfigMap(ferrofedv1alpha1.StoredQueriesConfigMapName(gw.Name), gw.Namespace).
+	return corev1ac.ConfigMap(gatewayspec.StoredQueriesConfigMapName(gw.Name), gw.Namespace).
 		WithLabels(Labels(gw)).
 		WithOwnerReferences(ownerReference(gw)).
 		WithData(data), left
@@ -222,7 +223,7 @@ func (r *StoredQueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// asked the cache before the ConfigMap was in it is followed by one that sees it.
 	ofGateway := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		owner := metav1.GetControllerOf(o)
-		if owner == nil || owner.Kind != "Gateway" || o.GetName() != ferrofedv1alpha1.StoredQueriesConfigMapName(owner.Name) {
+		if owner == nil || owner.Kind != "Gateway" || o.GetName() != gatewayspec.StoredQueriesConfigMapName(owner.Name) {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name}}}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 func storedQuery(name, gateway, definition string) ferrofedv1alpha1.StoredQuery {
@@ -29,7 +30,7 @@ func TestGoldenStoredQueries(t *testing.T) {
 	gw := gateway(func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[stored_queries]\ndrift_interval_ms = 60000\n")}
 	})
-	rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, gw.Spec.Plan(), []byte(*gw.Spec.Config.Inline))
+	rendered, err := gatewayspec.RenderAndCheck(&gw.Spec, gatewayspec.Plan(&gw.Spec), []byte(*gw.Spec.Config.Inline))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestGoldenStoredQueries(t *testing.T) {
 		t.Fatalf("left out %v", left)
 	}
 	var out bytes.Buffer
-	for _, obj := range []any{ConfigMap(gw, rendered), cm, Deployment(gw, gw.Spec.Plan(), rendered)} {
+	for _, obj := range []any{ConfigMap(gw, rendered), cm, Deployment(gw, gatewayspec.Plan(&gw.Spec), rendered)} {
 		data, err := yaml.Marshal(obj)
 		if err != nil {
 			t.Fatal(err)
@@ -124,13 +125,13 @@ func TestStoredQueriesMountFollowsTheTable(t *testing.T) {
 			}))
 			mounted := false
 			for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
-				mounted = mounted || (m.Name == "stored-queries" && m.MountPath == ferrofedv1alpha1.StoredQueriesDir && m.ReadOnly)
+				mounted = mounted || (m.Name == "stored-queries" && m.MountPath == gatewayspec.StoredQueriesDir && m.ReadOnly)
 			}
 			var volume bool
 			for _, v := range dep.Spec.Template.Spec.Volumes {
 				volume = volume || (v.ConfigMap != nil && v.ConfigMap.Name == "edge-stored-queries" && v.ConfigMap.Optional != nil && *v.ConfigMap.Optional)
 			}
-			dir := strings.Contains(string(rendered), "dir = '"+ferrofedv1alpha1.StoredQueriesDir+"'")
+			dir := strings.Contains(string(rendered), "dir = '"+gatewayspec.StoredQueriesDir+"'")
 			if mounted != tc.mounted || volume != tc.mounted || dir != tc.mounted {
 				t.Fatalf("mounted %v, volume %v, dir rendered %v; want %v:\n%s", mounted, volume, dir, tc.mounted, rendered)
 			}
@@ -138,7 +139,7 @@ func TestStoredQueriesMountFollowsTheTable(t *testing.T) {
 	}
 	t.Run("stored_queries.dir set by the user is refused, naming the resource", func(t *testing.T) {
 		gw := gateway(nil)
-		_, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, gw.Spec.Plan(), []byte("[stored_queries]\ndir = '/tmp/x'\n"))
+		_, err := gatewayspec.RenderAndCheck(&gw.Spec, gatewayspec.Plan(&gw.Spec), []byte("[stored_queries]\ndir = '/tmp/x'\n"))
 		if err == nil || !strings.Contains(err.Error(), "stored_queries.dir") || !strings.Contains(err.Error(), "StoredQuery") {
 			t.Fatalf("%v", err)
 		}

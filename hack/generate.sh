@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 go tool controller-gen object paths=./api/...
 go tool controller-gen \
   crd rbac:roleName=ferrofed-operator webhook \
-  paths=./api/... paths=./controllers/... \
+  paths=./api/... paths=./controllers/... paths=./internal/webhook/... \
   output:crd:artifacts:config=config/crd/bases \
   output:rbac:artifacts:config=config/rbac \
   output:webhook:artifacts:config=config/webhook

@@ -1,7 +1,10 @@
-// Package v1alpha1 is the ferrofed.io/v1alpha1 API: the Gateway resource, its
-// defaults and CEL rules (markers read by controller-gen), the mapping of its lifecycle
-// fields onto gateway/lifecycle, the rendering of its ferrofed.toml, and the validating
-// admission webhook the operator serves.
+// Package v1alpha1 is the ferrofed.io/v1alpha1 API: the Gateway and StoredQuery
+// resources, their defaults and CEL rules (markers read by controller-gen), their
+// condition types and reasons, and nothing else. The mapping of a spec onto
+// gateway/lifecycle and ferrofed.toml is internal/gatewayspec's; the validating
+// admission webhook the operator serves is internal/webhook's. This package stays types
+// only so that a client of the API does not link the gateway (test/layout's
+// TestTheAPIIsTypesOnly).
 //
 // +kubebuilder:object:generate=true
 // +groupName=ferrofed.io

@@ -5,15 +5,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// StoredQueriesDir is where a Gateway's pods find its stored queries: the operator
-// mounts the ConfigMap StoredQueriesConfigMapName there (read-only) and renders it as
-// stored_queries.dir when the Gateway's configuration has a [stored_queries] table.
-const StoredQueriesDir = ConfigDir + "/stored-queries"
-
-// StoredQueriesConfigMapName is the ConfigMap a Gateway's StoredQuery resources are
-// rendered into, one key <id>.json per stored query.
-func StoredQueriesConfigMapName(gatewayName string) string { return gatewayName + "-stored-queries" }
-
 // MaxStoredQueryDefinitionBytes bounds spec.definition (the gateway's own limit of one
 // OperationDefinition, 64 KiB).
 const MaxStoredQueryDefinitionBytes = 65536

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
@@ -122,7 +123,7 @@ func TestChartInstallsAWorkingOperator(t *testing.T) {
 				t.Fatalf("Gateways in %s: %d, %v", tc.ns, len(list.Items), err)
 			}
 			for _, gw := range list.Items {
-				want := gw.Spec.Plan().GracePeriodSeconds
+				want := gatewayspec.Plan(&gw.Spec).GracePeriodSeconds
 				var dep appsv1.Deployment
 				waitFor(t, ctx, fmt.Sprintf("Deployment %s/%s with terminationGracePeriodSeconds %d", tc.ns, gw.Name, want), func() (bool, string) {
 					err := c.Get(ctx, types.NamespacedName{Namespace: tc.ns, Name: gw.Name}, &dep)

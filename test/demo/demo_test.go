@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 	"github.com/ferrofed/ferrofed/test/controlplane"
 )
 
@@ -128,7 +129,7 @@ func sampleGracePeriod(t *testing.T, root string) int64 {
 		if err := yaml.Unmarshal(data, &gw); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		return gw.Spec.Plan().GracePeriodSeconds
+		return gatewayspec.Plan(&gw.Spec).GracePeriodSeconds
 	}
 	t.Fatal("config/samples holds no Gateway")
 	return 0

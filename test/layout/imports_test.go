@@ -28,11 +28,15 @@ var allowed = map[string][]string{
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},
 	"gateway/storedquery":  {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health"},
-	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
+	// The API is types only (api_test.go, TestTheAPIIsTypesOnly); what maps a spec
+	// onto the gateway is internal/gatewayspec, the webhook serving it internal/webhook.
+	"api/v1alpha1":         {},
+	"internal/gatewayspec": {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
+	"internal/webhook":     {"api/v1alpha1", "internal/gatewayspec"},
 	// The composition root: every part of the gateway, made and put together.
 	"gateway/assemble": {"gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
 		"gateway/bindings/pmir", "gateway/config", "gateway/federation", "gateway/server", "gateway/storedquery"},
-	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
+	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle", "internal/gatewayspec", "internal/webhook"},
 
 	// The bindings (gateway/bindings/<binding>/...).
 	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},

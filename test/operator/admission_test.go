@@ -19,6 +19,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // budgetCase is one Gateway the four layers must agree on. With the defaults the drain
@@ -256,7 +257,7 @@ func webhookVerdict(t *testing.T, gw *ferrofedv1alpha1.Gateway) webhookAnswer {
 }
 
 func lifecycleVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
-	ps := gw.Spec.Budgets().Validate(ferrofedv1alpha1.LifecycleFields)
+	ps := gatewayspec.Budgets(&gw.Spec).Validate(gatewayspec.LifecycleFields)
 	if len(ps) == 0 {
 		return verdict{accepted: true}
 	}
@@ -268,7 +269,7 @@ func lifecycleVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
 }
 
 func configVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
-	rendered, err := config.Render(gw.Spec.Owned(gw.Spec.Plan()), nil)
+	rendered, err := config.Render(gatewayspec.Owned(&gw.Spec, gatewayspec.Plan(&gw.Spec)), nil)
 	if err != nil {
 		return verdict{reason: "render: " + err.Error()}
 	}

@@ -23,6 +23,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 const settle = 30 * time.Second
@@ -428,12 +429,12 @@ func TestAuditGatewayGetsTheSpoolVolume(t *testing.T) {
 			}
 		}
 		for _, m := range gatewayContainer(dep).VolumeMounts {
-			mounted = mounted || (m.Name == "audit-spool" && m.MountPath == ferrofedv1alpha1.AuditSpoolDir && !m.ReadOnly)
+			mounted = mounted || (m.Name == "audit-spool" && m.MountPath == gatewayspec.AuditSpoolDir && !m.ReadOnly)
 		}
 		return limit, mounted
 	}
 	if limit, mounted := spool(dep); limit != "512Mi" || !mounted {
-		t.Errorf("spool emptyDir sizeLimit %q, mounted writable at %s: %v; want 512Mi, true", limit, ferrofedv1alpha1.AuditSpoolDir, mounted)
+		t.Errorf("spool emptyDir sizeLimit %q, mounted writable at %s: %v; want 512Mi, true", limit, gatewayspec.AuditSpoolDir, mounted)
 	}
 	var token bool
 	for _, m := range gatewayContainer(dep).VolumeMounts {
@@ -448,8 +449,8 @@ func TestAuditGatewayGetsTheSpoolVolume(t *testing.T) {
 	if err := k8s.Get(ctx, key, cm); err != nil {
 		t.Fatal(err)
 	}
-	if rendered := cm.Data[ferrofedv1alpha1.ConfigFileName]; !strings.Contains(rendered, "spool_dir = '"+ferrofedv1alpha1.AuditSpoolDir+"'") {
-		t.Errorf("rendered ferrofed.toml has no audit.spool_dir %s:\n%s", ferrofedv1alpha1.AuditSpoolDir, rendered)
+	if rendered := cm.Data[gatewayspec.ConfigFileName]; !strings.Contains(rendered, "spool_dir = '"+gatewayspec.AuditSpoolDir+"'") {
+		t.Errorf("rendered ferrofed.toml has no audit.spool_dir %s:\n%s", gatewayspec.AuditSpoolDir, rendered)
 	}
 
 	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = nil })

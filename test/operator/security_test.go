@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // TestAnObjectOfTheGatewaysNameIsNeverAdopted: a user allowed to create Gateways must
@@ -254,19 +255,19 @@ func TestThePageTokenSecretIsMadeOnceAndNeverAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw, dep := reconciled(ctx, t, key)
-	secretKey := types.NamespacedName{Namespace: key.Namespace, Name: ferrofedv1alpha1.PageTokenSecretName(key.Name)}
+	secretKey := types.NamespacedName{Namespace: key.Namespace, Name: gatewayspec.PageTokenSecretName(key.Name)}
 	secret := &corev1.Secret{}
 	if err := k8s.Get(ctx, secretKey, secret); err != nil {
 		t.Fatal(err)
 	}
 	requireOwned(t, gw, secret)
-	first := string(secret.Data[ferrofedv1alpha1.PageTokenKey])
+	first := string(secret.Data[gatewayspec.PageTokenKey])
 	if len(first) < 32 {
 		t.Fatalf("the page-token key has %d bytes, want at least 32", len(first))
 	}
 	mounted := false
 	for _, v := range dep.Spec.Template.Spec.Volumes {
-		if v.Secret != nil && v.Secret.SecretName == secretKey.Name && len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == ferrofedv1alpha1.PageTokenKey {
+		if v.Secret != nil && v.Secret.SecretName == secretKey.Name && len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == gatewayspec.PageTokenKey {
 			mounted = true
 		}
 	}
@@ -278,12 +279,12 @@ func TestThePageTokenSecretIsMadeOnceAndNeverAdopted(t *testing.T) {
 	if err := k8s.Get(ctx, secretKey, secret); err != nil {
 		t.Fatal(err)
 	}
-	if string(secret.Data[ferrofedv1alpha1.PageTokenKey]) != first {
+	if string(secret.Data[gatewayspec.PageTokenKey]) != first {
 		t.Errorf("the page-token key changed on a reconcile: next links handed out would stop working")
 	}
 
 	// A Secret of the name, made by someone else, before the Gateway.
-	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: ferrofedv1alpha1.PageTokenSecretName("stolen")},
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: gatewayspec.PageTokenSecretName("stolen")},
 		Data: map[string][]byte{"key": []byte("someone else's secret, not for the gateway's image to read")}}
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)

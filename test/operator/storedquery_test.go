@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 const storedQueryDefinition = `{"resourceType":"OperationDefinition","id":"high-risk","kind":"query","code":"high-risk","resource":["Observation"],` +
@@ -39,7 +40,7 @@ func TestAStoredQueryReachesTheGatewaysConfigMap(t *testing.T) {
 	}
 	defer func() { _ = k8s.Delete(ctx, sq) }()
 
-	cmKey := types.NamespacedName{Namespace: key.Namespace, Name: ferrofedv1alpha1.StoredQueriesConfigMapName(key.Name)}
+	cmKey := types.NamespacedName{Namespace: key.Namespace, Name: gatewayspec.StoredQueriesConfigMapName(key.Name)}
 	eventually(t, settle, "the StoredQuery in the ConfigMap", func() error {
 		cm := &corev1.ConfigMap{}
 		if err := k8s.Get(ctx, cmKey, cm); err != nil {
@@ -103,11 +104,11 @@ func TestAStoredQueryReachesTheGatewaysConfigMap(t *testing.T) {
 	mounted := false
 	for _, m := range gatewayContainer(dep).VolumeMounts {
 		for _, v := range dep.Spec.Template.Spec.Volumes {
-			mounted = mounted || (v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cmKey.Name && m.MountPath == ferrofedv1alpha1.StoredQueriesDir && m.ReadOnly)
+			mounted = mounted || (v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cmKey.Name && m.MountPath == gatewayspec.StoredQueriesDir && m.ReadOnly)
 		}
 	}
 	if !mounted {
-		t.Errorf("the ConfigMap %s is not mounted read-only at %s", cmKey.Name, ferrofedv1alpha1.StoredQueriesDir)
+		t.Errorf("the ConfigMap %s is not mounted read-only at %s", cmKey.Name, gatewayspec.StoredQueriesDir)
 	}
 
 	t.Run("spec.gatewayName is immutable", func(t *testing.T) {

@@ -35,6 +35,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
+	"github.com/ferrofed/ferrofed/internal/webhook"
 	"github.com/ferrofed/ferrofed/test/controlplane"
 )
 
@@ -244,7 +245,7 @@ func startManager(ctx context.Context, operatorConfig *rest.Config, wh *envtest.
 	pool.AppendCertsFromPEM(wh.LocalServingCAData)
 	webhookClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	addr := net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
-	webhookURL = "https://" + addr + ferrofedv1alpha1.WebhookPath
+	webhookURL = "https://" + addr + webhook.WebhookPath
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool})

@@ -37,6 +37,7 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 func main() {
@@ -325,17 +326,17 @@ func checkGateway(doc obj) (string, error) {
 	if err := json.Unmarshal(raw, &gw); err != nil {
 		return "", fmt.Errorf("not a Gateway: %w", err)
 	}
-	plan := gw.Spec.Plan()
+	plan := gatewayspec.Plan(&gw.Spec)
 	name := "spec.lifecycle.terminationGracePeriodSeconds"
 	if !plan.GracePeriodExplicit {
 		name = fmt.Sprintf("derived grace period (ceil(drain + terminationHeadroom %s))", plan.TerminationHeadroom)
 	}
-	detail, err := verdict(name, time.Duration(plan.GracePeriodSeconds)*time.Second, plan, ferrofedv1alpha1.LifecycleFields)
+	detail, err := verdict(name, time.Duration(plan.GracePeriodSeconds)*time.Second, plan, gatewayspec.LifecycleFields)
 	if err != nil {
 		return "", err
 	}
 	// The rest of what admission would refuse (e.g. a shutdown shorter than the request).
-	if ps := gw.Spec.Budgets().Validate(ferrofedv1alpha1.LifecycleFields); len(ps) > 0 {
+	if ps := gatewayspec.Budgets(&gw.Spec).Validate(gatewayspec.LifecycleFields); len(ps) > 0 {
 		return "", errors.Join(problemErrors(ps)...)
 	}
 	return detail, nil

@@ -51,6 +51,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 	"github.com/ferrofed/ferrofed/test/controlplane"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
@@ -318,8 +319,8 @@ func floor(b *testing.B, ctx context.Context, n int) (time.Duration, mix) {
 		if err := c.client.Create(ctx, gw); err != nil {
 			return err
 		}
-		plan := gw.Spec.Plan()
-		rendered, err := ferrofedv1alpha1.RenderAndCheck(&gw.Spec, plan, []byte(*gw.Spec.Config.Inline))
+		plan := gatewayspec.Plan(&gw.Spec)
+		rendered, err := gatewayspec.RenderAndCheck(&gw.Spec, plan, []byte(*gw.Spec.Config.Inline))
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package v1alpha1
+package gatewayspec
 
 import (
 	"errors"
@@ -6,11 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
@@ -23,24 +22,24 @@ import (
 // A referenced ConfigMap is not read here (admission has no business reading other
 // objects); the controller checks it, with the same functions, before any rollout. Of
 // the Gateway it reads the name, the spec and status.drains only: the webhook decodes
-// nothing else (admittedGateway).
-func (g *Gateway) Validate() (field.ErrorList, []string) {
+// nothing else (internal/webhook's admittedGateway).
+func Validate(g *ferrofedv1alpha1.Gateway) (field.ErrorList, []string) {
 	s := &g.Spec
-	plan := s.Plan()
+	plan := Plan(s)
 	errs := validateMilliseconds(s)
 	errs = append(errs, validateTLS(s.TLS)...)
 	errs = append(errs, validateAuditAndMounts(s)...)
-	errs = append(errs, s.ValidateLifecycle()...)
+	errs = append(errs, ValidateLifecycle(s)...)
 	cfgPath := field.NewPath("spec", "config")
 	if c := s.Config; c != nil && c.Inline != nil && c.ConfigMapRef != nil {
 		errs = append(errs, field.Invalid(cfgPath, "inline and configMapRef",
 			"spec.config.inline and spec.config.configMapRef are mutually exclusive: set one of them"))
 	}
-	if c := s.Config; c != nil && c.Inline != nil && len(*c.Inline) > MaxInlineConfigBytes {
+	if c := s.Config; c != nil && c.Inline != nil && len(*c.Inline) > ferrofedv1alpha1.MaxInlineConfigBytes {
 		errs = append(errs, &field.Error{Type: field.ErrorTypeTooLong, Field: cfgPath.Child("inline").String(), BadValue: "<value omitted>",
-			Detail: fmt.Sprintf("may not be more than %d bytes; it has %d", MaxInlineConfigBytes, len(*c.Inline))})
+			Detail: fmt.Sprintf("may not be more than %d bytes; it has %d", ferrofedv1alpha1.MaxInlineConfigBytes, len(*c.Inline))})
 	}
-	warnings := append(s.LifecycleWarnings(), drainWarnings(g.Status.Drains)...)
+	warnings := append(LifecycleWarnings(s), drainWarnings(g.Status.Drains)...)
 	if len(errs) > 0 {
 		// The rendered configuration would only restate these problems in TOML keys.
 		return errs, warnings
@@ -62,16 +61,10 @@ func (g *Gateway) Validate() (field.ErrorList, []string) {
 	return errs, warnings
 }
 
-// MaxInlineConfigBytes is the most of spec.config.inline that Validate renders and
-// checks: the CRD's maxLength (262144, which the apiserver counts in characters), here
-// in bytes, so that the webhook's work on one review is bounded by its bytes whatever
-// the characters are.
-const MaxInlineConfigBytes = 262144
-
 // auditWarnings are the warnings of a configuration with spools audit spools: a
 // bindingsDrainTimeout too short for the spools' final sync, and what an emptyDir
 // spool loses with its pod.
-func auditWarnings(s *GatewaySpec, plan lifecycle.Plan, spools int) []string {
+func auditWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, spools int) []string {
 	if spools == 0 {
 		return nil
 	}
@@ -88,25 +81,8 @@ func auditWarnings(s *GatewaySpec, plan lifecycle.Plan, spools int) []string {
 	return out
 }
 
-// DefaultAuditSpoolSizeLimit is spec.audit.spool.sizeLimit's default.
-var DefaultAuditSpoolSizeLimit = resource.MustParse("1Gi")
-
-// Bounds of spec.audit.spool.sizeLimit, as its CEL rule has them.
-var (
-	MinAuditSpoolSizeLimit = resource.MustParse("4Mi")
-	MaxAuditSpoolSizeLimit = resource.MustParse("128Gi")
-)
-
-// SpoolSizeLimit is spec.audit.spool.sizeLimit with its default applied.
-func (s *GatewaySpec) SpoolSizeLimit() resource.Quantity {
-	if s.Audit == nil || s.Audit.Spool == nil || s.Audit.Spool.SizeLimit == nil {
-		return DefaultAuditSpoolSizeLimit
-	}
-	return *s.Audit.Spool.SizeLimit
-}
-
 // spoolProblems refuses an audit.max_spool_bytes whose spools do not fit the emptyDir.
-func spoolProblems(s *GatewaySpec, cfg *config.Config, spools int) error {
+func spoolProblems(s *ferrofedv1alpha1.GatewaySpec, cfg *config.Config, spools int) error {
 	if spools == 0 || cfg.Audit == nil {
 		return nil
 	}
@@ -120,9 +96,6 @@ func spoolProblems(s *GatewaySpec, cfg *config.Config, spools int) error {
 			cfg.Audit.SpoolBytes(), spools, need, limit.String(), limit.Value())}}}
 }
 
-// MaxSecretMounts is spec.secretMounts' MaxItems.
-const MaxSecretMounts = 16
-
 // The CEL rules of the audit spool and of secretMounts, word for word.
 const (
 	sizeLimitMessage      = "spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"
@@ -132,17 +105,17 @@ const (
 
 // validateAuditAndMounts is the Go twin of the CEL rules on spec.audit and
 // spec.secretMounts.
-func validateAuditAndMounts(s *GatewaySpec) field.ErrorList {
+func validateAuditAndMounts(s *ferrofedv1alpha1.GatewaySpec) field.ErrorList {
 	var errs field.ErrorList
 	if s.Audit != nil && s.Audit.Spool != nil && s.Audit.Spool.SizeLimit != nil {
 		q := *s.Audit.Spool.SizeLimit
-		if q.Cmp(MinAuditSpoolSizeLimit) < 0 || q.Cmp(MaxAuditSpoolSizeLimit) > 0 {
+		if q.Cmp(ferrofedv1alpha1.MinAuditSpoolSizeLimit) < 0 || q.Cmp(ferrofedv1alpha1.MaxAuditSpoolSizeLimit) > 0 {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "audit", "spool", "sizeLimit"), q.String(), sizeLimitMessage))
 		}
 	}
 	path := field.NewPath("spec", "secretMounts")
-	if len(s.SecretMounts) > MaxSecretMounts {
-		errs = append(errs, field.TooMany(path, len(s.SecretMounts), MaxSecretMounts))
+	if len(s.SecretMounts) > ferrofedv1alpha1.MaxSecretMounts {
+		errs = append(errs, field.TooMany(path, len(s.SecretMounts), ferrofedv1alpha1.MaxSecretMounts))
 	}
 	seen := map[string]bool{}
 	for i, m := range s.SecretMounts {
@@ -173,7 +146,7 @@ func mountPathValid(p string) bool {
 // RenderAndCheck renders ferrofed.toml from the spec's plan and user, the rest of the
 // configuration, and runs `config check` on it: what the webhook and the controller
 // both call, so that they refuse the same documents.
-func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
+func RenderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
 	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil { // before go-toml decodes it, as Validate
 		return nil, err
 	}
@@ -181,9 +154,9 @@ func RenderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, e
 }
 
 // renderAndCheck is RenderAndCheck with the mounts of user read already.
-func renderAndCheck(s *GatewaySpec, plan lifecycle.Plan, user []byte, m config.Mounts) ([]byte, error) {
+func renderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, m config.Mounts) ([]byte, error) {
 	spools := m.AuditSpools
-	owned := s.Owned(plan)
+	owned := Owned(s, plan)
 	owned.Audit = AuditOwned(spools)
 	owned.StoredQueries = StoredQueriesOwned(m.StoredQueries)
 	rendered, err := config.Render(owned, user)
@@ -238,7 +211,7 @@ func configErrors(path *field.Path, err error) field.ErrorList {
 	return out
 }
 
-func validateMilliseconds(s *GatewaySpec) field.ErrorList {
+func validateMilliseconds(s *ferrofedv1alpha1.GatewaySpec) field.ErrorList {
 	l := s.Lifecycle
 	path := field.NewPath("spec", "lifecycle")
 	var errs field.ErrorList
@@ -262,7 +235,7 @@ func validateMilliseconds(s *GatewaySpec) field.ErrorList {
 
 // drainWarnings warns, on an update, when a recent drain (status.drains) used more than
 // 80 % of its pod's grace period: the next slower one may be killed mid-drain.
-func drainWarnings(drains []DrainRecord) []string {
+func drainWarnings(drains []ferrofedv1alpha1.DrainRecord) []string {
 	var out []string
 	for _, d := range drains {
 		if d.GracePeriodSeconds <= 0 || d.DurationMilliseconds*10 <= d.GracePeriodSeconds*1000*8 {
@@ -284,7 +257,7 @@ const (
 
 // validateTLS is the Go twin of TLS's CEL rules: a client CA and a healthcheck
 // identity come together, since the exec probes present the identity.
-func validateTLS(t *TLS) field.ErrorList {
+func validateTLS(t *ferrofedv1alpha1.TLS) field.ErrorList {
 	if t == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package v1alpha1
+package gatewayspec
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
@@ -23,14 +24,14 @@ func d(s string) *metav1.Duration {
 }
 
 func TestRenderConfigIsDeterministicAndMergesTheRest(t *testing.T) {
-	spec := &GatewaySpec{Image: "x", Port: 9090, BasePath: "/fed"}
+	spec := &ferrofedv1alpha1.GatewaySpec{Image: "x", Port: 9090, BasePath: "/fed"}
 	user := []byte("[health]\ncheck_timeout_ms = 250\n[server]\nread_header_timeout_ms = 3000\n")
-	first, err := RenderAndCheck(spec, spec.Plan(), user)
+	first, err := RenderAndCheck(spec, Plan(spec), user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 20 {
-		again, _ := config.Render(spec.Owned(spec.Plan()), user)
+		again, _ := config.Render(Owned(spec, Plan(spec)), user)
 		if !bytes.Equal(first, again) {
 			t.Fatalf("rendering twice gave two documents:\n%s\n---\n%s", first, again)
 		}
@@ -54,8 +55,8 @@ func TestRenderConfigRefusesKeysTheSpecOwns(t *testing.T) {
 		"[server.tls]\nkey_file = \"k\"\n":                 "server.tls: is set by the Gateway from spec.tls (secretName, and clientCASecret with healthcheckIdentitySecret for client certificates)",
 	}
 	for user, want := range cases {
-		spec := &GatewaySpec{}
-		_, err := config.Render(spec.Owned(spec.Plan()), []byte(user))
+		spec := &ferrofedv1alpha1.GatewaySpec{}
+		_, err := config.Render(Owned(spec, Plan(spec)), []byte(user))
 		if err == nil || !strings.Contains(ConfigMessage(err), want) {
 			t.Errorf("render %q: %v, want a problem containing %q", user, err, want)
 		}
@@ -65,18 +66,18 @@ func TestRenderConfigRefusesKeysTheSpecOwns(t *testing.T) {
 func TestValidateNamesFieldPaths(t *testing.T) {
 	cases := []struct {
 		name      string
-		lifecycle Lifecycle
+		lifecycle ferrofedv1alpha1.Lifecycle
 		field     string
 	}{
-		{"a short shutdownTimeout is reported on it", Lifecycle{ShutdownTimeout: d("1s")}, "spec.lifecycle.shutdownTimeout"},
-		{"an explicit grace period inside the drain is reported on it", Lifecycle{TerminationGracePeriodSeconds: ptr.To[int64](45)}, "spec.lifecycle.terminationGracePeriodSeconds"},
-		{"a derived grace period equal to the drain is reported on the headroom", Lifecycle{TerminationHeadroom: d("0s")}, "spec.lifecycle.terminationHeadroom"},
-		{"a sub-millisecond budget is reported on it", Lifecycle{BindingsDrainTimeout: d("1500us")}, "spec.lifecycle.bindingsDrainTimeout"},
+		{"a short shutdownTimeout is reported on it", ferrofedv1alpha1.Lifecycle{ShutdownTimeout: d("1s")}, "spec.lifecycle.shutdownTimeout"},
+		{"an explicit grace period inside the drain is reported on it", ferrofedv1alpha1.Lifecycle{TerminationGracePeriodSeconds: ptr.To[int64](45)}, "spec.lifecycle.terminationGracePeriodSeconds"},
+		{"a derived grace period equal to the drain is reported on the headroom", ferrofedv1alpha1.Lifecycle{TerminationHeadroom: d("0s")}, "spec.lifecycle.terminationHeadroom"},
+		{"a sub-millisecond budget is reported on it", ferrofedv1alpha1.Lifecycle{BindingsDrainTimeout: d("1500us")}, "spec.lifecycle.bindingsDrainTimeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &Gateway{Spec: GatewaySpec{Image: "x", Lifecycle: tc.lifecycle}}
-			errs, _ := g.Validate()
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x", Lifecycle: tc.lifecycle}}
+			errs, _ := Validate(g)
 			if len(errs) != 1 || errs[0].Field != tc.field {
 				t.Errorf("errors = %v, want one on %s", errs, tc.field)
 			}
@@ -86,8 +87,8 @@ func TestValidateNamesFieldPaths(t *testing.T) {
 
 func TestEveryKeyTheSpecOwnsIsAKeyOfTheSchema(t *testing.T) {
 	// A key named here but absent from config.Server would reserve nothing.
-	spec := &GatewaySpec{TLS: &TLS{SecretName: "s"}, Lifecycle: Lifecycle{TerminationGracePeriodSeconds: ptr.To[int64](90)}}
-	owned := spec.Owned(spec.Plan())
+	spec := &ferrofedv1alpha1.GatewaySpec{TLS: &ferrofedv1alpha1.TLS{SecretName: "s"}, Lifecycle: ferrofedv1alpha1.Lifecycle{TerminationGracePeriodSeconds: ptr.To[int64](90)}}
+	owned := Owned(spec, Plan(spec))
 	owned.Audit = AuditOwned(2) // what a configuration with [audit.feed] gets
 	rendered, err := config.Render(owned, nil)
 	if err != nil {
@@ -102,8 +103,8 @@ func TestEveryKeyTheSpecOwnsIsAKeyOfTheSchema(t *testing.T) {
 }
 
 func TestGracePeriodFollowsTheProbes(t *testing.T) {
-	s := &GatewaySpec{Probes: Probes{Readiness: ReadinessProbe{PeriodSeconds: ptr.To[int32](10), FailureThreshold: ptr.To[int32](3)}}}
-	plan := s.Plan()
+	s := &ferrofedv1alpha1.GatewaySpec{Probes: ferrofedv1alpha1.Probes{Readiness: ferrofedv1alpha1.ReadinessProbe{PeriodSeconds: ptr.To[int32](10), FailureThreshold: ptr.To[int32](3)}}}
+	plan := Plan(s)
 	grace, b := plan.GracePeriodSeconds, Breakdown(plan)
 	if grace != 70 || b.DrainDelay != "30s" || !b.DrainDelayDerived || b.Explicit {
 		t.Errorf("grace = %d %+v, want 70 = 30s derived delay + 30s + 5s + 5s", grace, b)
@@ -111,8 +112,8 @@ func TestGracePeriodFollowsTheProbes(t *testing.T) {
 }
 
 func TestThePageTokenKeyIsTheOperatorsSecret(t *testing.T) {
-	spec := &GatewaySpec{}
-	rendered, err := RenderAndCheck(spec, spec.Plan(), []byte("[federation]\nstrict_fhir = true\n"))
+	spec := &ferrofedv1alpha1.GatewaySpec{}
+	rendered, err := RenderAndCheck(spec, Plan(spec), []byte("[federation]\nstrict_fhir = true\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,20 +122,20 @@ func TestThePageTokenKeyIsTheOperatorsSecret(t *testing.T) {
 			t.Errorf("rendered file lacks %q:\n%s", want, rendered)
 		}
 	}
-	_, err = config.Render(spec.Owned(spec.Plan()), []byte("[federation]\npage_token_key_file = '/x'\n"))
+	_, err = config.Render(Owned(spec, Plan(spec)), []byte("[federation]\npage_token_key_file = '/x'\n"))
 	if err == nil || !strings.Contains(ConfigMessage(err), "federation.page_token_key_file: is set by the operator") {
 		t.Fatalf("a user's page_token_key_file was not refused: %v", err)
 	}
 }
 
 func TestARecentDrainNearItsGracePeriodWarns(t *testing.T) {
-	g := &Gateway{Spec: GatewaySpec{Image: "x"}}
-	g.Status.Drains = []DrainRecord{{Pod: "a", DurationMilliseconds: 20000, GracePeriodSeconds: 26}}
-	if _, warnings := g.Validate(); len(warnings) != 0 {
+	g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x"}}
+	g.Status.Drains = []ferrofedv1alpha1.DrainRecord{{Pod: "a", DurationMilliseconds: 20000, GracePeriodSeconds: 26}}
+	if _, warnings := Validate(g); len(warnings) != 0 {
 		t.Fatalf("a drain at 77%% of its grace period warned: %q", warnings)
 	}
-	g.Status.Drains = append(g.Status.Drains, DrainRecord{Pod: "b", DurationMilliseconds: 22000, GracePeriodSeconds: 26})
-	_, warnings := g.Validate()
+	g.Status.Drains = append(g.Status.Drains, ferrofedv1alpha1.DrainRecord{Pod: "b", DurationMilliseconds: 22000, GracePeriodSeconds: 26})
+	_, warnings := Validate(g)
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "pod b took 22000ms, 84% of its 26s grace period") {
 		t.Fatalf("warnings = %q, want one naming pod b at 84%%", warnings)
 	}
@@ -143,21 +144,21 @@ func TestARecentDrainNearItsGracePeriodWarns(t *testing.T) {
 func TestMutualTLSRendersTheMountedFilesAndNeedsBothSecrets(t *testing.T) {
 	cases := []struct {
 		name     string
-		tls      *TLS
+		tls      *ferrofedv1alpha1.TLS
 		rendered []string // keys of server.tls with their values
 		refusal  string
 	}{
-		{"TLS alone renders the key pair", &TLS{SecretName: "s"},
+		{"TLS alone renders the key pair", &ferrofedv1alpha1.TLS{SecretName: "s"},
 			[]string{"certificate_file = '" + TLSCertFile + "'", "key_file = '" + TLSKeyFile + "'"}, ""},
-		{"a client CA and an identity render the CA and the identity's two files", &TLS{SecretName: "s", ClientCASecret: &SecretKeyRef{Name: "ca", Key: "bundle.pem"}, HealthcheckIdentitySecret: ptr.To("id")},
+		{"a client CA and an identity render the CA and the identity's two files", &ferrofedv1alpha1.TLS{SecretName: "s", ClientCASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca", Key: "bundle.pem"}, HealthcheckIdentitySecret: ptr.To("id")},
 			[]string{"client_ca_file = '" + ClientCAFile + "'", "healthcheck_identity_file = '" + HealthcheckIdentityCertFile + "'", "healthcheck_identity_key_file = '" + HealthcheckIdentityKeyFile + "'"}, ""},
-		{"a client CA alone is refused", &TLS{SecretName: "s", ClientCASecret: &SecretKeyRef{Name: "ca"}}, nil, clientCAWithoutIdentityMessage},
-		{"an identity alone is refused", &TLS{SecretName: "s", HealthcheckIdentitySecret: ptr.To("id")}, nil, identityWithoutClientCAMessage},
+		{"a client CA alone is refused", &ferrofedv1alpha1.TLS{SecretName: "s", ClientCASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca"}}, nil, clientCAWithoutIdentityMessage},
+		{"an identity alone is refused", &ferrofedv1alpha1.TLS{SecretName: "s", HealthcheckIdentitySecret: ptr.To("id")}, nil, identityWithoutClientCAMessage},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &Gateway{Spec: GatewaySpec{Image: "x", TLS: tc.tls}}
-			errs, _ := g.Validate()
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x", TLS: tc.tls}}
+			errs, _ := Validate(g)
 			if tc.refusal != "" {
 				if len(errs) != 1 || errs[0].Field != "spec.tls.healthcheckIdentitySecret" || errs[0].Detail != tc.refusal {
 					t.Fatalf("errors = %v, want one on spec.tls.healthcheckIdentitySecret: %s", errs, tc.refusal)
@@ -172,7 +173,7 @@ func TestMutualTLSRendersTheMountedFilesAndNeedsBothSecrets(t *testing.T) {
 			if len(errs) != 0 {
 				t.Fatalf("errors = %v", errs)
 			}
-			rendered, err := RenderAndCheck(&g.Spec, g.Spec.Plan(), nil)
+			rendered, err := RenderAndCheck(&g.Spec, Plan(&g.Spec), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,11 +203,11 @@ func TestSpoolsMustFitTheSizeLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &Gateway{Spec: GatewaySpec{Image: "i", Config: &GatewayConfig{Inline: ptr.To(tt.inline)}}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(tt.inline)}}}
 			if tt.sizeLimit != "" {
-				g.Spec.Audit = &Audit{Spool: &AuditSpool{SizeLimit: ptr.To(resource.MustParse(tt.sizeLimit))}}
+				g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse(tt.sizeLimit))}}
 			}
-			errs, _ := g.Validate()
+			errs, _ := Validate(g)
 			msg := errs.ToAggregate()
 			if tt.refused != (msg != nil) {
 				t.Fatalf("refused = %v, want %v", msg, tt.refused)
@@ -233,12 +234,12 @@ func TestAuditWarnings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &Gateway{Spec: GatewaySpec{Image: "i", Config: &GatewayConfig{Inline: ptr.To(tt.inline)}}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(tt.inline)}}}
 			if tt.drain != "" {
 				d, _ := time.ParseDuration(tt.drain)
 				g.Spec.Lifecycle.BindingsDrainTimeout = &metav1.Duration{Duration: d}
 			}
-			errs, warnings := g.Validate()
+			errs, warnings := Validate(g)
 			if len(errs) > 0 {
 				t.Fatal(errs)
 			}
@@ -272,14 +273,14 @@ func TestSecretMountsAndSizeLimitGoTwins(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &Gateway{Spec: GatewaySpec{Image: "i"}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i"}}
 			for i, p := range tt.mounts {
-				g.Spec.SecretMounts = append(g.Spec.SecretMounts, SecretMount{SecretName: fmt.Sprint("s", i), MountPath: p})
+				g.Spec.SecretMounts = append(g.Spec.SecretMounts, ferrofedv1alpha1.SecretMount{SecretName: fmt.Sprint("s", i), MountPath: p})
 			}
 			if tt.limit != "" {
-				g.Spec.Audit = &Audit{Spool: &AuditSpool{SizeLimit: ptr.To(resource.MustParse(tt.limit))}}
+				g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse(tt.limit))}}
 			}
-			errs, _ := g.Validate()
+			errs, _ := Validate(g)
 			var got string
 			if len(errs) > 0 {
 				got = errs[0].Field

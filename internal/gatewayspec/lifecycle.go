@@ -1,4 +1,9 @@
-package v1alpha1
+// Package gatewayspec maps a Gateway's spec (api/v1alpha1) onto the gateway's own
+// rules: its drain budgets onto gateway/lifecycle's plan, the rest onto the
+// ferrofed.toml gateway/config renders and checks, and the operator's image policy. The
+// webhook (internal/webhook) and the controllers call the same functions, so that
+// admission and a reconcile cannot disagree about a Gateway.
+package gatewayspec
 
 import (
 	"strings"
@@ -8,27 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
-)
-
-// Defaults of the spec, the same values as the +default markers: the
-// apiserver applies the markers, these apply to objects built in Go (tests, tools)
-// that never went through an apiserver.
-const (
-	DefaultReplicas                  int32 = 1
-	DefaultBasePath                        = "/"
-	DefaultPort                      int32 = 8080
-	DefaultConfigMapKey                    = "ferrofed.toml"
-	DefaultClientCAKey                     = "ca.crt"
-	DefaultReadinessPeriodSeconds    int32 = 5
-	DefaultReadinessFailureThreshold int32 = 2
-	DefaultReadinessTimeoutSeconds   int32 = 1
-	DefaultStartupPeriodSeconds      int32 = 2
-	DefaultStartupFailureThreshold   int32 = 30
-	DefaultStartupTimeoutSeconds     int32 = 1
-	DefaultLivenessPeriodSeconds     int32 = 10
-	DefaultLivenessFailureThreshold  int32 = 3
-	DefaultLivenessTimeoutSeconds    int32 = 1
 )
 
 // LifecycleFields names the budgets by their field paths in a Gateway, for
@@ -42,45 +28,12 @@ var LifecycleFields = lifecycle.Fields{
 	TerminationGracePeriodSeconds: "spec.lifecycle.terminationGracePeriodSeconds",
 }
 
-// ReplicasOrDefault is spec.replicas with its default applied.
-func (s *GatewaySpec) ReplicasOrDefault() int32 { return ptr.Deref(s.Replicas, DefaultReplicas) }
-
-// PortOrDefault is spec.port with its default applied.
-func (s *GatewaySpec) PortOrDefault() int32 {
-	if s.Port == 0 {
-		return DefaultPort
-	}
-	return s.Port
-}
-
-// BasePathOrDefault is spec.basePath with its default applied.
-func (s *GatewaySpec) BasePathOrDefault() string {
-	if s.BasePath == "" {
-		return DefaultBasePath
-	}
-	return s.BasePath
-}
-
-// ClientCertificatesRequired reports whether the listener requires client
-// certificates (spec.tls.clientCASecret): the probes are then exec probes.
-func (s *GatewaySpec) ClientCertificatesRequired() bool {
-	return s.TLS != nil && s.TLS.ClientCASecret != nil
-}
-
-// KeyOrDefault is the key with its default applied.
-func (r *SecretKeyRef) KeyOrDefault() string {
-	if r.Key == "" {
-		return DefaultClientCAKey
-	}
-	return r.Key
-}
-
 // ReadinessPoll is periodSeconds × failureThreshold of the readiness probe: how long
 // the kubelet needs, at worst, to see a draining pod unready.
-func (s *GatewaySpec) ReadinessPoll() time.Duration {
+func ReadinessPoll(s *ferrofedv1alpha1.GatewaySpec) time.Duration {
 	r := s.Probes.Readiness
-	return lifecycle.ReadinessPoll(ptr.Deref(r.PeriodSeconds, DefaultReadinessPeriodSeconds),
-		ptr.Deref(r.FailureThreshold, DefaultReadinessFailureThreshold))
+	return lifecycle.ReadinessPoll(ptr.Deref(r.PeriodSeconds, ferrofedv1alpha1.DefaultReadinessPeriodSeconds),
+		ptr.Deref(r.FailureThreshold, ferrofedv1alpha1.DefaultReadinessFailureThreshold))
 }
 
 func durationPtr(d *metav1.Duration) *time.Duration {
@@ -94,7 +47,7 @@ func durationPtr(d *metav1.Duration) *time.Duration {
 // Budgets maps the spec's drain budgets onto gateway/lifecycle's, with the readiness
 // poll as lifecycle's input: every rule and default (an unset drainDelay is one poll)
 // is lifecycle's, applied by Budgets.Plan.
-func (s *GatewaySpec) Budgets() lifecycle.Budgets {
+func Budgets(s *ferrofedv1alpha1.GatewaySpec) lifecycle.Budgets {
 	l := s.Lifecycle
 	return lifecycle.Budgets{
 		RequestTimeout:                durationPtr(l.RequestTimeout),
@@ -103,27 +56,27 @@ func (s *GatewaySpec) Budgets() lifecycle.Budgets {
 		BindingsDrainTimeout:          durationPtr(l.BindingsDrainTimeout),
 		TerminationHeadroom:           durationPtr(l.TerminationHeadroom),
 		TerminationGracePeriodSeconds: l.TerminationGracePeriodSeconds,
-		ReadinessPoll:                 s.ReadinessPoll(),
+		ReadinessPoll:                 ReadinessPoll(s),
 	}
 }
 
 // Plan is the spec's lifecycle plan: made once per reconcile and per admission, and
 // handed to the renderer, the Deployment builder and the status.
-func (s *GatewaySpec) Plan() lifecycle.Plan { return s.Budgets().Plan() }
+func Plan(s *ferrofedv1alpha1.GatewaySpec) lifecycle.Plan { return Budgets(s).Plan() }
 
 // ValidateLifecycle runs lifecycle.Budgets.Validate on the spec's budgets and returns
 // its problems as field errors on the spec's field paths.
-func (s *GatewaySpec) ValidateLifecycle() field.ErrorList {
+func ValidateLifecycle(s *ferrofedv1alpha1.GatewaySpec) field.ErrorList {
 	var errs field.ErrorList
-	for _, p := range s.Budgets().Validate(LifecycleFields) {
+	for _, p := range Budgets(s).Validate(LifecycleFields) {
 		errs = append(errs, field.Invalid(problemPath(p.Field), p.Value, p.Message))
 	}
 	return errs
 }
 
 // LifecycleWarnings are lifecycle's warnings on the spec's budgets.
-func (s *GatewaySpec) LifecycleWarnings() []string {
-	return s.Budgets().Warnings(LifecycleFields)
+func LifecycleWarnings(s *ferrofedv1alpha1.GatewaySpec) []string {
+	return Budgets(s).Warnings(LifecycleFields)
 }
 
 func problemPath(name string) *field.Path {
@@ -132,8 +85,8 @@ func problemPath(name string) *field.Path {
 }
 
 // Breakdown is where a plan's grace period comes from, for the status.
-func Breakdown(p lifecycle.Plan) GracePeriodBreakdown {
-	return GracePeriodBreakdown{
+func Breakdown(p lifecycle.Plan) ferrofedv1alpha1.GracePeriodBreakdown {
+	return ferrofedv1alpha1.GracePeriodBreakdown{
 		DrainDelay:           p.DrainDelay.String(),
 		DrainDelayDerived:    p.DrainDelayFromPoll,
 		ShutdownTimeout:      p.ShutdownTimeout.String(),

@@ -1,4 +1,4 @@
-package v1alpha1
+package gatewayspec
 
 import (
 	"net"
@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
@@ -43,10 +44,18 @@ const (
 	AuditSpoolDir = "/var/lib/ferrofed/audit"
 	// SecretMountsDir is the directory every spec.secretMounts mountPath is under.
 	SecretMountsDir = ConfigDir + "/secrets/"
+	// StoredQueriesDir is where a Gateway's pods find its stored queries: the operator
+	// mounts the ConfigMap StoredQueriesConfigMapName there (read-only) and renders it as
+	// stored_queries.dir when the Gateway's configuration has a [stored_queries] table.
+	StoredQueriesDir = ConfigDir + "/stored-queries"
 )
 
 // PageTokenSecretName is the Secret of a Gateway's page-token key.
 func PageTokenSecretName(gatewayName string) string { return gatewayName + "-page-token" }
+
+// StoredQueriesConfigMapName is the ConfigMap a Gateway's StoredQuery resources are
+// rendered into, one key <id>.json per stored query.
+func StoredQueriesConfigMapName(gatewayName string) string { return gatewayName + "-stored-queries" }
 
 // ownedFields are the ferrofed.toml keys a Gateway sets from its spec, each with the
 // field to use instead. A table key ("server.tls") owns everything under it.
@@ -92,7 +101,7 @@ func AuditOwned(spools int) config.Audit {
 // Owned is the part of ferrofed.toml the spec sets, with plan's budgets in
 // milliseconds and the grace period the pod gets: config.Render merges it with the
 // rest of the configuration (inline or from the referenced ConfigMap).
-func (s *GatewaySpec) Owned(plan lifecycle.Plan) config.Owned {
+func Owned(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan) config.Owned {
 	server := config.Server{
 		Listen:                        net.JoinHostPort("", strconv.Itoa(int(s.PortOrDefault()))), // ":<port>": dual-stack (config.Server.Listen)
 		BasePath:                      s.BasePathOrDefault(),

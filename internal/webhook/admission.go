@@ -1,4 +1,4 @@
-package v1alpha1
+package webhook
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	kjson "sigs.k8s.io/json"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
 
 // MaxReviewBytes bounds the body of an admission review: two objects of the
@@ -39,36 +41,37 @@ type reviewIn struct {
 	} `json:"request"`
 }
 
-// admittedGateway is what the webhook decodes of a reviewed Gateway: what Validate
-// reads (the name for a refusal, the spec, and the recorded drains for their warning),
-// and nothing of the rest, such as the managed fields the apiserver sends along.
+// admittedGateway is what the webhook decodes of a reviewed Gateway: what
+// gatewayspec.Validate reads (the name for a refusal, the spec, and the recorded drains
+// for their warning), and nothing of the rest, such as the managed fields the apiserver
+// sends along.
 type admittedGateway struct {
 	Metadata struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
-	Spec   GatewaySpec `json:"spec"`
+	Spec   ferrofedv1alpha1.GatewaySpec `json:"spec"`
 	Status struct {
-		Drains []DrainRecord `json:"drains"`
+		Drains []ferrofedv1alpha1.DrainRecord `json:"drains"`
 	} `json:"status"`
 }
 
-// gateway is the Gateway of a that Validate sees.
-func (a *admittedGateway) gateway() *Gateway {
-	g := &Gateway{Spec: a.Spec}
+// gateway is the Gateway of a that gatewayspec.Validate sees.
+func (a *admittedGateway) gateway() *ferrofedv1alpha1.Gateway {
+	g := &ferrofedv1alpha1.Gateway{Spec: a.Spec}
 	g.Name, g.Status.Drains = a.Metadata.Name, a.Status.Drains
 	return g
 }
 
-var gatewayKind = metav1.GroupVersionKind{Group: GroupVersion.Group, Version: GroupVersion.Version, Kind: "Gateway"}
+var gatewayKind = metav1.GroupVersionKind{Group: ferrofedv1alpha1.GroupVersion.Group, Version: ferrofedv1alpha1.GroupVersion.Version, Kind: "Gateway"}
 
 // ServeHTTP answers the apiserver's AdmissionReview (admission.k8s.io/v1) of a Gateway,
 // as controller-runtime's validating webhook answers it (the same verdicts, codes,
 // field causes and warnings; TestHandlerAnswersAsControllerRuntime), decoding less:
-// the review in one pass, of its Gateway only what Validate reads (admittedGateway),
-// and for an update not the old Gateway at all. A review that cannot be read is
-// answered allowed=false with code 400 naming what is wrong; a panic, with code 500;
-// a review not done within 3/4 of the apiserver's timeout, with code 504
-// (reviewWithin).
+// the review in one pass, of its Gateway only what gatewayspec.Validate reads
+// (admittedGateway), and for an update not the old Gateway at all. A review that
+// cannot be read is answered allowed=false with code 400 naming what is wrong; a
+// panic, with code 500; a review not done within 3/4 of the apiserver's timeout, with
+// code 504 (reviewWithin).
 func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var uid types.UID
 	defer func() {
@@ -133,7 +136,7 @@ var beforeReview func(context.Context)
 // and when budget passes first the answer is a refusal naming why (code 504, reason
 // Timeout), given while the apiserver still waits, instead of the apiserver's own
 // timeout, which failurePolicy turns into a refusal naming nothing. What the review
-// still does is bounded by the bytes it reads (MaxInlineConfigBytes, MaxReviewBytes),
+// still does is bounded by the bytes it reads (ferrofedv1alpha1.MaxInlineConfigBytes, MaxReviewBytes),
 // and a validation linear in them (gateway/config's BenchmarkParseProblemAtTheEnd).
 func (v GatewayValidator) reviewWithin(ctx context.Context, budget time.Duration, op admissionv1.Operation, kind metav1.GroupVersionKind, a *admittedGateway) admissionv1.AdmissionResponse {
 	ctx, cancel := context.WithTimeout(ctx, budget)

@@ -1,4 +1,4 @@
-package v1alpha1
+package webhook
 
 import (
 	"bytes"
@@ -21,7 +21,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // BenchmarkWebhookCreate is the validating webhook's own cost for one create, as the
@@ -54,10 +56,10 @@ func BenchmarkWebhookCreate(b *testing.B) {
 // GatewayValidator.ServeHTTP to.
 func controllerRuntimeWebhook(tb testing.TB, v GatewayValidator) http.Handler {
 	scheme := runtime.NewScheme()
-	if err := AddToScheme(scheme); err != nil {
+	if err := ferrofedv1alpha1.AddToScheme(scheme); err != nil {
 		tb.Fatal(err)
 	}
-	wh := admission.WithValidator[*Gateway](scheme, v).WithRecoverPanic(true)
+	wh := admission.WithValidator[*ferrofedv1alpha1.Gateway](scheme, v).WithRecoverPanic(true)
 	wh.LogConstructor = func(base logr.Logger, _ *admission.Request) logr.Logger { return base }
 	return wh
 }
@@ -72,16 +74,16 @@ func serve(h http.Handler, body []byte) *httptest.ResponseRecorder {
 
 // benchGatewayOf is the i-th Gateway of the operator's process benchmark
 // (test/operator/process), defaults applied as the CRD applies them.
-func benchGatewayOf(i int) *Gateway {
-	return &Gateway{
-		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "Gateway"},
+func benchGatewayOf(i int) *ferrofedv1alpha1.Gateway {
+	return &ferrofedv1alpha1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: ferrofedv1alpha1.GroupVersion.String(), Kind: "Gateway"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("gw-%04d", i)},
-		Spec: GatewaySpec{
+		Spec: ferrofedv1alpha1.GatewaySpec{
 			Image:    "ghcr.io/ferrofed/ferrofed:bench",
 			Replicas: ptr.To[int32](int32(1 + i%2)),
 			BasePath: "/",
 			Port:     8080,
-			Config: &GatewayConfig{Inline: ptr.To(fmt.Sprintf(
+			Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(fmt.Sprintf(
 				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i))},
 		},
 	}
@@ -90,8 +92,8 @@ func benchGatewayOf(i int) *Gateway {
 // admissionReview is the apiserver's review of op on gw (old: the Gateway before an
 // update or a delete), with what the apiserver adds: the creating client's managed
 // fields, the user, the options.
-func admissionReview(tb testing.TB, op admissionv1.Operation, gw, old *Gateway) []byte {
-	raw := func(g *Gateway) runtime.RawExtension {
+func admissionReview(tb testing.TB, op admissionv1.Operation, gw, old *ferrofedv1alpha1.Gateway) []byte {
+	raw := func(g *ferrofedv1alpha1.Gateway) runtime.RawExtension {
 		if g == nil {
 			return runtime.RawExtension{}
 		}
@@ -99,7 +101,7 @@ func admissionReview(tb testing.TB, op admissionv1.Operation, gw, old *Gateway) 
 		g.UID = "6f1c2a9e-0c41-4d53-9d8e-1f2a3b4c5d6e"
 		g.CreationTimestamp = metav1.NewTime(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
 		g.ManagedFields = []metav1.ManagedFieldsEntry{{
-			Manager: "process.test", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: GroupVersion.String(),
+			Manager: "process.test", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: ferrofedv1alpha1.GroupVersion.String(),
 			Time: &g.CreationTimestamp, FieldsType: "FieldsV1",
 			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{".":{},"f:config":{".":{},"f:inline":{}},"f:image":{},"f:replicas":{}}}`),
 		}}
@@ -119,8 +121,8 @@ func admissionReview(tb testing.TB, op admissionv1.Operation, gw, old *Gateway) 
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID:       "b1e2c3d4-0000-4000-8000-000000000001",
-			Kind:      metav1.GroupVersionKind{Group: GroupVersion.Group, Version: GroupVersion.Version, Kind: "Gateway"},
-			Resource:  metav1.GroupVersionResource{Group: GroupVersion.Group, Version: GroupVersion.Version, Resource: "gateways"},
+			Kind:      metav1.GroupVersionKind{Group: ferrofedv1alpha1.GroupVersion.Group, Version: ferrofedv1alpha1.GroupVersion.Version, Kind: "Gateway"},
+			Resource:  metav1.GroupVersionResource{Group: ferrofedv1alpha1.GroupVersion.Group, Version: ferrofedv1alpha1.GroupVersion.Version, Resource: "gateways"},
 			Name:      name,
 			Namespace: "bench",
 			Operation: op,
@@ -165,15 +167,15 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	notTOML := benchGatewayOf(3)
 	notTOML.Spec.Config.Inline = ptr.To("[[registry.members]\n")
 	bothConfigs := benchGatewayOf(4)
-	bothConfigs.Spec.Config.ConfigMapRef = &ConfigMapKeyRef{Name: "cm"}
+	bothConfigs.Spec.Config.ConfigMapRef = &ferrofedv1alpha1.ConfigMapKeyRef{Name: "cm"}
 	allowList := GatewayValidator{AllowedImages: []string{"registry.example.org/ferrofed/*"}}
 	oversize := benchGatewayOf(8)
-	oversize.Spec.Config.Inline = ptr.To(*oversize.Spec.Config.Inline + "# " + strings.Repeat("x", MaxInlineConfigBytes) + "\n")
+	oversize.Spec.Config.Inline = ptr.To(*oversize.Spec.Config.Inline + "# " + strings.Repeat("x", ferrofedv1alpha1.MaxInlineConfigBytes) + "\n")
 	tests := []struct {
 		name    string
 		v       GatewayValidator
 		op      admissionv1.Operation
-		gw, old *Gateway
+		gw, old *ferrofedv1alpha1.Gateway
 		allowed bool
 	}{
 		{"a valid create", GatewayValidator{}, admissionv1.Create, benchGatewayOf(0), nil, true},
@@ -250,7 +252,7 @@ func TestHandlerRefusesWhatIsNotAReview(t *testing.T) {
 
 // inlineOf is the Gateway of the benchmark (benchGatewayOf) with its inline
 // configuration padded to size bytes with blank lines before its last line, last.
-func inlineOf(size int, last string) *Gateway {
+func inlineOf(size int, last string) *ferrofedv1alpha1.Gateway {
 	gw := benchGatewayOf(9)
 	pad := size - len(*gw.Spec.Config.Inline) - len(last)
 	gw.Spec.Config.Inline = ptr.To(*gw.Spec.Config.Inline + strings.Repeat("\n", pad) + last)
@@ -268,9 +270,9 @@ func TestWebhookBoundsTheInlineConfiguration(t *testing.T) {
 		field string
 		want  string
 	}{
-		{"one byte over", MaxInlineConfigBytes + 1, "spec.config.inline", "may not be more than 262144 bytes; it has 262145"},
+		{"one byte over", ferrofedv1alpha1.MaxInlineConfigBytes + 1, "spec.config.inline", "may not be more than 262144 bytes; it has 262145"},
 		{"1 MiB", 1 << 20, "spec.config.inline", "may not be more than 262144 bytes; it has 1048576"},
-		{"at the limit", MaxInlineConfigBytes, "spec.config.inline", "health.check_timeout_ms: must be an integer, not a string"},
+		{"at the limit", ferrofedv1alpha1.MaxInlineConfigBytes, "spec.config.inline", "health.check_timeout_ms: must be an integer, not a string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, inlineOf(tc.size, "[health]\ncheck_timeout_ms = \"1s\"\n"), nil))).Response
@@ -326,7 +328,7 @@ func TestReviewBudgetIsThreeQuartersOfTheTimeout(t *testing.T) {
 // the ops of the run.
 func BenchmarkWebhookCreate256KiB(b *testing.B) {
 	var keys strings.Builder
-	for i := 0; keys.Len() < MaxInlineConfigBytes-4096; i++ {
+	for i := 0; keys.Len() < ferrofedv1alpha1.MaxInlineConfigBytes-4096; i++ {
 		fmt.Fprintf(&keys, "key_%d = 1\n", i)
 	}
 	for _, tc := range []struct{ name, last string }{
@@ -334,7 +336,7 @@ func BenchmarkWebhookCreate256KiB(b *testing.B) {
 		{"a syntax error at the end", "[health\n"},
 		{"an unknown key on every line", keys.String()},
 	} {
-		body := admissionReview(b, admissionv1.Create, inlineOf(MaxInlineConfigBytes, tc.last), nil)
+		body := admissionReview(b, admissionv1.Create, inlineOf(ferrofedv1alpha1.MaxInlineConfigBytes, tc.last), nil)
 		b.Run(strings.ReplaceAll(tc.name, " ", "_"), func(b *testing.B) {
 			b.ReportAllocs()
 			var took []time.Duration
@@ -358,7 +360,7 @@ func BenchmarkWebhookCreate256KiB(b *testing.B) {
 // count, before anything decodes it.
 func TestWebhookListsAtMostMaxConfigCauses(t *testing.T) {
 	var members, keys strings.Builder
-	for i := range MaxConfigCauses + 50 {
+	for i := range gatewayspec.MaxConfigCauses + 50 {
 		fmt.Fprintf(&members, "[[registry.members]]\nid = \"m%d\"\nquery_endpoint = \"ftp://m/fhir\"\n", i)
 	}
 	for i := range 5000 {
@@ -369,7 +371,7 @@ func TestWebhookListsAtMostMaxConfigCauses(t *testing.T) {
 		causes       int
 		last         string
 	}{
-		{"many problems", members.String(), MaxConfigCauses + 1, "and 50 more problem(s), not listed"},
+		{"many problems", members.String(), gatewayspec.MaxConfigCauses + 1, "and 50 more problem(s), not listed"},
 		{"many unknown keys", keys.String(), config.MaxUnknownKeys + 1, "(document): has 5000 keys that no key of ferrofed.toml takes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,85 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+)
+
+// Defaults of the spec, the same values as the +default markers: the
+// apiserver applies the markers, these apply to objects built in Go (tests, tools)
+// that never went through an apiserver.
+const (
+	DefaultReplicas                  int32 = 1
+	DefaultBasePath                        = "/"
+	DefaultPort                      int32 = 8080
+	DefaultConfigMapKey                    = "ferrofed.toml"
+	DefaultClientCAKey                     = "ca.crt"
+	DefaultReadinessPeriodSeconds    int32 = 5
+	DefaultReadinessFailureThreshold int32 = 2
+	DefaultReadinessTimeoutSeconds   int32 = 1
+	DefaultStartupPeriodSeconds      int32 = 2
+	DefaultStartupFailureThreshold   int32 = 30
+	DefaultStartupTimeoutSeconds     int32 = 1
+	DefaultLivenessPeriodSeconds     int32 = 10
+	DefaultLivenessFailureThreshold  int32 = 3
+	DefaultLivenessTimeoutSeconds    int32 = 1
+)
+
+// ReplicasOrDefault is spec.replicas with its default applied.
+func (s *GatewaySpec) ReplicasOrDefault() int32 { return ptr.Deref(s.Replicas, DefaultReplicas) }
+
+// PortOrDefault is spec.port with its default applied.
+func (s *GatewaySpec) PortOrDefault() int32 {
+	if s.Port == 0 {
+		return DefaultPort
+	}
+	return s.Port
+}
+
+// BasePathOrDefault is spec.basePath with its default applied.
+func (s *GatewaySpec) BasePathOrDefault() string {
+	if s.BasePath == "" {
+		return DefaultBasePath
+	}
+	return s.BasePath
+}
+
+// ClientCertificatesRequired reports whether the listener requires client
+// certificates (spec.tls.clientCASecret): the probes are then exec probes.
+func (s *GatewaySpec) ClientCertificatesRequired() bool {
+	return s.TLS != nil && s.TLS.ClientCASecret != nil
+}
+
+// KeyOrDefault is the key with its default applied.
+func (r *SecretKeyRef) KeyOrDefault() string {
+	if r.Key == "" {
+		return DefaultClientCAKey
+	}
+	return r.Key
+}
+
+// MaxInlineConfigBytes is the most of spec.config.inline that admission renders and
+// checks: the CRD's maxLength (262144, which the apiserver counts in characters), here
+// in bytes, so that the webhook's work on one review is bounded by its bytes whatever
+// the characters are.
+const MaxInlineConfigBytes = 262144
+
+// DefaultAuditSpoolSizeLimit is spec.audit.spool.sizeLimit's default.
+var DefaultAuditSpoolSizeLimit = resource.MustParse("1Gi")
+
+// Bounds of spec.audit.spool.sizeLimit, as its CEL rule has them.
+var (
+	MinAuditSpoolSizeLimit = resource.MustParse("4Mi")
+	MaxAuditSpoolSizeLimit = resource.MustParse("128Gi")
+)
+
+// SpoolSizeLimit is spec.audit.spool.sizeLimit with its default applied.
+func (s *GatewaySpec) SpoolSizeLimit() resource.Quantity {
+	if s.Audit == nil || s.Audit.Spool == nil || s.Audit.Spool.SizeLimit == nil {
+		return DefaultAuditSpoolSizeLimit
+	}
+	return *s.Audit.Spool.SizeLimit
+}
+
+// MaxSecretMounts is spec.secretMounts' MaxItems.
+const MaxSecretMounts = 16
