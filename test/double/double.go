@@ -1,12 +1,15 @@
 // Package double is the HTTP server the protocol doubles of the bindings (test/doubles/pdqsupplier,
 // test/doubles/pixmanager, test/doubles/consentpdp, test/doubles/respondinggateway) run on: a real listener on loopback, a request
 // log, and the fault knobs every binding test needs, the same for every profile:
-// an overridden status, a delay, a hang, a refused connection (nothing listening), a
-// connection reset in the middle of the answer, and a malformed body.
+// an overridden status (with a Retry-After), a delay, a hang, a refused connection
+// (nothing listening), a connection reset in the middle of the answer, and a malformed
+// body. The knobs stand for every request until changed (SetKnobs), or a script of
+// knobs answers the next requests one each (Script) before the standing ones again.
 //
 // A profile gives the server its Handler: how it answers a request, how it writes an
 // error of a given status, and what a malformed body of its format is. The knobs are
-// applied around the handler, so that every profile misbehaves the same way.
+// applied around the handler, so that every profile misbehaves the same way. Every
+// double of test/doubles faults through these knobs and no switches of its own.
 package double
 
 import (
@@ -31,8 +34,9 @@ const (
 	FaultNone Fault = ""
 	// FaultRefused leaves nothing listening: a connection to the address is refused.
 	FaultRefused Fault = "refused"
-	// FaultHang reads the request and never answers, until the caller gives up or the
-	// double is closed.
+	// FaultHang reads the request and does not answer until the caller gives up, the
+	// double is closed, or the fault is turned off (SetKnobs): then the held request is
+	// answered as the knobs in force say.
 	FaultHang Fault = "hang"
 	// FaultReset sends the status line, a Content-Length for the whole body and half of
 	// the body, then resets the connection (TCP RST), as a server that crashes mid-answer.
@@ -47,6 +51,9 @@ type Knobs struct {
 	// Status, when not 0, is the status of every answer; from 400 on the body is the
 	// profile's error document (Handler.Error), carrying the marker.
 	Status int
+	// RetryAfter, when set, is the Retry-After header of an answer whose status the
+	// knobs set ("2", or an HTTP date).
+	RetryAfter string
 	// Delay is how long the double waits before it answers; a caller that gives up
 	// meanwhile is not answered.
 	Delay time.Duration
@@ -67,12 +74,17 @@ func (k Knobs) Validate() error {
 	if k.Delay < 0 {
 		return fmt.Errorf("knobs: delay %s is negative", k.Delay)
 	}
+	if k.RetryAfter != "" && k.Status == 0 {
+		return fmt.Errorf("knobs: retry-after %q without a status", k.RetryAfter)
+	}
 	return nil
 }
 
 // Request is what the double saw of one request.
 type Request struct {
-	Method   string
+	Method string
+	// Host is the Host the request was sent to (the URL's authority).
+	Host     string
 	Path     string
 	RawQuery string
 	Query    url.Values
@@ -126,13 +138,23 @@ type Server struct {
 	opts    Options
 	handler Handler
 
-	mu       sync.Mutex
-	knobs    Knobs
-	srv      *http.Server
-	log      []Request
-	requests int
-	closed   chan struct{}
-	once     sync.Once
+	mu        sync.Mutex
+	knobs     Knobs
+	script    []run
+	release   chan struct{} // closed when FaultHang is turned off
+	held      int
+	srv       *http.Server
+	log       []Request
+	requests  int
+	cancelled chan struct{}
+	closed    chan struct{}
+	once      sync.Once
+}
+
+// run is a step of a script: knobs for the next n requests.
+type run struct {
+	k Knobs
+	n int
 }
 
 // Start starts a double for a test and stops it when the test ends.
@@ -157,7 +179,7 @@ func New(opts Options, h Handler) (*Server, error) {
 	if err := opts.Knobs.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, handler: h, closed: make(chan struct{})}
+	s := &Server{opts: opts, handler: h, release: make(chan struct{}), cancelled: make(chan struct{}, 1024), closed: make(chan struct{})}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -181,9 +203,10 @@ func (s *Server) serve(ln net.Listener) {
 // URL is the double's root, "http://host:port".
 func (s *Server) URL() string { return "http://" + s.Addr }
 
-// SetKnobs changes the faults of the next requests. Turning FaultRefused on closes
-// the listener and every open connection; turning it off listens again on the same
-// address.
+// SetKnobs changes the faults of the next requests (a script still runs first).
+// Turning FaultRefused on closes the listener and every open connection; turning it
+// off listens again on the same address. Turning FaultHang off lets the held requests
+// go on.
 func (s *Server) SetKnobs(k Knobs) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -196,6 +219,10 @@ func (s *Server) SetKnobs(k Knobs) error {
 	default:
 	}
 	was := s.knobs.Fault == FaultRefused
+	if s.knobs.Fault == FaultHang && k.Fault != FaultHang {
+		close(s.release)
+		s.release = make(chan struct{})
+	}
 	s.knobs = k
 	switch now := k.Fault == FaultRefused; {
 	case now && !was:
@@ -210,6 +237,44 @@ func (s *Server) SetKnobs(k Knobs) error {
 		}
 		s.serve(ln)
 	}
+	return nil
+}
+
+// Script makes the next requests take ks, one each, before the standing knobs
+// again; it replaces a script still running, and no knobs clears it. FaultRefused is
+// the listener's state, not a request's, so a script cannot hold it.
+func (s *Server) Script(ks ...Knobs) error {
+	runs := make([]run, 0, len(ks))
+	for _, k := range ks {
+		runs = append(runs, run{k, 1})
+	}
+	return s.setScript(runs)
+}
+
+// ScriptTimes makes the next n requests take k (n 0 clears the script), as Script
+// does.
+func (s *Server) ScriptTimes(k Knobs, n int) error {
+	if n < 0 {
+		return fmt.Errorf("knobs: a script of %d requests", n)
+	}
+	if n == 0 {
+		return s.setScript(nil)
+	}
+	return s.setScript([]run{{k, n}})
+}
+
+func (s *Server) setScript(runs []run) error {
+	for _, r := range runs {
+		if err := r.k.Validate(); err != nil {
+			return err
+		}
+		if r.k.Fault == FaultRefused {
+			return fmt.Errorf("knobs: refused cannot be scripted")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = runs
 	return nil
 }
 
@@ -239,6 +304,25 @@ func (s *Server) Requests() int {
 	return s.requests
 }
 
+// Held counts the requests FaultHang has held so far.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// Cancelled receives once for every request whose caller gave up (its context ended)
+// before the double answered, while held or delayed.
+func (s *Server) Cancelled() <-chan struct{} { return s.cancelled }
+
+// gaveUp records a caller that gave up.
+func (s *Server) gaveUp() {
+	select {
+	case s.cancelled <- struct{}{}:
+	default:
+	}
+}
+
 // Log is every request the double received, oldest first (the first 10,000).
 func (s *Server) Log() []Request {
 	s.mu.Lock()
@@ -265,21 +349,37 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if tooLong {
 		body = body[:s.opts.MaxBodyBytes]
 	}
-	req := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
+	req := Request{Method: r.Method, Host: r.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	s.mu.Lock()
 	s.requests++
 	if len(s.log) < maxLog {
 		s.log = append(s.log, req)
 	}
 	k := s.knobs
+	if len(s.script) > 0 {
+		k = s.script[0].k
+		if s.script[0].n--; s.script[0].n == 0 {
+			s.script = s.script[1:]
+		}
+	}
+	release := s.release
+	if k.Fault == FaultHang {
+		s.held++
+	}
 	s.mu.Unlock()
 
 	if k.Fault == FaultHang {
 		select {
 		case <-r.Context().Done():
+			s.gaveUp()
+			return
 		case <-s.closed:
+			return
+		case <-release:
+			s.mu.Lock()
+			k = s.knobs
+			s.mu.Unlock()
 		}
-		return
 	}
 	if k.Delay > 0 {
 		t := time.NewTimer(k.Delay)
@@ -287,6 +387,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
+			s.gaveUp()
 			return
 		case <-s.closed:
 			t.Stop()
@@ -306,6 +407,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if k.Status != 0 {
 			a.Status = k.Status
 		}
+	}
+	if k.RetryAfter != "" && k.Status != 0 {
+		a.Header = a.Header.Clone()
+		if a.Header == nil {
+			a.Header = http.Header{}
+		}
+		a.Header.Set("Retry-After", k.RetryAfter)
 	}
 	if k.Fault == FaultReset {
 		reset(w, a)
