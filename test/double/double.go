@@ -149,6 +149,8 @@ type Server struct {
 	cancelled chan struct{}
 	closed    chan struct{}
 	once      sync.Once
+	// handlerOnly: made by NewHandler, no listener of its own.
+	handlerOnly bool
 }
 
 // run is a step of a script: knobs for the next n requests.
@@ -194,9 +196,25 @@ func New(opts Options, h Handler) (*Server, error) {
 	return s, nil
 }
 
+// NewHandler makes a double that listens nowhere itself: an http.Handler for a
+// server of the caller's (a command serves it next to a control API). Addr stays
+// empty, and FaultRefused, a listener's state, is refused.
+func NewHandler(opts Options, h Handler) (*Server, error) {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if err := opts.Knobs.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Knobs.Fault == FaultRefused {
+		return nil, fmt.Errorf("%s listens nowhere itself: it cannot refuse", opts.Name)
+	}
+	return &Server{opts: opts, handler: h, knobs: opts.Knobs, handlerOnly: true, release: make(chan struct{}), cancelled: make(chan struct{}, 1024), closed: make(chan struct{})}, nil
+}
+
 // serve starts an http.Server on ln; the caller holds mu or owns s alone.
 func (s *Server) serve(ln net.Listener) {
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln) //nolint:errcheck // Serve returns http.ErrServerClosed on Close.
 }
 
@@ -217,6 +235,9 @@ func (s *Server) SetKnobs(k Knobs) error {
 	case <-s.closed:
 		return fmt.Errorf("%s is closed", s.opts.Name)
 	default:
+	}
+	if s.handlerOnly && k.Fault == FaultRefused {
+		return fmt.Errorf("%s listens nowhere itself: it cannot refuse", s.opts.Name)
 	}
 	was := s.knobs.Fault == FaultRefused
 	if s.knobs.Fault == FaultHang && k.Fault != FaultHang {
@@ -240,19 +261,40 @@ func (s *Server) SetKnobs(k Knobs) error {
 	return nil
 }
 
+// Set is SetKnobs for a test: knobs the double refuses fail it.
+func (s *Server) Set(tb testing.TB, k Knobs) {
+	tb.Helper()
+	if err := s.SetKnobs(k); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // Script makes the next requests take ks, one each, before the standing knobs
 // again; it replaces a script still running, and no knobs clears it. FaultRefused is
-// the listener's state, not a request's, so a script cannot hold it.
-func (s *Server) Script(ks ...Knobs) error {
+// the listener's state, not a request's, so a script cannot hold it: a script the
+// double refuses fails the test.
+func (s *Server) Script(tb testing.TB, ks ...Knobs) {
+	tb.Helper()
 	runs := make([]run, 0, len(ks))
 	for _, k := range ks {
 		runs = append(runs, run{k, 1})
 	}
-	return s.setScript(runs)
+	if err := s.setScript(runs); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Statuses are knobs of each status, for a script of statuses.
+func Statuses(statuses ...int) []Knobs {
+	ks := make([]Knobs, len(statuses))
+	for i, st := range statuses {
+		ks[i] = Knobs{Status: st}
+	}
+	return ks
 }
 
 // ScriptTimes makes the next n requests take k (n 0 clears the script), as Script
-// does.
+// does, for a command's control API.
 func (s *Server) ScriptTimes(k Knobs, n int) error {
 	if n < 0 {
 		return fmt.Errorf("knobs: a script of %d requests", n)
@@ -340,7 +382,8 @@ func (s *Server) Last() (Request, bool) {
 	return s.log[len(s.log)-1], true
 }
 
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers one request: the knobs around the profile's Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, s.opts.MaxBodyBytes+1))
 	if err != nil {
 		return
