@@ -1,15 +1,18 @@
-// Package double is the HTTP server the protocol doubles of the bindings (test/doubles/pdqsupplier,
-// test/doubles/pixmanager, test/doubles/consentpdp, test/doubles/respondinggateway) run on: a real listener on loopback, a request
-// log, and the fault knobs every binding test needs, the same for every profile:
-// an overridden status (with a Retry-After), a delay, a hang, a refused connection
-// (nothing listening), a connection reset in the middle of the answer, and a malformed
-// body. The knobs stand for every request until changed (SetKnobs), or a script of
-// knobs answers the next requests one each (Script) before the standing ones again.
+// Package double is the HTTP server every protocol double of test/doubles runs on
+// (pdqsupplier, pixmanager, consentpdp, respondinggateway, mcsdsupplier,
+// identityregistry, auditrepo, members): a real listener on loopback, a request log,
+// and the fault knobs every test needs, the same for every profile: an overridden
+// status (with a Retry-After), a delay, a hang (never answered), a hold (answered once
+// released), a refused connection (nothing listening), a connection reset in the
+// middle of the answer, and a malformed body, on every request or on one route. The
+// knobs stand for every request until changed (SetKnobs), or a script of knobs
+// answers the next requests one each (Script) before the standing ones again.
 //
 // A profile gives the server its Handler: how it answers a request, how it writes an
 // error of a given status, and what a malformed body of its format is. The knobs are
-// applied around the handler, so that every profile misbehaves the same way. Every
-// double of test/doubles faults through these knobs and no switches of its own.
+// applied around the handler, so that every profile misbehaves the same way. A double
+// faults through these knobs and no switches of its own; what it has of its own
+// shapes its protocol's answers (a next link to another origin, a forced status).
 package double
 
 import (
@@ -34,10 +37,13 @@ const (
 	FaultNone Fault = ""
 	// FaultRefused leaves nothing listening: a connection to the address is refused.
 	FaultRefused Fault = "refused"
-	// FaultHang reads the request and does not answer until the caller gives up, the
-	// double is closed, or the fault is turned off (SetKnobs): then the held request is
-	// answered as the knobs in force say.
+	// FaultHang reads the request and never answers, until the caller gives up or the
+	// double is closed: a server that is stuck.
 	FaultHang Fault = "hang"
+	// FaultHold reads the request and holds it unanswered until the fault is turned off
+	// (SetKnobs), the caller gives up or the double is closed; turned off, it answers
+	// the held requests as the knobs then in force say: an answer in flight.
+	FaultHold Fault = "hold"
 	// FaultReset sends the status line, a Content-Length for the whole body and half of
 	// the body, then resets the connection (TCP RST), as a server that crashes mid-answer.
 	FaultReset Fault = "reset"
@@ -59,14 +65,18 @@ type Knobs struct {
 	Delay time.Duration
 	// Fault makes the double misbehave; see the Fault constants.
 	Fault Fault
+	// Route, when set, is a net/http ServeMux pattern ("DELETE /fhir/Subscription/{id}",
+	// "POST /{$}"): the knobs apply to the requests it matches, and the others are
+	// answered as without knobs. FaultRefused, a listener's state, takes no route.
+	Route string
 }
 
 // Validate names the first knob that is out of range.
 func (k Knobs) Validate() error {
 	switch k.Fault {
-	case FaultNone, FaultRefused, FaultHang, FaultReset, FaultMalformed:
+	case FaultNone, FaultRefused, FaultHang, FaultHold, FaultReset, FaultMalformed:
 	default:
-		return fmt.Errorf("knobs: fault %q is not one of refused, hang, reset, malformed", k.Fault)
+		return fmt.Errorf("knobs: fault %q is not one of refused, hang, hold, reset, malformed", k.Fault)
 	}
 	if k.Status != 0 && (k.Status < 100 || k.Status > 599) {
 		return fmt.Errorf("knobs: status %d is not an HTTP status", k.Status)
@@ -77,7 +87,40 @@ func (k Knobs) Validate() error {
 	if k.RetryAfter != "" && k.Status == 0 {
 		return fmt.Errorf("knobs: retry-after %q without a status", k.RetryAfter)
 	}
+	if k.Route != "" {
+		if k.Fault == FaultRefused {
+			return fmt.Errorf("knobs: refused takes no route (%q)", k.Route)
+		}
+		if _, err := routeMux(k.Route); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// routeMux is a ServeMux that matches route only.
+func routeMux(route string) (mux *http.ServeMux, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			mux, err = nil, fmt.Errorf("knobs: route %q: %v", route, r)
+		}
+	}()
+	mux = http.NewServeMux()
+	mux.Handle(route, http.NotFoundHandler())
+	return mux, nil
+}
+
+// matches reports whether r is one of the requests k applies to.
+func (k Knobs) matches(r *http.Request) bool {
+	if k.Route == "" {
+		return true
+	}
+	mux, err := routeMux(k.Route)
+	if err != nil {
+		return false
+	}
+	_, pattern := mux.Handler(r)
+	return pattern != ""
 }
 
 // Request is what the double saw of one request.
@@ -141,7 +184,7 @@ type Server struct {
 	mu        sync.Mutex
 	knobs     Knobs
 	script    []run
-	release   chan struct{} // closed when FaultHang is turned off
+	release   chan struct{} // closed when FaultHold is turned off
 	held      int
 	srv       *http.Server
 	log       []Request
@@ -223,7 +266,7 @@ func (s *Server) URL() string { return "http://" + s.Addr }
 
 // SetKnobs changes the faults of the next requests (a script still runs first).
 // Turning FaultRefused on closes the listener and every open connection; turning it
-// off listens again on the same address. Turning FaultHang off lets the held requests
+// off listens again on the same address. Turning FaultHold off lets the held requests
 // go on.
 func (s *Server) SetKnobs(k Knobs) error {
 	if err := k.Validate(); err != nil {
@@ -240,7 +283,7 @@ func (s *Server) SetKnobs(k Knobs) error {
 		return fmt.Errorf("%s listens nowhere itself: it cannot refuse", s.opts.Name)
 	}
 	was := s.knobs.Fault == FaultRefused
-	if s.knobs.Fault == FaultHang && k.Fault != FaultHang {
+	if s.knobs.Fault == FaultHold && k.Fault != FaultHold {
 		close(s.release)
 		s.release = make(chan struct{})
 	}
@@ -346,7 +389,7 @@ func (s *Server) Requests() int {
 	return s.requests
 }
 
-// Held counts the requests FaultHang has held so far.
+// Held counts the requests FaultHang or FaultHold has held so far.
 func (s *Server) Held() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -398,20 +441,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.log) < maxLog {
 		s.log = append(s.log, req)
 	}
-	k := s.knobs
-	if len(s.script) > 0 {
+	var k Knobs
+	switch {
+	case len(s.script) > 0 && s.script[0].k.matches(r):
 		k = s.script[0].k
 		if s.script[0].n--; s.script[0].n == 0 {
 			s.script = s.script[1:]
 		}
+	case s.knobs.matches(r):
+		k = s.knobs
 	}
 	release := s.release
 	if k.Fault == FaultHang {
+		release = nil // never
+	}
+	if k.Fault == FaultHang || k.Fault == FaultHold {
 		s.held++
 	}
 	s.mu.Unlock()
 
-	if k.Fault == FaultHang {
+	if k.Fault == FaultHang || k.Fault == FaultHold {
 		select {
 		case <-r.Context().Done():
 			s.gaveUp()
@@ -420,7 +469,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-release:
 			s.mu.Lock()
-			k = s.knobs
+			k = Knobs{}
+			if s.knobs.matches(r) {
+				k = s.knobs
+			}
 			s.mu.Unlock()
 		}
 	}

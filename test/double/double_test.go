@@ -178,6 +178,7 @@ func TestKnobsValidate(t *testing.T) {
 	}{
 		{double.Knobs{}, ""},
 		{double.Knobs{Fault: "slow"}, `fault "slow"`},
+		{double.Knobs{Fault: double.FaultHold}, ""},
 		{double.Knobs{Status: 99}, "status 99"},
 		{double.Knobs{Status: 600}, "status 600"},
 		{double.Knobs{Delay: -1}, "delay -1ns"},
@@ -232,8 +233,8 @@ func TestScriptRetryAfterAndRelease(t *testing.T) {
 			t.Fatal("a script held refused")
 		}
 	})
-	t.Run("turning hang off answers the held requests; a caller giving up is seen", func(t *testing.T) {
-		s := start(t, double.Knobs{Fault: double.FaultHang})
+	t.Run("turning hold off answers the held requests; a caller giving up is seen", func(t *testing.T) {
+		s := start(t, double.Knobs{Fault: double.FaultHold})
 		done := make(chan int, 1)
 		go func() {
 			status, _, _ := get(t, ctx, s.URL()+"/a", "")
@@ -268,4 +269,29 @@ func TestScriptRetryAfterAndRelease(t *testing.T) {
 			t.Fatal("a handler refused")
 		}
 	})
+}
+
+func TestARouteScopesTheKnobs(t *testing.T) {
+	ctx := t.Context()
+	s := start(t, double.Knobs{Route: "POST /a/{id}", Status: 500})
+	if status, _, err := get(t, ctx, s.URL()+"/a/1", "x"); err != nil || status != 500 {
+		t.Fatalf("the route: %d %v", status, err)
+	}
+	for _, c := range []struct{ path, body string }{{"/a/1", ""}, {"/b/1", "x"}, {"/a", "x"}} {
+		if status, _, err := get(t, ctx, s.URL()+c.path, c.body); err != nil || status != 200 {
+			t.Fatalf("%s %q off the route: %d %v", c.path, c.body, status, err)
+		}
+	}
+	s.Script(t, double.Knobs{Route: "GET /b", Status: 503})
+	if status, _, _ := get(t, ctx, s.URL()+"/a/1", ""); status != 200 {
+		t.Fatalf("a script step was taken by a request off its route: %d", status)
+	}
+	if status, _, _ := get(t, ctx, s.URL()+"/b", ""); status != 503 {
+		t.Fatalf("the scripted route: %d", status)
+	}
+	for _, k := range []double.Knobs{{Route: "GET /a", Fault: double.FaultRefused}, {Route: "GET /{"}} {
+		if err := k.Validate(); err == nil {
+			t.Errorf("%+v validated", k)
+		}
+	}
 }

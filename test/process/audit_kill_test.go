@@ -182,7 +182,7 @@ spool_dir = %q
 		// Phase B: the repository reads each delivery and holds it unanswered; the kill
 		// lands while deliveries are in flight.
 		arr.Script(t)
-		arr.Set(t, double.Knobs{Fault: double.FaultHang})
+		arr.Set(t, double.Knobs{Fault: double.FaultHold})
 		held := arr.Held()
 		g = serve(t, path)
 		waitReady(t, base)

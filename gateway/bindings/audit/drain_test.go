@@ -53,7 +53,7 @@ next:
 func TestDrainCountsWhatIsLeftUndelivered(t *testing.T) {
 	logs := &lines{}
 	arr := auditrepo.Start(t, auditrepo.Options{})
-	arr.Set(t, double.Knobs{Fault: double.FaultHang}) // nothing is ever delivered
+	arr.Set(t, double.Knobs{Fault: double.FaultHold}) // nothing is ever delivered
 	dir := t.TempDir()
 	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr, log: funcr.New(logs.add, funcr.Options{})})
 	for _, m := range []string{"KEEP1", "KEEP2"} {

@@ -60,7 +60,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 		{
 			name: "a message older than one delivery interval waiting is degraded", table: repositoryTable,
 			act: func(g *gateway) string {
-				g.arr.Set(t, double.Knobs{Fault: double.FaultHang}) // the delivery is in flight and stays there: nothing fails
+				g.arr.Set(t, double.Knobs{Fault: double.FaultHold}) // the delivery is in flight and stays there: nothing fails
 				g.search("WAITMARK")
 				return ""
 			}, key: "audit_repository", want: "degraded",
@@ -143,7 +143,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 func TestRecordsLeftByAPreviousRunAreDegraded(t *testing.T) {
 	dir := t.TempDir()
 	arr := auditrepo.Start(t, auditrepo.Options{})
-	arr.Set(t, double.Knobs{Fault: double.FaultHang})
+	arr.Set(t, double.Knobs{Fault: double.FaultHold})
 	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
 	for _, m := range []string{"LEFT1", "LEFT2", "LEFT3"} {
 		if s := g.search(m); s != http.StatusOK {

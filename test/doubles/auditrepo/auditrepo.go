@@ -11,10 +11,10 @@
 // decoded entity.query values). It runs on test/double, whose knobs make it misbehave
 // (Options.Knobs, SetKnobs, Script): a script of statuses for the next requests
 // (503×N then 201) with a Retry-After, 401 for every request (with its
-// WWW-Authenticate), holding a request after reading its body (FaultHang: a delivery
-// in flight, answered once the fault is turned off), refusing connections. Its own
-// rules, which no knob says, are 422 for any event whose body or decoded entity.query
-// holds a poison marker, and 413 for every batch while SetBatchTooLarge is on.
+// WWW-Authenticate), 413 for every batch (a status on BatchRoute), holding a request
+// after reading its body (FaultHold: a delivery in flight, answered once the fault is
+// turned off), refusing connections. Its own rule, which no knob says, is 422 for any
+// event whose body or decoded entity.query holds a poison marker.
 package auditrepo
 
 import (
@@ -36,6 +36,10 @@ import (
 // EventIDSystem is the meta.tag system of the gateway's stable event id (kept here as
 // the wire contract, not imported, so that a change on one side fails a test).
 const EventIDSystem = "https://ferrofed.io/fhir/audit-event-id"
+
+// BatchRoute is the route of Send Audit Bundle, for test/double's Knobs.Route
+// (double.Knobs{Route: BatchRoute, Status: 413}: every batch is too large).
+const BatchRoute = "POST /{$}"
 
 // MaxBodyBytes bounds a request body; a longer one is a 413.
 const MaxBodyBytes = 8 << 20
@@ -72,9 +76,8 @@ type Server struct {
 
 	opts Options
 
-	mu          sync.Mutex
-	events      []Event
-	batchTooBig bool
+	mu     sync.Mutex
+	events []Event
 }
 
 // Start starts a repository for a test and stops it when the test ends.
@@ -117,13 +120,6 @@ func NewHandler(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// SetBatchTooLarge makes every batch a 413 while on.
-func (s *Server) SetBatchTooLarge(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.batchTooBig = on
-}
-
 // Received is every stored AuditEvent, in order.
 func (s *Server) Received() []Event {
 	s.mu.Lock()
@@ -143,12 +139,6 @@ func (s *Server) Answer(r double.Request) double.Answer {
 	batch := r.Path == "/"
 	if r.Method != http.MethodPost || (!batch && r.Path != "/AuditEvent") {
 		return answerOutcome(http.StatusNotFound, "not-supported", "only POST /AuditEvent and POST / (batch)")
-	}
-	s.mu.Lock()
-	tooBig := s.batchTooBig && batch
-	s.mu.Unlock()
-	if tooBig {
-		return s.Error(http.StatusRequestEntityTooLarge, "request body too large")
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/fhir+json" && ct != "application/json" {
 		return answerOutcome(http.StatusUnsupportedMediaType, "not-supported", "Content-Type must be application/fhir+json")

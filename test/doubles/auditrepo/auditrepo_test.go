@@ -223,7 +223,7 @@ func TestTheKnobs(t *testing.T) {
 	})
 	t.Run("413 for batches", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		arr.SetBatchTooLarge(true)
+		arr.Set(t, double.Knobs{Route: auditrepo.BatchRoute, Status: http.StatusRequestEntityTooLarge})
 		if resp, _ := post(t, arr.URL+"/", []byte(`{"resourceType":"Bundle","type":"batch"}`)); resp.StatusCode != 413 {
 			t.Errorf("%d, want 413", resp.StatusCode)
 		}
@@ -233,7 +233,7 @@ func TestTheKnobs(t *testing.T) {
 	})
 	t.Run("hold after read", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		arr.Set(t, double.Knobs{Fault: double.FaultHang})
+		arr.Set(t, double.Knobs{Fault: double.FaultHold})
 		c := &http.Client{Timeout: 200 * time.Millisecond}
 		resp, err := c.Post(arr.URL+"/AuditEvent", "application/fhir+json", strings.NewReader(event))
 		if err == nil {

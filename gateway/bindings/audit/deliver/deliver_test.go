@@ -251,7 +251,7 @@ func TestAPoisonRecordIsQuarantinedWithItsReasonAndTheRestDelivered(t *testing.T
 
 func TestABatchRefusedAsTooLargeIsSentSingly(t *testing.T) {
 	r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Batch: true})
-	r.arr.SetBatchTooLarge(true)
+	r.arr.Set(t, double.Knobs{Route: auditrepo.BatchRoute, Status: http.StatusRequestEntityTooLarge})
 	r.appendMarkers(t, "s", 10)
 	eventually(t, "all 10 are delivered", func() bool { return len(r.arr.Received()) == 10 && r.sp.Snapshot().Pending == 0 })
 	for _, e := range r.arr.Received() {
@@ -361,7 +361,7 @@ func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 	t.Run("a held delivery times out and is retried", func(t *testing.T) {
 		r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Timeout: 50 * time.Millisecond})
-		r.arr.Set(t, double.Knobs{Fault: double.FaultHang})
+		r.arr.Set(t, double.Knobs{Fault: double.FaultHold})
 		r.appendMarkers(t, "h", 1)
 		eventually(t, "the repository held the delivery twice", func() bool { return r.arr.Held() >= 2 })
 		if st := state(r.sp); st != dependencies.Degraded {

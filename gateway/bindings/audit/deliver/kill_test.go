@@ -182,7 +182,7 @@ func TestSIGKILLLosesNoAcknowledgedRecord(t *testing.T) {
 			acked = append(acked, runChild(t, dir, arr.URL, 0, 150, 1+rng.IntN(150), always)...)
 
 			arr.Script(t)
-			arr.Set(t, double.Knobs{Fault: double.FaultHang})
+			arr.Set(t, double.Knobs{Fault: double.FaultHold})
 			held := arr.Held()
 			acked = append(acked, runChild(t, dir, arr.URL, 1000, 100, 1+rng.IntN(100), func() bool { return arr.Held() > held })...)
 

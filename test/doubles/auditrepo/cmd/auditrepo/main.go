@@ -11,7 +11,7 @@
 //
 //	GET  /_double/received                   what it stored: {"requests", "held", "events": [{"id", "eventId", "queries", "batch"}]}
 //	POST /_double/script?status=503&count=N  a script: the next N requests answer status (count 0 clears it)
-//	POST /_double/hold?on=true|false         FaultHang: hold every request once its body is read (false releases the held ones)
+//	POST /_double/hold?on=true|false         FaultHold: hold every request once its body is read (false releases the held ones)
 //	POST /_double/retry-after?value=V        the Retry-After of the scripts set after it (empty for none)
 package main
 
@@ -103,7 +103,7 @@ func handler(repo *auditrepo.Server) http.Handler {
 		}
 		k := double.Knobs{}
 		if on {
-			k.Fault = double.FaultHang
+			k.Fault = double.FaultHold
 		}
 		if err := repo.SetKnobs(k); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
