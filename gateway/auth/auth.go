@@ -111,11 +111,7 @@ func New(issuers []config.Issuer, opts Options) (*Verifier, error) {
 			}
 			is.keys = ks
 		case ic.JWKSURL != "":
-			refresh := time.Duration(ic.JWKSRefreshMS) * time.Millisecond
-			if refresh <= 0 {
-				refresh = config.DefaultJWKSRefreshMS * time.Millisecond
-			}
-			is.keys = &keySource{url: ic.JWKSURL, client: opts.HTTPClient, refresh: refresh, minInterval: opts.MinRefetchInterval, now: opts.Now}
+			is.keys = &keySource{url: ic.JWKSURL, client: opts.HTTPClient, refresh: ic.JWKSRefresh(), minInterval: opts.MinRefetchInterval, now: opts.Now}
 		default:
 			return nil, fmt.Errorf("%s.jwks_file: one of jwks_file or jwks_url is required", key)
 		}

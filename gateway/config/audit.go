@@ -93,10 +93,10 @@ type Credentials struct {
 	AllowInsecure bool `toml:"allow_insecure"`
 }
 
-// AuditTimeout is audit.timeout_ms resolved.
-func (a *Audit) AuditTimeout() time.Duration {
+// Timeout is audit.timeout_ms resolved.
+func (a *Audit) Timeout() time.Duration {
 	if a == nil || a.TimeoutMS == nil {
-		return DefaultAuditTimeoutMS * time.Millisecond
+		return ms(DefaultAuditTimeoutMS)
 	}
 	return ms(*a.TimeoutMS)
 }

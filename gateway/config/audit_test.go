@@ -107,7 +107,7 @@ func TestTheAuditDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Audit.OnFailure != AuditRefuse || !c.Audit.Refuses() || c.Audit.SpoolBytes() != DefaultMaxSpoolBytes || c.Audit.AuditTimeout().Milliseconds() != DefaultAuditTimeoutMS {
+	if c.Audit.OnFailure != AuditRefuse || !c.Audit.Refuses() || c.Audit.SpoolBytes() != DefaultMaxSpoolBytes || c.Audit.Timeout().Milliseconds() != DefaultAuditTimeoutMS {
 		t.Fatalf("defaults: %+v", c.Audit)
 	}
 	if c.Audit.Destination != AuditToRepository {

@@ -426,13 +426,25 @@ func (c *Config) Budgets() lifecycle.Budgets {
 func (c *Config) Lifecycle() lifecycle.Plan { return c.Budgets().Plan() }
 
 // ReadHeaderTimeout is server.read_header_timeout_ms as a duration.
-func (c *Config) ReadHeaderTimeout() time.Duration { return ms(c.Server.ReadHeaderTimeoutMS) }
+func (s Server) ReadHeaderTimeout() time.Duration { return ms(s.ReadHeaderTimeoutMS) }
 
 // CheckTimeout is health.check_timeout_ms as a duration.
-func (c *Config) CheckTimeout() time.Duration { return ms(c.Health.CheckTimeoutMS) }
+func (h Health) CheckTimeout() time.Duration { return ms(h.CheckTimeoutMS) }
 
 // CacheTTL is health.cache_ttl_ms as a duration.
-func (c *Config) CacheTTL() time.Duration { return ms(c.Health.CacheTTLMS) }
+func (h Health) CacheTTL() time.Duration { return ms(h.CacheTTLMS) }
+
+// JWKSRefresh is auth.issuers[].jwks_refresh_ms as a duration, the default when unset.
+func (is Issuer) JWKSRefresh() time.Duration {
+	if is.JWKSRefreshMS <= 0 {
+		return ms(DefaultJWKSRefreshMS)
+	}
+	return ms(is.JWKSRefreshMS)
+}
+
+// Timeout is registry.members[].timeout_ms as a duration; 0 (unset) leaves the member
+// the request's budget.
+func (m Member) Timeout() time.Duration { return ms(m.TimeoutMS) }
 
 func msPtr(v *int64) *time.Duration {
 	if v == nil {

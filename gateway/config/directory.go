@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // The [registry.mcsd] table (docs/bindings.md#directory): the member registry read from an IHE
@@ -52,20 +53,24 @@ type MCSD struct {
 	Credentials
 }
 
-// RefreshInterval is refresh_interval_ms resolved.
-func (m *MCSD) RefreshInterval() int64 {
+// RefreshInterval is registry.mcsd.refresh_interval_ms resolved.
+func (m *MCSD) RefreshInterval() time.Duration { return ms(m.refreshIntervalMS()) }
+
+// Timeout is registry.mcsd.timeout_ms resolved.
+func (m *MCSD) Timeout() time.Duration {
+	if m == nil || m.TimeoutMS == nil {
+		return ms(DefaultDirectoryTimeoutMS)
+	}
+	return ms(*m.TimeoutMS)
+}
+
+// refreshIntervalMS is refresh_interval_ms resolved, as the file counts it, for its
+// checks.
+func (m *MCSD) refreshIntervalMS() int64 {
 	if m == nil || m.RefreshIntervalMS == nil {
 		return DefaultDirectoryRefreshIntervalMS
 	}
 	return *m.RefreshIntervalMS
-}
-
-// Timeout is timeout_ms resolved.
-func (m *MCSD) Timeout() int64 {
-	if m == nil || m.TimeoutMS == nil {
-		return DefaultDirectoryTimeoutMS
-	}
-	return *m.TimeoutMS
 }
 
 // directoryProblems checks [registry.mcsd].
@@ -94,8 +99,8 @@ func (c *Config) directoryProblems(opts Options) []Problem {
 	if d.TimeoutMS != nil {
 		if msg := msProblem("registry.mcsd.timeout_ms", *d.TimeoutMS); msg != "" {
 			add("registry.mcsd.timeout_ms", "%s", msg)
-		} else if intervalOK && *d.TimeoutMS > d.RefreshInterval() {
-			add("registry.mcsd.timeout_ms", "%d is longer than registry.mcsd.refresh_interval_ms (%d): one refresh must end before the next", *d.TimeoutMS, d.RefreshInterval())
+		} else if intervalOK && *d.TimeoutMS > d.refreshIntervalMS() {
+			add("registry.mcsd.timeout_ms", "%d is longer than registry.mcsd.refresh_interval_ms (%d): one refresh must end before the next", *d.TimeoutMS, d.refreshIntervalMS())
 		}
 	}
 	if msg := domainProblem(d.MemberIdentifierSystem); d.MemberIdentifierSystem == "" {

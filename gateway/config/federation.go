@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"time"
 )
 
 // Defaults and limits of the [federation] table (docs/data-plane.md).
@@ -71,6 +72,10 @@ func ReadPageTokenKey(file string) ([]byte, error) {
 }
 
 // validate returns the [federation] table's problems, each naming its key.
+// CapabilityTTL is federation.capability_ttl_ms as a duration (0: the members are
+// asked every time).
+func (f Federation) CapabilityTTL() time.Duration { return ms(f.CapabilityTTLMS) }
+
 func (f Federation) validate(opts Options) []Problem {
 	var ps []Problem
 	add := func(key, format string, args ...any) {

@@ -98,7 +98,8 @@ func fileKind(m fs.FileMode) string {
 }
 
 // ReadCertPool reads a PEM bundle of one or more certificates (a ca_file, a
-// client_ca_file) into a pool.
+// client_ca_file) into a pool. It is the gateway's one reader of a CA bundle
+// (test/layout/certpool_test.go fails on another): every error names key.
 func ReadCertPool(key, path string) (*x509.CertPool, error) {
 	data, err := ReadFile(key, path, MaxPEMFileBytes)
 	if err != nil {

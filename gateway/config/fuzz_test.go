@@ -65,6 +65,6 @@ func FuzzParse(f *testing.F) {
 		if r.ShutdownTimeout < r.RequestTimeout || r.RequestTimeout <= 0 {
 			t.Fatalf("accepted budgets that do not fit: %+v", r)
 		}
-		_ = cfg.ReadHeaderTimeout() + cfg.CheckTimeout() + cfg.CacheTTL()
+		_ = cfg.Server.ReadHeaderTimeout() + cfg.Health.CheckTimeout() + cfg.Health.CacheTTL()
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Defaults and ranges of the [limits] table. Every limit bounds what one hostile or
@@ -148,6 +149,12 @@ func defaultLimits() Limits {
 		MinMemberCallMS:          DefaultMinMemberCallMS,
 	}
 }
+
+// MemberCallWait is limits.member_call_wait_ms as a duration, the default when unset.
+func (l Limits) MemberCallWait() time.Duration { return ms(l.Resolved().MemberCallWaitMS) }
+
+// MinMemberCall is limits.min_member_call_ms as a duration, the default when unset.
+func (l Limits) MinMemberCall() time.Duration { return ms(l.Resolved().MinMemberCallMS) }
 
 // Resolved is l with every unset (zero) limit at its default: a Config assembled in
 // code (tests, the operator) never had its defaults applied.

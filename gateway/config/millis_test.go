@@ -76,7 +76,7 @@ timeout_ms = %[1]d
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Lifecycle().RequestTimeout != time.Hour || c.ReadHeaderTimeout() != 5*time.Minute || c.CheckTimeout() != time.Minute || c.CacheTTL() != time.Hour {
+	if c.Lifecycle().RequestTimeout != time.Hour || c.Server.ReadHeaderTimeout() != 5*time.Minute || c.Health.CheckTimeout() != time.Minute || c.Health.CacheTTL() != time.Hour {
 		t.Fatalf("the maxima did not convert as written: %+v", c.Lifecycle())
 	}
 }

@@ -118,6 +118,22 @@ func (b *BindingService) Timeout(def int64) time.Duration {
 	return ms(*b.TimeoutMS)
 }
 
+// CacheTTL is resolver.cache_ttl_ms as a duration (0: every search asks).
+func (r *Resolver) CacheTTL() time.Duration {
+	if r == nil {
+		return 0
+	}
+	return ms(r.CacheTTLMS)
+}
+
+// CacheTTL is consent.cache_ttl_ms as a duration (0: every search asks).
+func (c *Consent) CacheTTL() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return ms(c.CacheTTLMS)
+}
+
 // BodyCap is the service's max_body_bytes resolved against def.
 func (b *BindingService) BodyCap(def int64) int64 {
 	if b == nil || b.MaxBodyBytes == nil {

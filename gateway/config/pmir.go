@@ -61,7 +61,7 @@ type PMIR struct {
 // CheckInterval is pmir.check_interval_ms resolved.
 func (p *PMIR) CheckInterval() time.Duration {
 	if p == nil || p.CheckIntervalMS == nil {
-		return DefaultPMIRCheckIntervalMS * time.Millisecond
+		return ms(DefaultPMIRCheckIntervalMS)
 	}
 	return ms(*p.CheckIntervalMS)
 }
@@ -69,7 +69,7 @@ func (p *PMIR) CheckInterval() time.Duration {
 // Timeout is pmir.timeout_ms resolved.
 func (p *PMIR) Timeout() time.Duration {
 	if p == nil || p.TimeoutMS == nil {
-		return DefaultPMIRTimeoutMS * time.Millisecond
+		return ms(DefaultPMIRTimeoutMS)
 	}
 	return ms(*p.TimeoutMS)
 }

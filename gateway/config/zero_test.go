@@ -40,8 +40,8 @@ func TestZeroIsNotTheDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.CacheTTL() != 0 {
-			t.Fatalf("CacheTTL() = %s, want 0", c.CacheTTL())
+		if c.Health.CacheTTL() != 0 {
+			t.Fatalf("CacheTTL() = %s, want 0", c.Health.CacheTTL())
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkFederatedPage(b *testing.B) {
 	ids := []string{"node-a", "node-b", "node-c"}
 	var nodes []node
 	for _, id := range ids {
-		nodes = append(nodes, node{id: id, opts: members.Options{Delay: time.Millisecond, Entries: 20, NumericIDs: true}})
+		nodes = append(nodes, node{id: id, opts: members.Options{Entries: 20, NumericIDs: true, Knobs: double.Knobs{Delay: time.Millisecond}}})
 	}
 	h := newHarness(b, harnessOptions{}, nodes...)
 	var dials dialCounter
@@ -132,7 +133,7 @@ func walkAll(client *http.Client, url string) (int, error) {
 func BenchmarkPagingWalk(b *testing.B) {
 	var nodes []node
 	for i, n := range []int{62, 3, 2} {
-		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Delay: time.Millisecond, Entries: n, NumericIDs: true}})
+		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Entries: n, NumericIDs: true, Knobs: double.Knobs{Delay: time.Millisecond}}})
 	}
 	h := newHarness(b, harnessOptions{}, nodes...)
 	var dials dialCounter

@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -173,9 +174,9 @@ func BenchmarkFanOut(b *testing.B) {
 	const slowest = 60 * time.Millisecond
 	ids := []string{"node-20", "node-40", "node-60"}
 	h := newHarness(b, harnessOptions{},
-		node{id: ids[0], opts: members.Options{Delay: 20 * time.Millisecond, Entries: 10}},
-		node{id: ids[1], opts: members.Options{Delay: 40 * time.Millisecond, Entries: 10}},
-		node{id: ids[2], opts: members.Options{Delay: slowest, Entries: 10}})
+		node{id: ids[0], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: 20 * time.Millisecond}}},
+		node{id: ids[1], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: 40 * time.Millisecond}}},
+		node{id: ids[2], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: slowest}}})
 	var dials dialCounter
 	countGatewayDials(h, &dials)
 	client := benchClient(&dials)
@@ -241,7 +242,7 @@ func BenchmarkRouted(b *testing.B) {
 		delay time.Duration
 	}{{"member-0ms", 0}, {"member-1ms", time.Millisecond}, {"member-5ms", 5 * time.Millisecond}} {
 		b.Run(c.name, func(b *testing.B) {
-			h := newHarness(b, harnessOptions{}, node{id: "node-a", opts: members.Options{Delay: c.delay}})
+			h := newHarness(b, harnessOptions{}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: c.delay}}})
 			var dials dialCounter
 			countGatewayDials(h, &dials)
 			client := benchClient(&dials)

@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -450,7 +451,7 @@ func TestAFanOutNeverHasMoreMemberCallsInFlightThanItsLimits(t *testing.T) {
 func TestAFanOutPastTheQueueIsShedBeforeAnyMemberIsAsked(t *testing.T) {
 	var nodes []node
 	for i := range 10 {
-		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Delay: 200 * time.Millisecond}})
+		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Knobs: double.Knobs{Delay: 200 * time.Millisecond}}})
 	}
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second,
 		tables: "[limits]\nmax_registry_members = 10\nmax_member_calls = 10\nmax_member_calls_per_member = 10\nmax_queued_member_calls = 10\n"}, nodes...)
@@ -479,7 +480,7 @@ func TestAFanOutPastTheQueueIsShedBeforeAnyMemberIsAsked(t *testing.T) {
 	wg.Wait()
 	var asked int64
 	for _, m := range h.members {
-		asked += m.Requests()
+		asked += int64(m.Requests())
 	}
 	if served.Load() == 0 || shed.Load() == 0 || asked != 10*served.Load() {
 		t.Fatalf("%d served, %d shed, the members asked %d times: want some of each, 10 calls per served search", served.Load(), shed.Load(), asked)
@@ -492,7 +493,7 @@ func TestAFanOutPastTheQueueIsShedBeforeAnyMemberIsAsked(t *testing.T) {
 func TestLivenessIsAnsweredWhileAFloodIsShed(t *testing.T) {
 	var nodes []node
 	for i := range 8 {
-		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Delay: 100 * time.Millisecond}})
+		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Knobs: double.Knobs{Delay: 100 * time.Millisecond}}})
 	}
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second, tables: "[limits]\nmax_in_flight_requests = 4\n"}, nodes...)
 	gw := serveFull(t, h)
@@ -559,7 +560,7 @@ func TestLivenessIsAnsweredWhileAFloodIsShed(t *testing.T) {
 	// A shed search asked no member: each member saw the served ones only.
 	var asked int64
 	for _, m := range h.members {
-		asked += m.Requests()
+		asked += int64(m.Requests())
 	}
 	if want := ok.Load() * int64(len(nodes)); asked != want {
 		t.Fatalf("the members were asked %d times, want %d (8 per served search)", asked, want)
@@ -816,7 +817,7 @@ func TestViaCarriesReadsEveryEntry(t *testing.T) {
 func TestARoutedCallThatGetsNoSlotWithinTheWaitIs503AndTheMemberKeepsItsState(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second,
 		tables: "[limits]\nmax_member_calls_per_member = 1\nmember_call_wait_ms = 100\n"},
-		node{id: "node-a", opts: members.Options{Delay: 1500 * time.Millisecond}})
+		node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: 1500 * time.Millisecond}}})
 	first := make(chan int, 1)
 	go func() {
 		res, _, err := h.do(t.Context(), http.MethodGet, "/nodes/node-a/fhir/Patient/1", "", nil)
@@ -858,7 +859,7 @@ func TestARoutedCallThatGetsNoSlotWithinTheWaitIs503AndTheMemberKeepsItsState(t 
 func TestACallLeftWithTooLittleBudgetIsNeverSentAndTheMemberStaysUp(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 1500 * time.Millisecond,
 		tables: "[limits]\nmax_member_calls_per_member = 1\nmember_call_wait_ms = 3600000\nmin_member_call_ms = 400\n"},
-		node{id: "node-a", opts: members.Options{Delay: 1200 * time.Millisecond}})
+		node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: 1200 * time.Millisecond}}})
 	first := make(chan int, 1)
 	go func() {
 		res, _, err := h.do(t.Context(), http.MethodGet, "/nodes/node-a/fhir/Patient/1", "", nil)

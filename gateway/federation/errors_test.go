@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -87,11 +88,11 @@ func TestWhenNoMemberSucceedsTheStatusSaysWhyWithOneIssuePerMember(t *testing.T)
 		status int
 		codes  []string
 	}{
-		{"every member answering 5xx is a 502", []node{{id: "a", opts: members.Options{Status: 500}}, {id: "b", opts: members.Options{Status: 503}}}, 502, []string{"processing", "processing"}},
-		{"every member unreachable is a 502", []node{{id: "a", opts: members.Options{Fault: members.FaultRefused}}, {id: "b", opts: members.Options{Fault: members.FaultRefused}}}, 502, []string{"transient", "transient"}},
-		{"every member timing out is a 504", []node{{id: "a", opts: members.Options{Fault: members.FaultHang}}, {id: "b", opts: members.Options{Fault: members.FaultHang}}}, 504, []string{"timeout", "timeout"}},
-		{"every member refusing (406, 400) is a 400", []node{{id: "a", opts: members.Options{Status: 406}}, {id: "b", opts: members.Options{Status: 400}}}, 400, []string{"processing", "processing"}},
-		{"a timeout and a 5xx are a 502", []node{{id: "a", opts: members.Options{Fault: members.FaultHang}}, {id: "b", opts: members.Options{Status: 500}}}, 502, []string{"timeout", "processing"}},
+		{"every member answering 5xx is a 502", []node{{id: "a", opts: members.Options{Knobs: double.Knobs{Status: 500}}}, {id: "b", opts: members.Options{Knobs: double.Knobs{Status: 503}}}}, 502, []string{"processing", "processing"}},
+		{"every member unreachable is a 502", []node{{id: "a", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultRefused}}}, {id: "b", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultRefused}}}}, 502, []string{"transient", "transient"}},
+		{"every member timing out is a 504", []node{{id: "a", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultHang}}}, {id: "b", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultHang}}}}, 504, []string{"timeout", "timeout"}},
+		{"every member refusing (406, 400) is a 400", []node{{id: "a", opts: members.Options{Knobs: double.Knobs{Status: 406}}}, {id: "b", opts: members.Options{Knobs: double.Knobs{Status: 400}}}}, 400, []string{"processing", "processing"}},
+		{"a timeout and a 5xx are a 502", []node{{id: "a", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultHang}}}, {id: "b", opts: members.Options{Knobs: double.Knobs{Status: 500}}}}, 502, []string{"timeout", "processing"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{requestTimeout: 300 * time.Millisecond}, c.nodes...)

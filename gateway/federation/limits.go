@@ -212,8 +212,8 @@ func (s *Surface) newCalls(st *settings, via []string) *calls {
 	return &calls{lim: s.lim.Load(), bytes: newBytesBudget(st.limits.MaxSearchBytes), maxBody: st.reg.maxBody, maxEntries: st.limits.MaxMemberEntries,
 		via:        append(via[:len(via):len(via)], "1.1 "+s.viaID(st)),
 		bodyBuffer: st.limits.MaxRoutedBodyBufferBytes,
-		wait:       time.Duration(st.limits.MemberCallWaitMS) * time.Millisecond,
-		minCall:    time.Duration(st.limits.MinMemberCallMS) * time.Millisecond}
+		wait:       st.limits.MemberCallWait(),
+		minCall:    st.limits.MinMemberCall()}
 }
 
 // useLimits makes the limiter enforce l's call limits, keeping the one in place when

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -51,7 +52,7 @@ func TestTheGatewaysCapabilityStatementIsWhatTheMembersHaveInCommon(t *testing.T
 	h := newHarness(t, harnessOptions{},
 		node{id: "node-a"},
 		node{id: "node-b", opts: members.Options{ResourceTypes: []string{"Patient", "Encounter"}, OmitSearchParams: []string{"gender"}}},
-		node{id: "node-down", opts: members.Options{Status: 500}})
+		node{id: "node-down", opts: members.Options{Knobs: double.Knobs{Status: 500}}})
 	h.wantStates(map[string]string{"node-a-query": "unknown", "node-b-query": "unknown", "node-down-query": "unknown"})
 	c := h.metadata()
 	if c.ResourceType != "CapabilityStatement" || c.Kind != "instance" || c.FHIRVersion != "4.0.1" || !contains(c.Format, "json") ||

@@ -274,7 +274,7 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 	}
 	before := map[string]int64{}
 	for id, m := range h.members {
-		before[id] = m.Requests()
+		before[id] = int64(m.Requests())
 	}
 	for name, tok := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -286,7 +286,7 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 		})
 	}
 	for id, m := range h.members {
-		if m.Requests() != before[id] {
+		if int64(m.Requests()) != before[id] {
 			t.Fatalf("a refused token reached %s", id)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 func TestAPatientScopedSearchIsAdmittedBeforeAnyBindingIsAsked(t *testing.T) {
 	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Resource: "node-a", Permit: true}}})
 	h := newHarness(t, harnessOptions{patient: true, tables: fmt.Sprintf("[consent]\nurl = %q\n", pdp.URL)},
-		node{id: "node-a", opts: members.Options{Delay: 300 * time.Millisecond}}, node{id: "node-b"}, node{id: "node-c"})
+		node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: 300 * time.Millisecond}}}, node{id: "node-b"}, node{id: "node-c"})
 	lim := h.surface.lim.Load()
 	const search = "/fhir/Observation?patient.identifier=urn:oid:1.2|MRN-1"
 

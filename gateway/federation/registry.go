@@ -75,7 +75,7 @@ func loadRegistry(r config.Registry) (*registry, error) {
 		if m.TimeoutMS < 0 {
 			return nil, fmt.Errorf("%s.timeout_ms: must be greater than zero", key)
 		}
-		mem := &member{id: m.ID, endpointID: endpointID, base: u, timeout: time.Duration(m.TimeoutMS) * time.Millisecond}
+		mem := &member{id: m.ID, endpointID: endpointID, base: u, timeout: m.Timeout()}
 		reg.members = append(reg.members, mem)
 		reg.byID[m.ID] = mem
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -36,7 +37,7 @@ func assertNoLeak(t *testing.T, what string, body []byte) {
 // answer when no member succeeded, a strict refusal) and routed (its error answer):
 // the client sees the member's words and issue codes, none of the secrets.
 func TestAMembersSecretsNeverReachAClient(t *testing.T) {
-	failing := members.Options{Status: 500, Diagnostics: secrets}
+	failing := members.Options{Diagnostics: secrets, Knobs: double.Knobs{Status: 500}}
 	lenient := members.Options{Diagnostics: secrets}
 	for _, c := range []struct {
 		name   string

@@ -24,6 +24,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
@@ -39,7 +40,7 @@ func TestTheSurfaceServesInsideTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := members.Start(t, members.Options{ID: "node-a", Entries: 2})
-	hang := members.Start(t, members.Options{ID: "node-b", Fault: members.FaultHang})
+	hang := members.Start(t, members.Options{ID: "node-b", Knobs: double.Knobs{Fault: double.FaultHang}})
 
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

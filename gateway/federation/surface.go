@@ -628,7 +628,7 @@ func sortPositions(reg *registry, ps []*position) {
 func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 	ctx := c.Request.Context()
 	now := time.Now()
-	common, answered, ok := s.caps.cached(st.reg, time.Duration(st.fed.CapabilityTTLMS)*time.Millisecond, now)
+	common, answered, ok := s.caps.cached(st.reg, st.fed.CapabilityTTL(), now)
 	if !ok {
 		cs := s.newCalls(st, c.Request.Header.Values("Via"))
 		done, ok := cs.lim.admit(len(st.reg.members))

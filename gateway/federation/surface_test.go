@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -22,12 +23,12 @@ import (
 func faultyMembers() []node {
 	return []node{
 		{id: "node-ok", opts: members.Options{Entries: 2}},
-		{id: "node-400", opts: members.Options{Status: 400}},
-		{id: "node-500", opts: members.Options{Status: 500}},
-		{id: "node-hang", opts: members.Options{Fault: members.FaultHang}},
-		{id: "node-refused", opts: members.Options{Fault: members.FaultRefused}},
-		{id: "node-reset", opts: members.Options{Fault: members.FaultReset}},
-		{id: "node-late", opts: members.Options{Entries: 1, Delay: 50 * time.Millisecond}},
+		{id: "node-400", opts: members.Options{Knobs: double.Knobs{Status: 400}}},
+		{id: "node-500", opts: members.Options{Knobs: double.Knobs{Status: 500}}},
+		{id: "node-hang", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultHang}}},
+		{id: "node-refused", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultRefused}}},
+		{id: "node-reset", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultReset}}},
+		{id: "node-late", opts: members.Options{Entries: 1, Knobs: double.Knobs{Delay: 50 * time.Millisecond}}},
 	}
 }
 
@@ -165,8 +166,8 @@ func TestARequestThatNeverLeftTheGatewayChangesNothing(t *testing.T) {
 
 func TestAClientThatLeavesCancelsTheMemberCallsAndRecordsNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 10 * time.Second},
-		node{id: "node-hang", opts: members.Options{Fault: members.FaultHang}},
-		node{id: "node-slow", opts: members.Options{Delay: 5 * time.Second}})
+		node{id: "node-hang", opts: members.Options{Knobs: double.Knobs{Fault: double.FaultHang}}},
+		node{id: "node-slow", opts: members.Options{Knobs: double.Knobs{Delay: 5 * time.Second}}})
 	for _, path := range []string{"/fhir/Patient", "/nodes/node-hang/fhir/Patient/1"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 		_, _, err := h.do(ctx, http.MethodGet, path, "", nil)
@@ -410,7 +411,7 @@ func TestUnusableMemberAnswersAreNodeErrorsOfMembersThatAreUp(t *testing.T) {
 }
 
 func TestTheMetricFollowsTheReport(t *testing.T) {
-	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Status: 503}})
+	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Status: 503}}})
 	h.get("/fhir/Patient")
 	families, err := h.registry.Gather()
 	if err != nil {
@@ -441,7 +442,7 @@ func TestReadinessChecks(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Status: 500}})
+	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Status: 500}}})
 	if got := names(h.surface); got != "registry,clients" {
 		t.Fatalf("checks %s", got)
 	}
@@ -513,8 +514,8 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 
 func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second},
-		node{id: "node-slow", opts: members.Options{Delay: 4 * time.Second}, timeout: 100 * time.Millisecond},
-		node{id: "node-ok", opts: members.Options{Delay: 30 * time.Millisecond}})
+		node{id: "node-slow", opts: members.Options{Knobs: double.Knobs{Delay: 4 * time.Second}}, timeout: 100 * time.Millisecond},
+		node{id: "node-ok", opts: members.Options{Knobs: double.Knobs{Delay: 30 * time.Millisecond}}})
 	start := time.Now()
 	_, body := h.get("/fhir/Patient")
 	if took := time.Since(start); took > 2*time.Second {

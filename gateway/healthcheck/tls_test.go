@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferrofed/ferrofed/test/certpool"
 )
 
 // ca issues certificates for the tests.
@@ -173,8 +175,7 @@ func TestHealthcheckPresentsItsIdentity(t *testing.T) {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: authority.cert.Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(authority.cert)
+	pool := certpool.Of(authority.cert)
 
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"status":"ready"}`)) // a client gone is the test's failure to see

@@ -132,7 +132,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.run.conns = map[net.Conn]http.ConnState{}
 	srv := &http.Server{
 		Handler:           s.front,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout(),
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout(),
 		// A request head is read whole before any handler sees it: bounded by the
 		// query limit plus room for headers, not net/http's default of 1 MiB, so that
 		// a flood of oversized queries costs what the limit allows (bounds.go).

@@ -198,7 +198,7 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 }
 
 func healthSettings(cfg *config.Config) health.Settings {
-	return health.Settings{CheckTimeout: cfg.CheckTimeout(), CacheTTL: cfg.CacheTTL()}
+	return health.Settings{CheckTimeout: cfg.Health.CheckTimeout(), CacheTTL: cfg.Health.CacheTTL()}
 }
 
 // observeReport counts the evaluation and logs failures in full: the public body only

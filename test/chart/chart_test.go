@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/ferrofed/ferrofed/test/certpool"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the rendered chart")
@@ -100,9 +102,7 @@ func checkGeneratedCertificate(t *testing.T, rendered string) {
 		return c
 	}
 	ca, leaf := decode("ca.crt"), decode("tls.crt")
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "ferrofed-webhook." + namespace + ".svc"}); err != nil {
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: certpool.Of(ca), DNSName: "ferrofed-webhook." + namespace + ".svc"}); err != nil {
 		t.Fatalf("the serving certificate does not verify for the webhook Service: %v", err)
 	}
 }

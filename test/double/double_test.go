@@ -178,9 +178,11 @@ func TestKnobsValidate(t *testing.T) {
 	}{
 		{double.Knobs{}, ""},
 		{double.Knobs{Fault: "slow"}, `fault "slow"`},
+		{double.Knobs{Fault: double.FaultHold}, ""},
 		{double.Knobs{Status: 99}, "status 99"},
 		{double.Knobs{Status: 600}, "status 600"},
 		{double.Knobs{Delay: -1}, "delay -1ns"},
+		{double.Knobs{RetryAfter: "2"}, "without a status"},
 	} {
 		err := tc.k.Validate()
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
@@ -195,5 +197,101 @@ func TestKnobsValidate(t *testing.T) {
 func TestTruncated(t *testing.T) {
 	if got := string(double.Truncated([]byte(`{"a":"bc"}`), "M")); got != `{"a":M` {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestScriptRetryAfterAndRelease(t *testing.T) {
+	ctx := t.Context()
+	t.Run("a script answers the next requests one each, then the standing knobs", func(t *testing.T) {
+		s := start(t, double.Knobs{})
+		s.Script(t, double.Knobs{Status: 503, RetryAfter: "2"}, double.Knobs{Status: 429, RetryAfter: "2"})
+		var got []int
+		for range 3 {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/a", nil)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if (res.StatusCode != 200) != (res.Header.Get("Retry-After") == "2") {
+				t.Errorf("%d with Retry-After %q", res.StatusCode, res.Header.Get("Retry-After"))
+			}
+			got = append(got, res.StatusCode)
+		}
+		if got[0] != 503 || got[1] != 429 || got[2] != 200 {
+			t.Fatalf("statuses %v", got)
+		}
+		if err := s.ScriptTimes(double.Knobs{Status: 500}, 2); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []int{500, 500, 200} {
+			if status, _, err := get(t, ctx, s.URL()+"/a", ""); err != nil || status != want {
+				t.Fatalf("got %d %v, want %d", status, err, want)
+			}
+		}
+		if err := s.ScriptTimes(double.Knobs{Fault: double.FaultRefused}, 1); err == nil {
+			t.Fatal("a script held refused")
+		}
+	})
+	t.Run("turning hold off answers the held requests; a caller giving up is seen", func(t *testing.T) {
+		s := start(t, double.Knobs{Fault: double.FaultHold})
+		done := make(chan int, 1)
+		go func() {
+			status, _, _ := get(t, ctx, s.URL()+"/a", "")
+			done <- status
+		}()
+		for s.Held() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.Set(t, double.Knobs{})
+		if status := <-done; status != 200 {
+			t.Fatalf("released: %d", status)
+		}
+		s.Set(t, double.Knobs{Fault: double.FaultHang})
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, _, err := get(t, cctx, s.URL()+"/a", ""); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err %v", err)
+		}
+		select {
+		case <-s.Cancelled():
+		case <-time.After(2 * time.Second):
+			t.Fatal("the double did not see its caller give up")
+		}
+	})
+	t.Run("a double without a listener cannot refuse", func(t *testing.T) {
+		s, err := double.NewHandler(double.Options{Name: "echo"}, echo{marker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.SetKnobs(double.Knobs{Fault: double.FaultRefused}); err == nil {
+			t.Fatal("a handler refused")
+		}
+	})
+}
+
+func TestARouteScopesTheKnobs(t *testing.T) {
+	ctx := t.Context()
+	s := start(t, double.Knobs{Route: "POST /a/{id}", Status: 500})
+	if status, _, err := get(t, ctx, s.URL()+"/a/1", "x"); err != nil || status != 500 {
+		t.Fatalf("the route: %d %v", status, err)
+	}
+	for _, c := range []struct{ path, body string }{{"/a/1", ""}, {"/b/1", "x"}, {"/a", "x"}} {
+		if status, _, err := get(t, ctx, s.URL()+c.path, c.body); err != nil || status != 200 {
+			t.Fatalf("%s %q off the route: %d %v", c.path, c.body, status, err)
+		}
+	}
+	s.Script(t, double.Knobs{Route: "GET /b", Status: 503})
+	if status, _, _ := get(t, ctx, s.URL()+"/a/1", ""); status != 200 {
+		t.Fatalf("a script step was taken by a request off its route: %d", status)
+	}
+	if status, _, _ := get(t, ctx, s.URL()+"/b", ""); status != 503 {
+		t.Fatalf("the scripted route: %d", status)
+	}
+	for _, k := range []double.Knobs{{Route: "GET /a", Fault: double.FaultRefused}, {Route: "GET /{"}} {
+		if err := k.Validate(); err == nil {
+			t.Errorf("%+v validated", k)
+		}
 	}
 }

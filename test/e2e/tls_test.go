@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ferrofed/ferrofed/test/certpool"
 	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
@@ -47,9 +48,7 @@ func newTLSAuthority() (*tlsAuthority, error) {
 		return nil, err
 	}
 	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tlsAuthority{cert: cert, key: key, pool: pool}, nil
+	return &tlsAuthority{cert: cert, key: key, pool: certpool.Of(cert)}, nil
 }
 
 // issue makes a serving certificate with serial for the gateway's Service name.

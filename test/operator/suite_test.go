@@ -7,7 +7,6 @@ package operator_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,6 +35,7 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
 	"github.com/ferrofed/ferrofed/internal/webhook"
+	"github.com/ferrofed/ferrofed/test/certpool"
 	"github.com/ferrofed/ferrofed/test/controlplane"
 )
 
@@ -241,8 +241,10 @@ func startManager(ctx context.Context, operatorConfig *rest.Config, wh *envtest.
 		}
 	}()
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(wh.LocalServingCAData)
+	pool, err := certpool.FromPEM(wh.LocalServingCAData)
+	if err != nil {
+		return err
+	}
 	webhookClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	addr := net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
 	webhookURL = "https://" + addr + webhook.WebhookPath

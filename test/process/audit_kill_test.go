@@ -22,6 +22,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -168,8 +169,8 @@ spool_dir = %q
 	perRound := requests / rounds
 	for round := range rounds {
 		// Phase A: the repository is down; the kill lands while requests are in flight.
-		arr.Script(repeat(503, 100000)...)
-		arr.SetHold(false)
+		arr.Script(t, double.Statuses(repeat(503, 100000)...)...)
+		arr.Set(t, double.Knobs{})
 		g := serve(t, path)
 		waitReady(t, base)
 		killA := perRound/4 + rng.IntN(perRound/2) // answered before the kill
@@ -180,8 +181,8 @@ spool_dir = %q
 
 		// Phase B: the repository reads each delivery and holds it unanswered; the kill
 		// lands while deliveries are in flight.
-		arr.Script()
-		arr.SetHold(true)
+		arr.Script(t)
+		arr.Set(t, double.Knobs{Fault: double.FaultHold})
 		held := arr.Held()
 		g = serve(t, path)
 		waitReady(t, base)
@@ -201,8 +202,8 @@ spool_dir = %q
 	}
 
 	// Phase C: healthy.
-	arr.Script()
-	arr.SetHold(false)
+	arr.Script(t)
+	arr.Set(t, double.Knobs{})
 	g := serve(t, path)
 	waitReady(t, base)
 	load(requests) // the markers no round used

@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -199,7 +200,7 @@ func TestSIGTERMDeletesThePMIRSubscriptionOnce(t *testing.T) {
 // process still ends within drain delay + shutdown timeout + bindings budget + 1 s,
 // and the termination message lists identity_registry as abandoned.
 func TestAHangingPMIRDeleteIsAbandoned(t *testing.T) {
-	reg := identityregistry.Start(t, identityregistry.Options{Script: identityregistry.Script{DeleteHang: true}})
+	reg := identityregistry.Start(t, identityregistry.Options{Knobs: double.Knobs{Route: identityregistry.DeleteRoute, Fault: double.FaultHang}})
 	const (
 		drainDelay = 200 * time.Millisecond
 		shutdown   = time.Second

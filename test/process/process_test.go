@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/test/certpool"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
@@ -331,8 +332,10 @@ healthcheck_identity_file = %q
 	oneLine(t, out)
 
 	// The listener really requires the certificate: without one the request fails.
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pki.caPEM)
+	pool, err := certpool.FromPEM(pki.caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
 	anonymous := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	if resp, err := anonymous.Get(fmt.Sprintf("https://127.0.0.1:%d/health", port)); err == nil {
 		resp.Body.Close()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -19,7 +20,7 @@ import (
 // same timeout without the bad issuer then applies, and the same request is a 504.
 func TestARefusedReloadLeavesTheOldRequestTimeoutInEffect(t *testing.T) {
 	dir := t.TempDir()
-	m := members.Start(t, members.Options{ID: "node-a", Delay: time.Second})
+	m := members.Start(t, members.Options{ID: "node-a", Knobs: double.Knobs{Delay: time.Second}})
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	config := func(requestTimeoutMS int, issuer string) string {

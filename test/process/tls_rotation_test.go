@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferrofed/ferrofed/test/certpool"
 )
 
 // issuer is a CA that issues server certificates for 127.0.0.1 with chosen serials and
@@ -46,9 +48,7 @@ func newIssuer(t *testing.T) issuer {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return issuer{cert: cert, key: key, pool: pool}
+	return issuer{cert: cert, key: key, pool: certpool.Of(cert)}
 }
 
 // serverPair is a server certificate for 127.0.0.1 and its key, as PEM.

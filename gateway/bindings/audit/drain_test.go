@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
@@ -52,7 +53,7 @@ next:
 func TestDrainCountsWhatIsLeftUndelivered(t *testing.T) {
 	logs := &lines{}
 	arr := auditrepo.Start(t, auditrepo.Options{})
-	arr.SetHold(true) // nothing is ever delivered
+	arr.Set(t, double.Knobs{Fault: double.FaultHold}) // nothing is ever delivered
 	dir := t.TempDir()
 	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr, log: funcr.New(logs.add, funcr.Options{})})
 	for _, m := range []string{"KEEP1", "KEEP2"} {
@@ -74,7 +75,7 @@ ferrofed_audit_undelivered_at_exit{destination="audit_repository"} 2
 		t.Fatal(err)
 	}
 	// Nothing was deleted: the next start delivers both.
-	arr.SetHold(false)
+	arr.Set(t, double.Knobs{})
 	g2 := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
 	g2.eventually("both left records delivered", func() bool { return delivered(arr, "KEEP1") >= 1 && delivered(arr, "KEEP2") >= 1 })
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -84,7 +85,7 @@ const repositoryTable = "destination = \"repository\"\nurl = \"%ARR%\"\nspool_di
 
 func startGateway(t testing.TB, o harnessOptions) *gateway {
 	t.Helper()
-	g := &gateway{t: t, arr: o.arr, member: members.Start(t, members.Options{ID: "a", Delay: o.memberDelay}), done: make(chan error, 1)}
+	g := &gateway{t: t, arr: o.arr, member: members.Start(t, members.Options{ID: "a", Knobs: double.Knobs{Delay: o.memberDelay}}), done: make(chan error, 1)}
 	if g.arr == nil {
 		g.arr = auditrepo.Start(t, auditrepo.Options{PoisonMarker: "POISON"})
 	}
@@ -111,7 +112,7 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 		g.member.URL)
 	for i := 1; i < o.members; i++ {
 		id := string(rune('a' + i))
-		m := members.Start(t, members.Options{ID: id, Delay: o.memberDelay})
+		m := members.Start(t, members.Options{ID: id, Knobs: double.Knobs{Delay: o.memberDelay}})
 		doc += fmt.Sprintf("[[registry.members]]\nid = %q\nquery_endpoint = %q\n", id, m.URL)
 	}
 	doc += fmt.Sprintf("[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n",

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
@@ -44,12 +45,12 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 		{
 			name: "a failed delivery being retried is degraded", table: repositoryTable,
 			act: func(g *gateway) string {
-				g.arr.Script(503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)
+				g.arr.Script(t, double.Statuses(503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)...)
 				g.search("RETRYMARK")
 				return ""
 			}, key: "audit_repository", want: "degraded",
 			then: func(t *testing.T, g *gateway) {
-				g.arr.Script() // healthy again: the retry delivers and the state comes back
+				g.arr.Script(t) // healthy again: the retry delivers and the state comes back
 				g.eventually("up after the retry delivered", func() bool { return g.state("audit_repository") == "up" })
 				if delivered(g.arr, "RETRYMARK") < 1 {
 					t.Fatal("the retried event was not delivered")
@@ -59,12 +60,12 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 		{
 			name: "a message older than one delivery interval waiting is degraded", table: repositoryTable,
 			act: func(g *gateway) string {
-				g.arr.SetHold(true) // the delivery is in flight and stays there: nothing fails
+				g.arr.Set(t, double.Knobs{Fault: double.FaultHold}) // the delivery is in flight and stays there: nothing fails
 				g.search("WAITMARK")
 				return ""
 			}, key: "audit_repository", want: "degraded",
 			then: func(t *testing.T, g *gateway) {
-				g.arr.SetHold(false)
+				g.arr.Set(t, double.Knobs{})
 				g.eventually("up once the held delivery went through", func() bool { return g.state("audit_repository") == "up" })
 			},
 		},
@@ -142,7 +143,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 func TestRecordsLeftByAPreviousRunAreDegraded(t *testing.T) {
 	dir := t.TempDir()
 	arr := auditrepo.Start(t, auditrepo.Options{})
-	arr.SetHold(true)
+	arr.Set(t, double.Knobs{Fault: double.FaultHold})
 	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
 	for _, m := range []string{"LEFT1", "LEFT2", "LEFT3"} {
 		if s := g.search(m); s != http.StatusOK {
@@ -150,13 +151,13 @@ func TestRecordsLeftByAPreviousRunAreDegraded(t *testing.T) {
 		}
 	}
 	g.stop()
-	arr.SetHold(false)
-	arr.Script(503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)
+	arr.Set(t, double.Knobs{})
+	arr.Script(t, double.Statuses(503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)...)
 	g2 := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
 	if got := g2.state("audit_repository"); got != "degraded" {
 		t.Fatalf("a restart over undelivered records is %s, want degraded", got)
 	}
-	arr.Script()
+	arr.Script(t)
 	g2.eventually("every record of the previous run delivered", func() bool {
 		return delivered(arr, "LEFT1") >= 1 && delivered(arr, "LEFT2") >= 1 && delivered(arr, "LEFT3") >= 1
 	})

@@ -119,7 +119,7 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 			table = "audit.feed"
 		}
 		c, err := bindings.NewClient(bindings.ClientOptions{
-			Name: key, Table: table, Timeout: t.cfg.AuditTimeout(), MaxResponseBytes: deliver.DefaultMaxResponseBytes,
+			Name: key, Table: table, Timeout: t.cfg.Timeout(), MaxResponseBytes: deliver.DefaultMaxResponseBytes,
 			Credentials: cr, Metrics: o.Metrics,
 		})
 		if err != nil {
@@ -185,7 +185,7 @@ func (t *Trail) Start() error {
 		t.log.Info("Opened the audit spool", "destination", d.key, "dir", d.dir, "pending", r.Pending,
 			"truncated", r.Truncated, "quarantined", r.Quarantined, "problems", r.Problems)
 		loop, err := deliver.New(sp, deliver.Options{
-			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Linger: t.linger(), Timeout: t.cfg.AuditTimeout(), Authorize: d.client.Authorize,
+			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Linger: t.linger(), Timeout: t.cfg.Timeout(), Authorize: d.client.Authorize,
 			BackoffBase: t.opts.BackoffBase, BackoffMax: t.opts.BackoffMax,
 			// Begin appends events Event built, Record only events EventID parsed: JSON.
 			KeptIsJSON: true,

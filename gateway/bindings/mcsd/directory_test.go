@@ -214,11 +214,11 @@ func TestStateTable(t *testing.T) {
 		{name: "503 is failing", breakIt: status(503), fixIt: status(0), state: "failing"},
 		{name: "a 302 is failing, never followed", breakIt: status(302), fixIt: status(0), state: "failing"},
 		{name: "a body that ends in the middle is failing", breakIt: fault(double.FaultMalformed), fixIt: fault(""), state: "failing"},
-		{name: "a 200 that is not a Bundle is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{NonBundle: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
-		{name: "a next link to another origin is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{ForeignNext: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
-		{name: "a history page that links to itself is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{SelfNext: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
-		{name: "paging that never ends is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{EndlessPaging: true}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
-		{name: "a page past 4 MiB is failing", breakIt: dirKnobs(mcsdsupplier.Knobs{PadBytes: 5 << 20}), fixIt: dirKnobs(mcsdsupplier.Knobs{}), state: "failing"},
+		{name: "a 200 that is not a Bundle is failing", breakIt: dirKnobs(mcsdsupplier.Pages{NonBundle: true}), fixIt: dirKnobs(mcsdsupplier.Pages{}), state: "failing"},
+		{name: "a next link to another origin is failing", breakIt: dirKnobs(mcsdsupplier.Pages{ForeignNext: true}), fixIt: dirKnobs(mcsdsupplier.Pages{}), state: "failing"},
+		{name: "a history page that links to itself is failing", breakIt: dirKnobs(mcsdsupplier.Pages{SelfNext: true}), fixIt: dirKnobs(mcsdsupplier.Pages{}), state: "failing"},
+		{name: "paging that never ends is failing", breakIt: dirKnobs(mcsdsupplier.Pages{EndlessPaging: true}), fixIt: dirKnobs(mcsdsupplier.Pages{}), state: "failing"},
+		{name: "a page past 4 MiB is failing", breakIt: dirKnobs(mcsdsupplier.Pages{PadBytes: 5 << 20}), fixIt: dirKnobs(mcsdsupplier.Pages{}), state: "failing"},
 		{name: "more resources than the cap is failing", limits: mcsd.Limits{MaxResources: 5, Lookback: -1},
 			breakIt: func(g *gateway) { g.member("c") },
 			fixIt: func(g *gateway) {
@@ -293,8 +293,8 @@ func fault(f double.Fault) func(*gateway) {
 	}
 }
 
-func dirKnobs(k mcsdsupplier.Knobs) func(*gateway) {
-	return func(g *gateway) { g.double.SetDirectoryKnobs(k) }
+func dirKnobs(k mcsdsupplier.Pages) func(*gateway) {
+	return func(g *gateway) { g.double.SetPages(k) }
 }
 
 // An exchange whose audit record could not be stored is failing, and its answer is
@@ -406,12 +406,12 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestHostileDirectory(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		knobs  mcsdsupplier.Knobs
+		knobs  mcsdsupplier.Pages
 		limits mcsd.Limits
 	}{
-		{name: "100,000 resources in one answer (past the page cap)", knobs: mcsdsupplier.Knobs{ExtraEndpoints: 100000}},
-		{name: "100,000 resources in one answer (under a page cap of 64 MiB: past the resource cap)", knobs: mcsdsupplier.Knobs{ExtraEndpoints: 100000}, limits: mcsd.Limits{MaxPageBytes: 64 << 20}},
-		{name: "a history page that links to itself", knobs: mcsdsupplier.Knobs{SelfNext: true}},
+		{name: "100,000 resources in one answer (past the page cap)", knobs: mcsdsupplier.Pages{ExtraEndpoints: 100000}},
+		{name: "100,000 resources in one answer (under a page cap of 64 MiB: past the resource cap)", knobs: mcsdsupplier.Pages{ExtraEndpoints: 100000}, limits: mcsd.Limits{MaxPageBytes: 64 << 20}},
+		{name: "a history page that links to itself", knobs: mcsdsupplier.Pages{SelfNext: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGateway(t, gatewayOptions{limits: tc.limits})
@@ -420,7 +420,7 @@ func TestHostileDirectory(t *testing.T) {
 			if history {
 				g.refresh()
 			}
-			g.double.SetDirectoryKnobs(tc.knobs)
+			g.double.SetPages(tc.knobs)
 			// The double runs in this process: what it allocates to answer is
 			// measured alone first, and taken off.
 			var before, mid, after runtime.MemStats
@@ -451,7 +451,7 @@ func TestHostileDirectory(t *testing.T) {
 				t.Fatalf("the refresh allocated %d MiB beyond the double's %d MiB, more than %d MiB", grew>>20, doubleCost>>20, limit>>20)
 			}
 			t.Logf("the refresh allocated %d KiB beyond the double's %d MiB", grew>>10, doubleCost>>20)
-			g.double.SetDirectoryKnobs(mcsdsupplier.Knobs{})
+			g.double.SetPages(mcsdsupplier.Pages{})
 			if o := g.refresh(); o.State != dependencies.Up {
 				t.Fatalf("after the fix: %+v", o)
 			}

@@ -232,7 +232,7 @@ func New(o Options) (*Directory, error) {
 		o.Now = time.Now
 	}
 	lim := o.Limits.withDefaults()
-	timeout := time.Duration(t.Timeout()) * time.Millisecond
+	timeout := t.Timeout()
 	c, err := bindings.NewClient(bindings.ClientOptions{
 		Name: Key, Table: "registry.mcsd", Timeout: timeout, MaxResponseBytes: lim.MaxPageBytes, Credentials: t.Credentials,
 		Metrics: o.Metrics, Transport: o.Transport,
@@ -241,7 +241,7 @@ func New(o Options) (*Directory, error) {
 		return nil, err
 	}
 	d := &Directory{table: t, base: base, reg: o.Registry, client: c, rec: o.Recorder, log: o.Logger, lim: lim, now: o.Now,
-		timeout: timeout, interval: time.Duration(t.RefreshInterval()) * time.Millisecond}
+		timeout: timeout, interval: t.RefreshInterval()}
 	d.cfg.Store(o.Config)
 	return d, nil
 }

@@ -90,7 +90,7 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 	g.t.Helper()
 	before := map[string]int64{}
 	for id, m := range g.members {
-		before[id] = m.Requests()
+		before[id] = int64(m.Requests())
 	}
 	res, err := g.gw.Client().Get(g.gw.URL + base + "/fhir/Observation?patient.identifier=" + url.QueryEscape(mpi+"|MRN-1"))
 	if err != nil {
@@ -117,8 +117,8 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 			continue
 		}
 		if ref, want := asked[id]; want {
-			if r.Outcome != federation.OK || m.Requests() != before[id]+1 {
-				g.t.Errorf("member %s: outcome %q, asked %d times, want asked once", id, r.Outcome, m.Requests()-before[id])
+			if r.Outcome != federation.OK || int64(m.Requests()) != before[id]+1 {
+				g.t.Errorf("member %s: outcome %q, asked %d times, want asked once", id, r.Outcome, int64(m.Requests())-before[id])
 				continue
 			}
 			got, _ := url.ParseQuery(m.LastRequest().RawQuery)
@@ -127,7 +127,7 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 			}
 			continue
 		}
-		if m.Requests() != before[id] {
+		if int64(m.Requests()) != before[id] {
 			g.t.Errorf("member %s was asked, want it excluded by %s", id, excluded[id])
 		}
 		if r.Outcome != federation.Excluded || r.ExcludedBy != excluded[id] {

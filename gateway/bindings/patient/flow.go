@@ -158,7 +158,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	}
 	if cfg.Consent != nil {
 		c, err := authzen.New(authzen.Options{Service: cfg.Consent.BindingService, PurposeOfUse: cfg.Consent.PurposeOfUse,
-			Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: time.Duration(cfg.Consent.CacheTTLMS) * time.Millisecond})
+			Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: cfg.Consent.CacheTTL()})
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +182,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	}
 	r, err := pixm.New(pixm.Options{Key: ByResolver, Service: cfg.Resolver.BindingService,
 		DefaultTimeoutMS: config.DefaultResolverTimeoutMS, DefaultMaxBodyBytes: config.DefaultResolverMaxBodyBytes,
-		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: time.Duration(cfg.Resolver.CacheTTLMS) * time.Millisecond})
+		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: cfg.Resolver.CacheTTL()})
 	if err != nil {
 		return nil, err
 	}

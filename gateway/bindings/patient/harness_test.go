@@ -345,7 +345,7 @@ func (g *gateway) report() (map[string]string, []byte) {
 func (g *gateway) asked() map[string]int64 {
 	out := map[string]int64{}
 	for id, m := range g.members {
-		out[id] = m.Requests()
+		out[id] = int64(m.Requests())
 	}
 	return out
 }

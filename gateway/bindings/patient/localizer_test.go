@@ -136,7 +136,7 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 						want = 1
 					}
 				}
-				if n := g.members[id].Requests(); n != want {
+				if n := int64(g.members[id].Requests()); n != want {
 					t.Errorf("member %s was asked %d times, want %d", id, n, want)
 				}
 				r, _ := a.record(id)

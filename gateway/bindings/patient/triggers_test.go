@@ -46,7 +46,7 @@ func TestTheFourTriggersRunTheFlow(t *testing.T) {
 					t.Errorf("member c's record is %+v, want excluded by the resolver", r)
 				}
 			}
-			if n := g.members["c"].Requests(); n != asked {
+			if n := int64(g.members["c"].Requests()); n != asked {
 				t.Errorf("member c was asked %d times, want %d", n, asked)
 			}
 			want := 0

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
 )
 
@@ -35,7 +36,7 @@ func TestARefusedDeleteIsWarnedOfByID(t *testing.T) {
 	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
-	reg.SetScript(identityregistry.Script{DeleteStatus: http.StatusInternalServerError})
+	reg.Set(t, double.Knobs{Route: identityregistry.DeleteRoute, Status: http.StatusInternalServerError})
 	g.stop()
 	log := g.log.String()
 	if !strings.Contains(log, "Warning: could not delete the PMIR subscription") || !strings.Contains(log, `"subscription"="1"`) {
@@ -53,7 +54,7 @@ func TestAHangingDeleteIsAbandonedWithAWarning(t *testing.T) {
 	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg, pmir: "timeout_ms = 1500\n"})
 	g.waitState("up/-")
-	reg.SetScript(identityregistry.Script{DeleteHang: true})
+	reg.Set(t, double.Knobs{Route: identityregistry.DeleteRoute, Fault: double.FaultHang})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()

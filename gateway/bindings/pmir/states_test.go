@@ -21,11 +21,11 @@ func TestEachStateRowThroughTheDependencyReport(t *testing.T) {
 		want   string
 	}{
 		{name: "a subscription created and read requested or active is up", want: "up/-"},
-		{name: "a create refused 422 is failing, refused", script: identityregistry.Script{CreateStatus: http.StatusUnprocessableEntity}, want: "failing/refused"},
-		{name: "a create answered 500 is failing, refused", script: identityregistry.Script{CreateStatus: http.StatusInternalServerError}, want: "failing/refused"},
+		{name: "a create refused 422 is failing, refused", knobs: double.Knobs{Route: identityregistry.CreateRoute, Status: http.StatusUnprocessableEntity}, want: "failing/refused"},
+		{name: "a create answered 500 is failing, refused", knobs: double.Knobs{Route: identityregistry.CreateRoute, Status: http.StatusInternalServerError}, want: "failing/refused"},
 		{name: "a subscription in error is failing, refused", script: identityregistry.Script{ForceStatus: "error"}, want: "failing/refused"},
 		{name: "a subscription off is failing, refused", script: identityregistry.Script{ForceStatus: "off"}, want: "failing/refused"},
-		{name: "a create answered with no Subscription is failing, malformed", script: identityregistry.Script{CreateMalformed: true}, want: "failing/malformed"},
+		{name: "a create answered with no Subscription is failing, malformed", script: identityregistry.Script{CreateNoSubscription: true}, want: "failing/malformed"},
 		{name: "an answer that is not JSON is failing, malformed", knobs: double.Knobs{Fault: double.FaultMalformed}, want: "failing/malformed"},
 		{name: "a create without Location and id is failing, unmanageable", script: identityregistry.Script{CreateWithoutLocation: true}, want: "failing/unmanageable"},
 		{name: "a Location on another origin is failing, unmanageable", script: identityregistry.Script{CreateForeignLocation: true}, want: "failing/unmanageable"},

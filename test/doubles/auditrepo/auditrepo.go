@@ -8,12 +8,13 @@
 // resources are echoed unless the request says Prefer: return=minimal.
 //
 // It keeps every AuditEvent it stored (its body, its ferrofed event id tag and its
-// decoded entity.query values), and misbehaves on demand: a script of statuses for the
-// next requests (503×N then 201), Retry-After on those answers, 401 for every request,
-// 413 for every batch, 422 for any event whose body or decoded entity.query holds a
-// poison marker, holding a
-// request after reading its body (a delivery in flight, never answered), and refusing
-// connections (nothing listening).
+// decoded entity.query values). It runs on test/double, whose knobs make it misbehave
+// (Options.Knobs, SetKnobs, Script): a script of statuses for the next requests
+// (503×N then 201) with a Retry-After, 401 for every request (with its
+// WWW-Authenticate), 413 for every batch (a status on BatchRoute), holding a request
+// after reading its body (FaultHold: a delivery in flight, answered once the fault is
+// turned off), refusing connections. Its own rule, which no knob says, is 422 for any
+// event whose body or decoded entity.query holds a poison marker.
 package auditrepo
 
 import (
@@ -22,20 +23,23 @@ import (
 	"encoding/json"
 
 	"fmt"
-	"io"
 	"mime"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // EventIDSystem is the meta.tag system of the gateway's stable event id (kept here as
 // the wire contract, not imported, so that a change on one side fails a test).
 const EventIDSystem = "https://ferrofed.io/fhir/audit-event-id"
+
+// BatchRoute is the route of Send Audit Bundle, for test/double's Knobs.Route
+// (double.Knobs{Route: BatchRoute, Status: 413}: every batch is too large).
+const BatchRoute = "POST /{$}"
 
 // MaxBodyBytes bounds a request body; a longer one is a 413.
 const MaxBodyBytes = 8 << 20
@@ -44,8 +48,8 @@ const MaxBodyBytes = 8 << 20
 type Options struct {
 	// Listen is the address; default "127.0.0.1:0".
 	Listen string
-	// Refused leaves nothing listening at the address.
-	Refused bool
+	// Knobs are the faults the repository starts with (test/double).
+	Knobs double.Knobs
 	// PoisonMarker, when set, makes every AuditEvent whose body contains it a 422.
 	PoisonMarker string
 }
@@ -66,26 +70,14 @@ type Event struct {
 
 // Server is one running repository.
 type Server struct {
+	*double.Server
 	// URL is the FHIR base, e.g. "http://127.0.0.1:40123".
 	URL string
-	// Addr is the host:port.
-	Addr string
 
 	opts Options
-	srv  *http.Server
 
-	mu          sync.Mutex
-	events      []Event
-	requests    int
-	script      []int
-	retryAfter  string
-	hold        bool
-	held        int
-	release     chan struct{}
-	unauth      bool
-	batchTooBig bool
-	closed      chan struct{}
-	closeOnce   sync.Once
+	mu     sync.Mutex
+	events []Event
 }
 
 // Start starts a repository for a test and stops it when the test ends.
@@ -99,82 +91,33 @@ func Start(tb testing.TB, opts Options) *Server {
 	return s
 }
 
-// New starts a repository; Close stops it.
+// doubleOptions are the options of the repository's test/double server.
+func doubleOptions(opts Options) double.Options {
+	return double.Options{Listen: opts.Listen, Name: "audit repository", MaxBodyBytes: MaxBodyBytes, Knobs: opts.Knobs}
+}
+
+// New starts a repository; Close stops it, held requests dropped unanswered.
 func New(opts Options) (*Server, error) {
-	if opts.Listen == "" {
-		opts.Listen = "127.0.0.1:0"
-	}
-	ln, err := net.Listen("tcp", opts.Listen)
+	s := &Server{opts: opts}
+	d, err := double.New(doubleOptions(opts), s)
 	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+		return nil, err
 	}
-	s := &Server{Addr: ln.Addr().String(), opts: opts, release: make(chan struct{}), closed: make(chan struct{})}
-	s.URL = "http://" + s.Addr
-	if opts.Refused {
-		ln.Close()
-		return s, nil
-	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
-	go s.srv.Serve(ln) //nolint:errcheck // Serve returns http.ErrServerClosed on Close.
+	s.Server, s.URL = d, d.URL()
 	return s, nil
 }
 
 // NewHandler makes a repository that listens nowhere itself: it is an http.Handler
 // for a server of the caller's (cmd/auditrepo serves it next to a control API). URL and
 // Addr stay empty; Close drops the held requests.
-func NewHandler(opts Options) *Server {
-	return &Server{opts: opts, release: make(chan struct{}), closed: make(chan struct{})}
-}
-
-// Close stops the repository; held requests are dropped unanswered.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.closed)
-		if s.srv != nil {
-			_ = s.srv.Close()
-		}
-	})
-}
-
-// Script sets the statuses of the next requests, one per request (a batch is one);
-// after them the repository answers normally again.
-func (s *Server) Script(statuses ...int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = slices.Clone(statuses)
-}
-
-// SetRetryAfter sets the Retry-After header of every scripted answer ("" for none).
-func (s *Server) SetRetryAfter(v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.retryAfter = v
-}
-
-// SetHold makes every request, once its body is read, wait unanswered (and unstored)
-// until SetHold(false) or Close; SetHold(false) lets the held ones go on normally.
-func (s *Server) SetHold(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hold && !on {
-		close(s.release)
-		s.release = make(chan struct{})
+func NewHandler(opts Options) (*Server, error) {
+	s := &Server{opts: opts}
+	d, err := double.NewHandler(doubleOptions(opts), s)
+	if err != nil {
+		return nil, err
 	}
-	s.hold = on
-}
-
-// SetUnauthorized makes every request a 401 while on.
-func (s *Server) SetUnauthorized(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unauth = on
-}
-
-// SetBatchTooLarge makes every batch a 413 while on.
-func (s *Server) SetBatchTooLarge(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.batchTooBig = on
+	s.Server = d
+	return s, nil
 }
 
 // Received is every stored AuditEvent, in order.
@@ -191,88 +134,50 @@ func (s *Server) Stored() int {
 	return len(s.events)
 }
 
-// Requests counts the requests that reached a handler.
-func (s *Server) Requests() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.requests
-}
-
-// Held counts the requests held so far.
-func (s *Server) Held() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held
-}
-
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	batch := r.URL.Path == "/"
-	if r.Method != http.MethodPost || (!batch && r.URL.Path != "/AuditEvent") {
-		writeOutcome(w, http.StatusNotFound, "not-supported", "only POST /AuditEvent and POST / (batch)")
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.requests++
-	status := 0
-	if len(s.script) > 0 {
-		status, s.script = s.script[0], s.script[1:]
-	}
-	retryAfter, hold, release, unauth, tooBig := s.retryAfter, s.hold, s.release, s.unauth, s.batchTooBig && batch
-	if hold {
-		s.held++
-	}
-	s.mu.Unlock()
-	if hold {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return
-		case <-s.closed:
-			return
-		}
-	}
-	switch {
-	case unauth:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="arr"`)
-		writeOutcome(w, http.StatusUnauthorized, "login", "no valid bearer token")
-		return
-	case status != 0:
-		if retryAfter != "" {
-			w.Header().Set("Retry-After", retryAfter)
-		}
-		if status >= 400 {
-			writeOutcome(w, status, "transient", "scripted")
-			return
-		}
-	case len(body) > MaxBodyBytes || tooBig:
-		writeOutcome(w, http.StatusRequestEntityTooLarge, "too-costly", "request body too large")
-		return
+// Answer answers one request (double.Handler), after the knobs.
+func (s *Server) Answer(r double.Request) double.Answer {
+	batch := r.Path == "/"
+	if r.Method != http.MethodPost || (!batch && r.Path != "/AuditEvent") {
+		return answerOutcome(http.StatusNotFound, "not-supported", "only POST /AuditEvent and POST / (batch)")
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/fhir+json" && ct != "application/json" {
-		writeOutcome(w, http.StatusUnsupportedMediaType, "not-supported", "Content-Type must be application/fhir+json")
-		return
+		return answerOutcome(http.StatusUnsupportedMediaType, "not-supported", "Content-Type must be application/fhir+json")
 	}
 	minimal := preferMinimal(r.Header)
 	if batch {
-		s.serveBatch(w, body, minimal)
-		return
+		return s.serveBatch(r.Body, minimal)
 	}
-	code, ev, why := s.check(body)
+	code, ev, why := s.check(r.Body)
 	if code != http.StatusCreated {
-		writeOutcome(w, code, why[0], why[1])
-		return
+		return answerOutcome(code, why[0], why[1])
 	}
 	ev = s.store(ev)
-	w.Header().Set("Location", "AuditEvent/"+ev.ID+"/_history/1")
+	h := http.Header{"Location": {"AuditEvent/" + ev.ID + "/_history/1"}}
 	if minimal {
-		w.WriteHeader(http.StatusCreated)
-		return
+		return double.Answer{Status: http.StatusCreated, Header: h}
 	}
-	writeJSON(w, http.StatusCreated, json.RawMessage(body))
+	a := double.FHIRJSON(http.StatusCreated, json.RawMessage(r.Body))
+	a.Header = h
+	return a
+}
+
+// Error is an OperationOutcome of status (double.Handler): a 401 says how to
+// authenticate, a 413 is too costly, anything else transient.
+func (s *Server) Error(status int, text string) double.Answer {
+	switch status {
+	case http.StatusUnauthorized:
+		a := answerOutcome(status, "login", "no valid bearer token: "+text)
+		a.Header = http.Header{"Www-Authenticate": {`Bearer realm="arr"`}}
+		return a
+	case http.StatusRequestEntityTooLarge:
+		return answerOutcome(status, "too-costly", text)
+	}
+	return answerOutcome(status, "transient", text)
+}
+
+// Malformed is a 200 whose body is an AuditEvent cut in the middle (double.Handler).
+func (s *Server) Malformed() double.Answer {
+	return double.Answer{Status: http.StatusOK, ContentType: "application/fhir+json", Body: double.Truncated([]byte(`{"resourceType":"AuditEvent","id":"1"}`), "MALFORMED")}
 }
 
 // preferMinimal says whether the request asks for no resource in the answer (FHIR's
@@ -341,7 +246,7 @@ func (s *Server) store(ev Event) Event {
 
 // serveBatch stores a batch's entries and answers a batch-response, each stored
 // resource echoed unless minimal.
-func (s *Server) serveBatch(w http.ResponseWriter, body []byte, minimal bool) {
+func (s *Server) serveBatch(body []byte, minimal bool) double.Answer {
 	var b struct {
 		ResourceType string `json:"resourceType"`
 		Type         string `json:"type"`
@@ -354,12 +259,10 @@ func (s *Server) serveBatch(w http.ResponseWriter, body []byte, minimal bool) {
 		} `json:"entry"`
 	}
 	if err := json.Unmarshal(body, &b); err != nil {
-		writeOutcome(w, http.StatusBadRequest, "structure", "not a JSON resource")
-		return
+		return answerOutcome(http.StatusBadRequest, "structure", "not a JSON resource")
 	}
 	if b.ResourceType != "Bundle" || b.Type != "batch" {
-		writeOutcome(w, http.StatusUnprocessableEntity, "invalid", "POST / takes a Bundle of type batch")
-		return
+		return answerOutcome(http.StatusUnprocessableEntity, "invalid", "POST / takes a Bundle of type batch")
 	}
 	type entryResponse struct {
 		Status   string          `json:"status"`
@@ -393,7 +296,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, body []byte, minimal bool) {
 		}
 		out.Entry = append(out.Entry, entry{Resource: echo, Response: entryResponse{Status: "201 Created", Location: "AuditEvent/" + ev.ID + "/_history/1"}})
 	}
-	writeJSON(w, http.StatusOK, out)
+	return double.FHIRJSON(http.StatusOK, out)
 }
 
 func outcome(code, text string) json.RawMessage {
@@ -404,19 +307,8 @@ func outcome(code, text string) json.RawMessage {
 	return b
 }
 
-func writeOutcome(w http.ResponseWriter, status int, code, text string) {
-	writeJSON(w, status, outcome(code, text))
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/fhir+json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+func answerOutcome(status int, code, text string) double.Answer {
+	return double.FHIRJSON(status, outcome(code, text))
 }
 
 // ByEventID counts the stored events per event id tag.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
@@ -197,8 +198,7 @@ const event = `{"resourceType":"AuditEvent","meta":{"tag":[{"system":"https://fe
 func TestTheKnobs(t *testing.T) {
 	t.Run("a status script, then normal answers, with Retry-After", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		arr.Script(503, 503, 429)
-		arr.SetRetryAfter("2")
+		arr.Script(t, double.Knobs{Status: 503, RetryAfter: "2"}, double.Knobs{Status: 503, RetryAfter: "2"}, double.Knobs{Status: 429, RetryAfter: "2"})
 		var got []int
 		for range 4 {
 			resp, _ := post(t, arr.URL+"/AuditEvent", []byte(event))
@@ -216,14 +216,14 @@ func TestTheKnobs(t *testing.T) {
 	})
 	t.Run("401 while unauthorized", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		arr.SetUnauthorized(true)
+		arr.Set(t, double.Knobs{Status: http.StatusUnauthorized})
 		if resp, _ := post(t, arr.URL+"/AuditEvent", []byte(event)); resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
 			t.Errorf("%d, want 401 with WWW-Authenticate", resp.StatusCode)
 		}
 	})
 	t.Run("413 for batches", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		arr.SetBatchTooLarge(true)
+		arr.Set(t, double.Knobs{Route: auditrepo.BatchRoute, Status: http.StatusRequestEntityTooLarge})
 		if resp, _ := post(t, arr.URL+"/", []byte(`{"resourceType":"Bundle","type":"batch"}`)); resp.StatusCode != 413 {
 			t.Errorf("%d, want 413", resp.StatusCode)
 		}
@@ -233,7 +233,7 @@ func TestTheKnobs(t *testing.T) {
 	})
 	t.Run("hold after read", func(t *testing.T) {
 		arr := auditrepo.Start(t, auditrepo.Options{})
-		arr.SetHold(true)
+		arr.Set(t, double.Knobs{Fault: double.FaultHold})
 		c := &http.Client{Timeout: 200 * time.Millisecond}
 		resp, err := c.Post(arr.URL+"/AuditEvent", "application/fhir+json", strings.NewReader(event))
 		if err == nil {
@@ -256,13 +256,13 @@ func TestTheKnobs(t *testing.T) {
 		for arr.Held() < 2 {
 			time.Sleep(5 * time.Millisecond)
 		}
-		arr.SetHold(false)
+		arr.Set(t, double.Knobs{})
 		if st := <-done; st != 201 {
 			t.Errorf("released: %d, want 201", st)
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		arr := auditrepo.Start(t, auditrepo.Options{Refused: true})
+		arr := auditrepo.Start(t, auditrepo.Options{Knobs: double.Knobs{Fault: double.FaultRefused}})
 		resp, err := http.Post(arr.URL+"/AuditEvent", "application/fhir+json", strings.NewReader(event))
 		if err == nil {
 			resp.Body.Close()

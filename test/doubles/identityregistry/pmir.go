@@ -13,11 +13,13 @@
 //   - GET [base]/Subscription?url=&criteria=&status= searches (url: the channel
 //     endpoint, exactly; criteria and status: exactly), a searchset Bundle.
 //
-// Script knobs shape one interaction beyond test/double's knobs, which apply to every
-// request: a create's status (422, 500, ...), a create answered without Location (and
-// without id), with a Location on another origin, or with a body that is no
-// Subscription; a status forced on every subscription (error, off); a delete that
-// hangs. Every error and malformed body carries the marker.
+// It runs on test/double, whose knobs make it fail: on every request, or on one
+// interaction with a route (CreateRoute, DeleteRoute: a create answered 422 or 500, a
+// delete that hangs or answers 500). The Script shapes what no knob says, the
+// registry's answers themselves: a create answered without Location (and without id),
+// with a Location on another origin, or with a body that is no Subscription; a status
+// forced on every subscription (error, off). Every error and malformed body carries
+// the marker.
 package identityregistry
 
 import (
@@ -34,26 +36,27 @@ import (
 	"github.com/ferrofed/ferrofed/test/double"
 )
 
+// Routes of the interactions, for test/double's Knobs.Route: a create's or a delete's
+// knobs (double.Knobs{Route: CreateRoute, Status: 500}: every create answers 500 and
+// stores nothing).
+const (
+	CreateRoute = "POST /fhir/Subscription"
+	DeleteRoute = "DELETE /fhir/Subscription/{id}"
+)
+
 // Script shapes the registry's answers, per interaction.
 type Script struct {
-	// CreateStatus, when not 0, answers every create with this status and an
-	// OperationOutcome (nothing is stored).
-	CreateStatus int
 	// CreateWithoutLocation answers a create 201 without Location and without id in
 	// the body (stored all the same: the caller cannot manage it).
 	CreateWithoutLocation bool
 	// CreateForeignLocation answers a create with a Location on another origin.
 	CreateForeignLocation bool
-	// CreateMalformed answers a create 201 with a Location and a body that is not a
-	// Subscription.
-	CreateMalformed bool
+	// CreateNoSubscription answers a create 201 with a Location and a body that is
+	// well-formed FHIR but no Subscription (an OperationOutcome).
+	CreateNoSubscription bool
 	// ForceStatus, when set, is the status every stored subscription reads with
 	// (error, off), and its error text carries the marker.
 	ForceStatus string
-	// DeleteHang makes every delete hang until the registry is closed.
-	DeleteHang bool
-	// DeleteStatus, when not 0, answers every delete with it (nothing deleted).
-	DeleteStatus int
 }
 
 // Options shape one registry.
@@ -82,7 +85,6 @@ type Server struct {
 	script Script
 	subs   map[string]*stored
 	next   int
-	closed chan struct{}
 }
 
 type stored struct {
@@ -107,7 +109,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Marker == "" {
 		opts.Marker = "PMIR-BODY"
 	}
-	s := &Server{opts: opts, script: opts.Script, subs: map[string]*stored{}, closed: make(chan struct{})}
+	s := &Server{opts: opts, script: opts.Script, subs: map[string]*stored{}}
 	d, err := double.New(double.Options{Listen: opts.Listen, Name: "pmir registry", Marker: opts.Marker, Knobs: opts.Knobs}, s)
 	if err != nil {
 		return nil, err
@@ -115,18 +117,6 @@ func New(opts Options) (*Server, error) {
 	s.Server = d
 	s.URL = d.URL() + "/fhir"
 	return s, nil
-}
-
-// Close stops the registry; a hanging delete ends unanswered.
-func (s *Server) Close() {
-	s.mu.Lock()
-	select {
-	case <-s.closed:
-	default:
-		close(s.closed)
-	}
-	s.mu.Unlock()
-	s.Server.Close()
 }
 
 // SetScript changes the script of the next requests.
@@ -283,9 +273,6 @@ func (s *Server) create(r double.Request) double.Answer {
 	s.mu.Lock()
 	sc := s.script
 	s.mu.Unlock()
-	if sc.CreateStatus != 0 {
-		return s.Error(sc.CreateStatus, fmt.Sprintf("create refused (%d)", sc.CreateStatus))
-	}
 	var sub map[string]any
 	if err := json.Unmarshal(r.Body, &sub); err != nil {
 		return s.Error(http.StatusBadRequest, "the body is not JSON")
@@ -310,7 +297,7 @@ func (s *Server) create(r double.Request) double.Answer {
 		a = double.FHIRJSON(http.StatusCreated, view)
 	case sc.CreateForeignLocation:
 		a.Header.Set("Location", "http://registry.elsewhere.example/fhir/Subscription/"+id+"/_history/1")
-	case sc.CreateMalformed:
+	case sc.CreateNoSubscription:
 		a.Body = []byte(`{"resourceType":"OperationOutcome","issue":[{"diagnostics":"` + s.opts.Marker + `"}]}`)
 	}
 	return a
@@ -349,16 +336,6 @@ func (s *Server) update(id string, r double.Request) double.Answer {
 }
 
 func (s *Server) remove(id string) double.Answer {
-	s.mu.Lock()
-	sc := s.script
-	s.mu.Unlock()
-	if sc.DeleteHang {
-		<-s.closed
-		return double.Answer{Status: http.StatusServiceUnavailable}
-	}
-	if sc.DeleteStatus != 0 {
-		return s.Error(sc.DeleteStatus, fmt.Sprintf("delete refused (%d)", sc.DeleteStatus))
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.subs[id]

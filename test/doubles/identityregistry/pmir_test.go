@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
 )
 
@@ -126,10 +127,11 @@ func TestTheRegistryRefusesARequestOffProfile(t *testing.T) {
 func TestTheRegistryScripts(t *testing.T) {
 	reg := identityregistry.Start(t, identityregistry.Options{})
 	body := example(t, "ex-subscription-request.json")
-	reg.SetScript(identityregistry.Script{CreateStatus: http.StatusInternalServerError})
+	reg.Set(t, double.Knobs{Route: identityregistry.CreateRoute, Status: http.StatusInternalServerError})
 	if code, _, oo := do(t, http.MethodPost, reg.URL+"/Subscription", body); code != 500 || !strings.Contains(oo["issue"].([]any)[0].(map[string]any)["diagnostics"].(string), "PMIR-BODY") {
 		t.Fatalf("refused create: %d %v", code, oo)
 	}
+	reg.Set(t, double.Knobs{})
 	reg.SetScript(identityregistry.Script{CreateWithoutLocation: true})
 	if code, h, sub := do(t, http.MethodPost, reg.URL+"/Subscription", body); code != 201 || h.Get("Location") != "" || sub["id"] != nil {
 		t.Fatalf("create without Location: %d %v %v", code, h, sub)
@@ -138,7 +140,8 @@ func TestTheRegistryScripts(t *testing.T) {
 	if code, _, sub := do(t, http.MethodGet, reg.URL+"/Subscription/1", nil); code != 200 || sub["status"] != "error" {
 		t.Fatalf("forced status: %d %v", code, sub)
 	}
-	reg.SetScript(identityregistry.Script{DeleteHang: true})
+	reg.SetScript(identityregistry.Script{})
+	reg.Set(t, double.Knobs{Route: identityregistry.DeleteRoute, Fault: double.FaultHang})
 	c := &http.Client{Timeout: 300 * time.Millisecond}
 	req, _ := http.NewRequest(http.MethodDelete, reg.URL+"/Subscription/1", nil)
 	if res, err := c.Do(req); err == nil {

@@ -13,7 +13,7 @@
 //
 // A test mutates it while it runs (Put, Delete) and misbehaves it with the knobs of
 // test/double (status, hang, refused, reset, malformed) and the directory's own
-// (Knobs): a next link to another origin, a page that links to itself, paging that
+// (Pages): a next link to another origin, a page that links to itself, paging that
 // never ends, a 200 that is not a Bundle, a padded (oversized) page, and extra
 // resources in every searchset. Every error and non-Bundle body carries the marker.
 package mcsdsupplier
@@ -33,8 +33,9 @@ import (
 	"github.com/ferrofed/ferrofed/test/double"
 )
 
-// Knobs are the directory's own faults.
-type Knobs struct {
+// Pages shape the directory's pages beyond test/double's knobs: what a directory
+// gets wrong in its Bundles, not in its HTTP.
+type Pages struct {
 	// ForeignNext makes every page's next link point at another origin (and a last
 	// page have one).
 	ForeignNext bool
@@ -71,7 +72,7 @@ type Server struct {
 	mu    sync.Mutex
 	res   map[string]map[string][]version // type → id → versions, oldest first
 	last  time.Time
-	knobs Knobs
+	pages Pages
 }
 
 type version struct {
@@ -107,11 +108,11 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// SetDirectoryKnobs sets the directory's own faults for the next requests.
-func (s *Server) SetDirectoryKnobs(k Knobs) {
+// SetPages sets the shape of the next requests' pages.
+func (s *Server) SetPages(k Pages) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.knobs = k
+	s.pages = k
 }
 
 // stamp is the time of a new version: now, and always after the last one (by a
@@ -243,7 +244,7 @@ func (s *Server) Answer(r double.Request) double.Answer {
 	offset, _ := strconv.Atoi(r.Query.Get("_offset"))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := s.knobs
+	k := s.pages
 	if k.NonBundle {
 		return s.outcome(http.StatusOK, "informational", "not a Bundle")
 	}
@@ -291,7 +292,7 @@ func (s *Server) withMeta(typ, id string, v version) map[string]any {
 	return body
 }
 
-func (s *Server) search(r double.Request, typ string, count, offset int, k Knobs) double.Answer {
+func (s *Server) search(r double.Request, typ string, count, offset int, k Pages) double.Answer {
 	var matches []map[string]any
 	for _, res := range s.current(typ) {
 		if a := r.Query.Get("active"); typ == "Organization" && a != "" && fmt.Sprint(res["active"]) != a {
@@ -326,7 +327,7 @@ func (s *Server) search(r double.Request, typ string, count, offset int, k Knobs
 	return s.bundle(r, "searchset", entries, offset, count, len(matches), k, false)
 }
 
-func (s *Server) history(r double.Request, typ string, since time.Time, count, offset int, k Knobs) double.Answer {
+func (s *Server) history(r double.Request, typ string, since time.Time, count, offset int, k Pages) double.Answer {
 	type item struct {
 		id string
 		v  version
@@ -378,7 +379,7 @@ func window[T any](all []T, offset, count int) []T {
 }
 
 // bundle writes one page with its links.
-func (s *Server) bundle(r double.Request, typ string, entries []any, offset, count, total int, k Knobs, history bool) double.Answer {
+func (s *Server) bundle(r double.Request, typ string, entries []any, offset, count, total int, k Pages, history bool) double.Answer {
 	self := s.URL + strings.TrimPrefix(r.Path, "/fhir") + "?" + r.RawQuery
 	links := []any{map[string]any{"relation": "self", "url": self}}
 	next := ""

@@ -159,16 +159,16 @@ func TestKnobs(t *testing.T) {
 	s.MustPut(t, Endpoint("ep", "http://a.example/fhir"), Organization("org", "urn:m", "a", "ep"))
 	hist := s.URL + "/Organization/_history?_since=2000-01-01T00:00:00Z"
 
-	s.SetDirectoryKnobs(Knobs{SelfNext: true})
+	s.SetPages(Pages{SelfNext: true})
 	_, p, _ := get(t, hist)
 	if p.next() != hist {
 		t.Errorf("SelfNext: next is %q, want %q", p.next(), hist)
 	}
-	s.SetDirectoryKnobs(Knobs{ForeignNext: true})
+	s.SetPages(Pages{ForeignNext: true})
 	if _, p, _ = get(t, hist); !strings.HasPrefix(p.next(), "http://directory.elsewhere.example/") {
 		t.Errorf("ForeignNext: next is %q", p.next())
 	}
-	s.SetDirectoryKnobs(Knobs{EndlessPaging: true})
+	s.SetPages(Pages{EndlessPaging: true})
 	u := hist
 	for range 5 {
 		_, p, _ = get(t, u)
@@ -177,15 +177,15 @@ func TestKnobs(t *testing.T) {
 		}
 		u = p.next()
 	}
-	s.SetDirectoryKnobs(Knobs{NonBundle: true})
+	s.SetPages(Pages{NonBundle: true})
 	if _, p, raw := get(t, hist); p.ResourceType != "OperationOutcome" || !strings.Contains(raw, "MCSD-BODY") {
 		t.Errorf("NonBundle: %s", raw)
 	}
-	s.SetDirectoryKnobs(Knobs{PadBytes: 1 << 20})
+	s.SetPages(Pages{PadBytes: 1 << 20})
 	if _, _, raw := get(t, hist); len(raw) < 1<<20 {
 		t.Errorf("PadBytes: a page of %d bytes", len(raw))
 	}
-	s.SetDirectoryKnobs(Knobs{ExtraEndpoints: 1000})
+	s.SetPages(Pages{ExtraEndpoints: 1000})
 	if _, p, _ := get(t, s.URL+"/Organization?_include=Organization:endpoint"); len(p.Entry) != 1002 {
 		t.Errorf("ExtraEndpoints: %d entries", len(p.Entry))
 	}

@@ -247,7 +247,7 @@ func TestAMemberSearchesAFormBodyAsItsQuery(t *testing.T) {
 	if got := m.LastRequest(); got.Method != http.MethodGet {
 		t.Fatalf("last %+v", got)
 	}
-	if log := m.Log(); len(log) != 2 || log[0].Form != "_count=2&_sort=_id" {
+	if log := m.Log(); len(log) != 2 || string(log[0].Body) != "_count=2&_sort=_id" {
 		t.Fatalf("log %+v", log)
 	}
 }

@@ -9,9 +9,10 @@
 // 201 with `Location`; `/metadata` is a CapabilityStatement. With NumericIDs, resource
 // ids are 1, 2, 3…, so that members collide as real ones do.
 //
-// It can also be told to misbehave the ways a member does in production: answer late,
-// answer 4xx or 5xx, refuse connections, hang, or reset the connection in the middle
-// of its body.
+// It runs on test/double, whose knobs (Options.Knobs, SetKnobs) make it misbehave the
+// ways a member does in production: answer late, answer 4xx or 5xx, refuse
+// connections, hang, reset the connection in the middle of its body, or send a body
+// that is no FHIR JSON.
 //
 // Every body it sends carries a marker string (Options.Marker), so that a test can
 // assert that a member's body never leaks where it must not (the dependency report).
@@ -22,9 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -35,20 +34,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// Fault is a way the member misbehaves beyond its status code.
-type Fault string
-
-const (
-	// FaultNone answers normally (after Delay, with Status).
-	FaultNone Fault = ""
-	// FaultRefused leaves nothing listening: the member's address is a closed port.
-	FaultRefused Fault = "refused"
-	// FaultHang never answers: each request waits until the caller gives up.
-	FaultHang Fault = "hang"
-	// FaultReset sends its status line and part of its body, then resets the connection.
-	FaultReset Fault = "reset"
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // Page sizes of a search: DefaultPageSize without _count, at most MaxPageSize with it.
@@ -63,14 +50,10 @@ type Options struct {
 	ID string
 	// Listen is the address to listen on; default "127.0.0.1:0" (a free loopback port).
 	Listen string
-	// Delay is how long the member waits before it answers. A request cancelled by the
-	// caller meanwhile is counted (Cancelled) and not answered.
-	Delay time.Duration
-	// Status is the status of every answer; default 200. From 400 on the body is an
-	// OperationOutcome.
-	Status int
-	// Fault makes the member misbehave; see the Fault constants.
-	Fault Fault
+	// Knobs are the faults the member starts with (test/double): a status from 400 on
+	// is answered with an OperationOutcome, a request whose caller gives up while
+	// delayed or held is counted (Cancelled) and not answered.
+	Knobs double.Knobs
 	// Entries is how many resources of each type a search matches; default 2,
 	// negative for none.
 	Entries int
@@ -104,38 +87,22 @@ type Options struct {
 	OperationDefinitions bool
 }
 
-// Request is what the member saw of one request.
-type Request struct {
-	Method   string
-	Path     string
-	RawQuery string
-	Header   http.Header
-	// Form is the body of a form-encoded POST, as sent.
-	Form string
-}
-
-// maxLog bounds the request log: a benchmark's requests are counted, not kept.
-const maxLog = 10000
+// Request is what the member saw of one request (a form-encoded search's or a PUT's
+// body in Body).
+type Request = double.Request
 
 // Server is one running member.
 type Server struct {
+	*double.Server
 	// URL is the base URL of the member's FHIR API (its query_endpoint), e.g.
 	// "http://127.0.0.1:40123/fhir".
 	URL string
-	// Addr is the host:port the member listens on (closed for FaultRefused).
-	Addr string
 	// Opts are the options the member was started with, defaults applied.
 	Opts Options
 
-	srv       *http.Server
-	opdefs    opdefStore
-	requests  atomic.Int64
-	cancelled chan struct{}
-	mu        sync.Mutex
-	last      Request
-	log       []Request
-	closeOnce sync.Once
-	created   atomic.Int64
+	opdefs  opdefStore
+	mu      sync.Mutex
+	created atomic.Int64
 }
 
 // Start starts a member for a test and stops it when the test ends.
@@ -168,9 +135,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
 	}
-	if opts.Status == 0 {
-		opts.Status = http.StatusOK
-	}
 	if opts.Entries == 0 {
 		opts.Entries = 2
 	}
@@ -190,140 +154,51 @@ func New(opts Options) (*Server, error) {
 	if opts.Marker == "" {
 		opts.Marker = "MEMBER-BODY-" + opts.ID
 	}
-	ln, err := net.Listen("tcp", opts.Listen)
+	s := &Server{Opts: opts}
+	// The largest body it reads is an OperationDefinition's PUT; one past the store's
+	// bound still reaches the store, which refuses it as a FHIR server does.
+	d, err := double.New(double.Options{Listen: opts.Listen, Name: "member " + opts.ID, Marker: opts.Marker, MaxBodyBytes: maxOpdefBytes + 1, Knobs: opts.Knobs}, s)
 	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+		return nil, err
 	}
-	s := &Server{
-		Addr:      ln.Addr().String(),
-		Opts:      opts,
-		cancelled: make(chan struct{}, 1024),
-	}
-	s.URL = "http://" + s.Addr + "/fhir"
-	if opts.Fault == FaultRefused {
-		// Nothing listens there any more: a connection is refused at once.
-		ln.Close()
-		return s, nil
-	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
-	go s.srv.Serve(ln) //nolint:errcheck // Serve returns http.ErrServerClosed on Close.
+	s.Server = d
+	s.URL = d.URL() + "/fhir"
 	return s, nil
 }
 
-// Close stops the member at once: open connections are closed, which cancels the
-// requests still waiting.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		if s.srv != nil {
-			s.srv.Close()
-		}
-	})
-}
-
-// Requests is how many requests the member received.
-func (s *Server) Requests() int64 { return s.requests.Load() }
-
-// Cancelled receives once for every request whose caller gave up (its context was
-// cancelled) before the member answered.
-func (s *Server) Cancelled() <-chan struct{} { return s.cancelled }
-
-// LastRequest is the last request the member received.
+// LastRequest is the last request the member received (zero before the first).
 func (s *Server) LastRequest() Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last
+	r, _ := s.Last()
+	return r
 }
 
-// Log is every request the member received, oldest first (the first maxLog).
-func (s *Server) Log() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.log)
-}
-
-// maxForm bounds a form-encoded search body.
-const maxForm = 64 << 10
-
-// ServeHTTP answers as the options say.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.requests.Add(1)
+// Answer answers one request (double.Handler).
+func (s *Server) Answer(r double.Request) double.Answer {
 	var form string
-	if r.Method == http.MethodPost && isForm(r.Header.Get("Content-Type")) {
-		b, _ := io.ReadAll(io.LimitReader(r.Body, maxForm))
-		form = string(b)
+	if (r.Method == http.MethodPost && isForm(r.Header.Get("Content-Type"))) || (r.Method == http.MethodPut && s.Opts.OperationDefinitions) {
+		form = string(r.Body) // a form-encoded search, or the resource a PUT carries
 	}
-	if r.Method == http.MethodPut && s.Opts.OperationDefinitions {
-		b, _ := io.ReadAll(io.LimitReader(r.Body, maxOpdefBytes+1))
-		form = string(b) // the resource a PUT carries
-	}
-	req := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Form: form}
-	s.mu.Lock()
-	s.last = req
-	if len(s.log) < maxLog {
-		s.log = append(s.log, req)
-	}
-	s.mu.Unlock()
-
-	wait := s.Opts.Delay
-	if s.Opts.Fault == FaultHang {
-		wait = 24 * time.Hour
-	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			select {
-			case s.cancelled <- struct{}{}:
-			default:
-			}
-			return
-		}
-	}
-
-	a := s.answer(r, form)
-	if s.Opts.Fault == FaultReset {
-		s.reset(w, a.body)
-		return
-	}
-	for k, v := range a.header {
-		w.Header().Set(k, v)
-	}
-	w.Header().Set("Content-Type", "application/fhir+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
-	w.WriteHeader(a.status)
-	w.Write(a.body) //nolint:errcheck // the caller may be gone; nothing to do about it.
+	return s.answer(r, form)
 }
 
-// reset sends the status line, a Content-Length for the whole body and half of it,
-// then closes the connection with a TCP reset (linger 0), as a member that crashes
-// mid-answer does.
-func (s *Server) reset(w http.ResponseWriter, body []byte) {
-	conn, buf, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/fhir+json\r\nContent-Length: %d\r\n\r\n",
-		s.Opts.Status, http.StatusText(s.Opts.Status), len(body))
-	buf.Write(body[:len(body)/2]) //nolint:errcheck
-	buf.Flush()                   //nolint:errcheck
-	if tcp, ok := conn.(*net.TCPConn); ok {
-		tcp.SetLinger(0) //nolint:errcheck
-	}
-	conn.Close()
+// Error is an OperationOutcome of status (double.Handler).
+func (s *Server) Error(status int, text string) double.Answer {
+	return s.fail(status, "exception", text)
 }
 
-// answer is one answer of the member: status, extra headers, body.
-type answer struct {
-	status int
-	header map[string]string
-	body   []byte
+// Malformed is a 200 whose body is a searchset Bundle cut in the middle
+// (double.Handler).
+func (s *Server) Malformed() double.Answer {
+	b, _ := json.Marshal(map[string]any{"resourceType": "Bundle", "type": "searchset", "total": 1, "entry": []any{}})
+	return double.Answer{Status: http.StatusOK, ContentType: fhirJSON, Body: double.Truncated(b, s.Opts.Marker)}
 }
 
-func (s *Server) fail(status int, code, diagnostics string) answer {
+// fhirJSON is the content type of every answer.
+const fhirJSON = "application/fhir+json"
+
+func (s *Server) fail(status int, code, diagnostics string) double.Answer {
 	body, _ := json.Marshal(outcomeResource("error", code, diagnostics+" "+s.Opts.Marker+s.extra()))
-	return answer{status: status, body: body}
+	return double.Answer{Status: status, ContentType: fhirJSON, Body: body}
 }
 
 // extra is Options.Diagnostics as an outcome's diagnostics carry it.
@@ -334,39 +209,36 @@ func (s *Server) extra() string {
 	return " " + s.Opts.Diagnostics
 }
 
-func (s *Server) ok(status int, v any) answer {
+func (s *Server) ok(status int, v any) double.Answer {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return s.fail(http.StatusInternalServerError, "exception", err.Error())
 	}
-	return answer{status: status, body: body}
+	return double.Answer{Status: status, ContentType: fhirJSON, Body: body}
 }
 
 // answer is what the member answers r with (form: a form-encoded body already read).
-func (s *Server) answer(r *http.Request, form string) answer {
-	rest, ok := strings.CutPrefix(r.URL.Path, "/fhir/")
+func (s *Server) answer(r double.Request, form string) double.Answer {
+	rest, ok := strings.CutPrefix(r.Path, "/fhir/")
 	if !ok || rest == "" {
-		return s.fail(http.StatusNotFound, "not-found", "no FHIR API at "+r.URL.Path)
+		return s.fail(http.StatusNotFound, "not-found", "no FHIR API at "+r.Path)
 	}
-	if s.Opts.Status >= 400 {
-		return s.fail(s.Opts.Status, "exception", fmt.Sprintf("member %s answers %d", s.Opts.ID, s.Opts.Status))
-	}
-	if !acceptsJSON(r.Header.Get("Accept")) || !formatIsJSON(r.URL.Query().Get("_format")) {
+	if !acceptsJSON(r.Header.Get("Accept")) || !formatIsJSON(r.Query.Get("_format")) {
 		return s.fail(http.StatusNotAcceptable, "not-supported", "this server answers application/fhir+json only")
 	}
 	base := s.baseURL(r)
 	parts := strings.Split(rest, "/")
 	switch {
 	case rest == "metadata":
-		return s.ok(s.Opts.Status, s.capabilityStatement())
+		return s.ok(http.StatusOK, s.capabilityStatement())
 	case parts[0] == "OperationDefinition" && s.Opts.OperationDefinitions:
 		return s.operationDefinition(r, base, parts[1:], form)
 	case !slices.Contains(s.Opts.ResourceTypes, parts[0]):
 		return s.fail(http.StatusNotFound, "not-supported", fmt.Sprintf("unknown resource type %q", parts[0]))
 	case len(parts) == 1 && r.Method == http.MethodGet:
-		return s.search(r, base, parts[0], r.URL.RawQuery)
+		return s.search(r, base, parts[0], r.RawQuery)
 	case len(parts) == 2 && parts[1] == "_search" && r.Method == http.MethodPost:
-		q := r.URL.RawQuery
+		q := r.RawQuery
 		if form != "" {
 			if q != "" {
 				q += "&"
@@ -378,10 +250,10 @@ func (s *Server) answer(r *http.Request, form string) answer {
 		id := fmt.Sprintf("new-%d", s.created.Add(1))
 		loc := base + "/" + parts[0] + "/" + id + "/_history/1"
 		a := s.ok(http.StatusCreated, s.resource(parts[0], id, 0))
-		a.header = map[string]string{"Location": loc, "Content-Location": loc}
+		a.Header = http.Header{"Location": {loc}, "Content-Location": {loc}}
 		return a
 	default:
-		return s.ok(s.Opts.Status, s.resource(parts[0], strings.Join(parts[1:], "-"), 0))
+		return s.ok(http.StatusOK, s.resource(parts[0], strings.Join(parts[1:], "-"), 0))
 	}
 }
 
@@ -424,7 +296,7 @@ func formatIsJSON(f string) bool {
 
 // baseURL is the FHIR base the member's URLs are built on: its own, or the one the
 // proxy in front of it says it is reached at.
-func (s *Server) baseURL(r *http.Request) string {
+func (s *Server) baseURL(r double.Request) string {
 	proto, host, prefix := "http", r.Host, "/fhir"
 	if f := r.Header.Get("Forwarded"); f != "" {
 		for el := range strings.SplitSeq(strings.Split(f, ",")[0], ";") {
@@ -511,7 +383,7 @@ func (s *Server) capabilityStatement() map[string]any {
 }
 
 // handling is the request's Prefer: handling=, else the member's own.
-func (s *Server) handling(r *http.Request) string {
+func (s *Server) handling(r double.Request) string {
 	for _, v := range r.Header.Values("Prefer") {
 		for p := range strings.SplitSeq(v, ",") {
 			k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
@@ -527,7 +399,7 @@ func (s *Server) handling(r *http.Request) string {
 }
 
 // search answers one page of a search of resourceType with the raw query q.
-func (s *Server) search(r *http.Request, base, resourceType, q string) answer {
+func (s *Server) search(r double.Request, base, resourceType, q string) double.Answer {
 	params, err := url.ParseQuery(q)
 	if err != nil {
 		return s.fail(http.StatusBadRequest, "invalid", "the query is not form-encoded: "+err.Error())

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // get sends a GET and reads and closes the body; it returns the status, 0 when no
@@ -51,7 +53,7 @@ func TestAMemberAnswersASearchWithASearchset(t *testing.T) {
 }
 
 func TestAMemberAnswersItsStatusWithAnOperationOutcome(t *testing.T) {
-	m := Start(t, Options{Status: 500})
+	m := Start(t, Options{Knobs: double.Knobs{Status: 500}})
 	status, body, err := get(t, context.Background(), m.URL+"/Patient")
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +64,7 @@ func TestAMemberAnswersItsStatusWithAnOperationOutcome(t *testing.T) {
 }
 
 func TestARefusingMemberRefuses(t *testing.T) {
-	m := Start(t, Options{Fault: FaultRefused})
+	m := Start(t, Options{Knobs: double.Knobs{Fault: double.FaultRefused}})
 	_, _, err := get(t, context.Background(), m.URL+"/metadata")
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("err = %v, want connection refused", err)
@@ -70,7 +72,7 @@ func TestARefusingMemberRefuses(t *testing.T) {
 }
 
 func TestAResettingMemberBreaksOffItsBody(t *testing.T) {
-	m := Start(t, Options{Fault: FaultReset})
+	m := Start(t, Options{Knobs: double.Knobs{Fault: double.FaultReset}})
 	status, _, err := get(t, context.Background(), m.URL+"/Patient")
 	if err == nil || status != 200 {
 		t.Fatalf("status %d err %v, want a 200 whose body breaks off", status, err)
@@ -78,7 +80,7 @@ func TestAResettingMemberBreaksOffItsBody(t *testing.T) {
 }
 
 func TestAHangingMemberSeesItsCallerGiveUp(t *testing.T) {
-	m := Start(t, Options{Fault: FaultHang})
+	m := Start(t, Options{Knobs: double.Knobs{Fault: double.FaultHang}})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, _, err := get(t, ctx, m.URL+"/Patient"); !errors.Is(err, context.DeadlineExceeded) {

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // The OperationDefinition store of a member with Options.OperationDefinitions: what
@@ -26,7 +28,7 @@ type opdefStore struct {
 
 // operationDefinition answers a request under OperationDefinition (rest: the path
 // after it; body: a PUT's body).
-func (s *Server) operationDefinition(r *http.Request, base string, rest []string, body string) answer {
+func (s *Server) operationDefinition(r double.Request, base string, rest []string, body string) double.Answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opdefs.m == nil {
@@ -35,7 +37,7 @@ func (s *Server) operationDefinition(r *http.Request, base string, rest []string
 	switch {
 	case len(rest) == 0 && r.Method == http.MethodGet:
 		entries := []map[string]any{}
-		want := r.URL.Query().Get("url")
+		want := r.Query.Get("url")
 		for _, id := range slices.Sorted(maps.Keys(s.opdefs.m)) {
 			od := s.opdefs.m[id]
 			if want == "" || od["url"] == want {
@@ -72,14 +74,14 @@ func (s *Server) operationDefinition(r *http.Request, base string, rest []string
 			status = http.StatusCreated
 		}
 		a := s.ok(status, od)
-		a.header = map[string]string{"Location": base + "/OperationDefinition/" + url.PathEscape(id) + "/_history/" + strconv.Itoa(s.opdefs.versions[id])}
+		a.Header = http.Header{"Location": {base + "/OperationDefinition/" + url.PathEscape(id) + "/_history/" + strconv.Itoa(s.opdefs.versions[id])}}
 		return a
 	case http.MethodDelete:
 		if _, ok := s.opdefs.m[id]; !ok {
 			return s.fail(http.StatusNotFound, "not-found", "no OperationDefinition/"+id)
 		}
 		delete(s.opdefs.m, id)
-		return answer{status: http.StatusNoContent}
+		return double.Answer{Status: http.StatusNoContent}
 	}
 	return s.fail(http.StatusMethodNotAllowed, "not-supported", "OperationDefinition/{id} takes GET, PUT and DELETE")
 }

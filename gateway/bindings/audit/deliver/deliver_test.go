@@ -16,6 +16,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
@@ -173,20 +174,21 @@ func TestEveryRecordIsDeliveredOnceInOrder(t *testing.T) {
 func TestFailedDeliveriesAreRetriedAndTheStateIsDegradedMeanwhile(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		setup func(arr *auditrepo.Server)
-		heal  func(arr *auditrepo.Server)
+		setup func(t *testing.T, arr *auditrepo.Server)
+		heal  func(t *testing.T, arr *auditrepo.Server)
 	}{
-		{"503 three times, then 201", func(a *auditrepo.Server) { a.Script(503, 503, 503) }, func(*auditrepo.Server) {}},
-		{"429 with Retry-After past the bound", func(a *auditrepo.Server) { a.SetRetryAfter("3600"); a.Script(429, 429) }, func(*auditrepo.Server) {}},
-		{"408 with an HTTP-date Retry-After", func(a *auditrepo.Server) {
-			a.SetRetryAfter(time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
-			a.Script(408)
-		}, func(*auditrepo.Server) {}},
-		{"401 (never quarantined)", func(a *auditrepo.Server) { a.SetUnauthorized(true) }, func(a *auditrepo.Server) { a.SetUnauthorized(false) }},
+		{"503 three times, then 201", func(t *testing.T, a *auditrepo.Server) { a.Script(t, double.Statuses(503, 503, 503)...) }, func(*testing.T, *auditrepo.Server) {}},
+		{"429 with Retry-After past the bound", func(t *testing.T, a *auditrepo.Server) {
+			a.Script(t, double.Knobs{Status: 429, RetryAfter: "3600"}, double.Knobs{Status: 429, RetryAfter: "3600"})
+		}, func(*testing.T, *auditrepo.Server) {}},
+		{"408 with an HTTP-date Retry-After", func(t *testing.T, a *auditrepo.Server) {
+			a.Script(t, double.Knobs{Status: 408, RetryAfter: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)})
+		}, func(*testing.T, *auditrepo.Server) {}},
+		{"401 (never quarantined)", func(t *testing.T, a *auditrepo.Server) { a.Set(t, double.Knobs{Status: http.StatusUnauthorized}) }, func(t *testing.T, a *auditrepo.Server) { a.Set(t, double.Knobs{}) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			arr := auditrepo.Start(t, auditrepo.Options{})
-			c.setup(arr)
+			c.setup(t, arr)
 			sp, err := spool.Open(memSpool(crashfs.New()))
 			if err != nil {
 				t.Fatal(err)
@@ -205,7 +207,7 @@ func TestFailedDeliveriesAreRetriedAndTheStateIsDegradedMeanwhile(t *testing.T) 
 			if st := state(sp); st != dependencies.Degraded {
 				t.Errorf("state while retrying = %s, want degraded", st)
 			}
-			c.heal(arr)
+			c.heal(t, arr)
 			eventually(t, "all 3 are delivered", func() bool { return len(arr.Received()) == 3 && sp.Snapshot().Pending == 0 })
 			eventually(t, "the state is up", func() bool { return state(sp) == dependencies.Up })
 			if q := sp.Snapshot().Quarantined; q != 0 {
@@ -249,7 +251,7 @@ func TestAPoisonRecordIsQuarantinedWithItsReasonAndTheRestDelivered(t *testing.T
 
 func TestABatchRefusedAsTooLargeIsSentSingly(t *testing.T) {
 	r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Batch: true})
-	r.arr.SetBatchTooLarge(true)
+	r.arr.Set(t, double.Knobs{Route: auditrepo.BatchRoute, Status: http.StatusRequestEntityTooLarge})
 	r.appendMarkers(t, "s", 10)
 	eventually(t, "all 10 are delivered", func() bool { return len(r.arr.Received()) == 10 && r.sp.Snapshot().Pending == 0 })
 	for _, e := range r.arr.Received() {
@@ -278,7 +280,7 @@ func TestARefusedOrRedirectingRepositoryIsRetriedNeverFollowed(t *testing.T) {
 	})}
 	go srv.Serve(ln) //nolint:errcheck
 	defer srv.Close()
-	refused := auditrepo.Start(t, auditrepo.Options{Refused: true})
+	refused := auditrepo.Start(t, auditrepo.Options{Knobs: double.Knobs{Fault: double.FaultRefused}})
 	for _, base := range []string{"http://" + ln.Addr().String(), refused.URL} {
 		sp, err := spool.Open(memSpool(crashfs.New()))
 		if err != nil {
@@ -359,7 +361,7 @@ func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 	t.Run("a held delivery times out and is retried", func(t *testing.T) {
 		r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Timeout: 50 * time.Millisecond})
-		r.arr.SetHold(true)
+		r.arr.Set(t, double.Knobs{Fault: double.FaultHold})
 		r.appendMarkers(t, "h", 1)
 		eventually(t, "the repository held the delivery twice", func() bool { return r.arr.Held() >= 2 })
 		if st := state(r.sp); st != dependencies.Degraded {

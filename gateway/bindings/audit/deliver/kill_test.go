@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 )
 
@@ -177,15 +178,15 @@ func TestSIGKILLLosesNoAcknowledgedRecord(t *testing.T) {
 			for i := range script {
 				script[i] = 503
 			}
-			arr.Script(script...)
+			arr.Script(t, double.Statuses(script...)...)
 			acked = append(acked, runChild(t, dir, arr.URL, 0, 150, 1+rng.IntN(150), always)...)
 
-			arr.Script()
-			arr.SetHold(true)
+			arr.Script(t)
+			arr.Set(t, double.Knobs{Fault: double.FaultHold})
 			held := arr.Held()
 			acked = append(acked, runChild(t, dir, arr.URL, 1000, 100, 1+rng.IntN(100), func() bool { return arr.Held() > held })...)
 
-			arr.SetHold(false)
+			arr.Set(t, double.Knobs{})
 			stored := len(arr.Received())
 			acked = append(acked, runChild(t, dir, arr.URL, 2000, 150, 1+rng.IntN(150), func() bool { return len(arr.Received()) > stored })...)
 			const kills = 3

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -24,18 +25,18 @@ func main() {
 	var fault string
 	flag.StringVar(&o.Listen, "listen", "127.0.0.1:0", "address to listen on")
 	flag.StringVar(&o.ID, "id", "member", "member id, used in resource ids and the body marker")
-	flag.DurationVar(&o.Delay, "delay", 0, "wait this long before answering")
-	flag.IntVar(&o.Status, "status", 200, "status of every answer (>= 400 answers an OperationOutcome)")
-	flag.StringVar(&fault, "fault", "", "misbehave: hang | reset (refused: just do not start it)")
+	flag.DurationVar(&o.Knobs.Delay, "delay", 0, "wait this long before answering")
+	flag.IntVar(&o.Knobs.Status, "status", 0, "status of every answer (>= 400 answers an OperationOutcome; 0: each answer's own)")
+	flag.StringVar(&fault, "fault", "", "misbehave (test/double's faults): hang | reset | malformed (refused: just do not start it)")
 	flag.IntVar(&o.Entries, "entries", 2, "resources of each type a search matches")
 	flag.BoolVar(&o.NumericIDs, "numeric-ids", false, "resource ids 1, 2, 3… (they collide across members)")
 	flag.StringVar(&o.Handling, "handling", "lenient", "unknown search parameters without Prefer: handling=: lenient | strict")
 	flag.Parse()
-	switch members.Fault(fault) {
-	case members.FaultNone, members.FaultHang, members.FaultReset:
-		o.Fault = members.Fault(fault)
+	switch f := double.Fault(fault); f {
+	case double.FaultNone, double.FaultHang, double.FaultReset, double.FaultMalformed:
+		o.Knobs.Fault = f
 	default:
-		fmt.Fprintf(os.Stderr, "fhirmember: -fault %q is not one of hang, reset\n", fault)
+		fmt.Fprintf(os.Stderr, "fhirmember: -fault %q is not one of hang, reset, malformed\n", fault)
 		os.Exit(2)
 	}
 	s, err := members.New(o)

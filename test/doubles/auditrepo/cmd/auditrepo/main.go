@@ -6,12 +6,13 @@
 //
 // It prints the repository's FHIR base on stdout. Besides the repository's own routes
 // (POST /AuditEvent, batch POST /), it serves a small control API under /_double/, which
-// no audit client calls, so that a test outside the pod can drive and read it:
+// no audit client calls, so that a test outside the pod can drive and read it. It sets
+// test/double's knobs of the repository:
 //
 //	GET  /_double/received                   what it stored: {"requests", "held", "events": [{"id", "eventId", "queries", "batch"}]}
-//	POST /_double/script?status=503&count=N  answer the next N requests with status (count 0 clears the script)
-//	POST /_double/hold?on=true|false         hold every request once its body is read (false releases the held ones)
-//	POST /_double/retry-after?value=V        Retry-After on scripted answers (empty for none)
+//	POST /_double/script?status=503&count=N  a script: the next N requests answer status (count 0 clears it)
+//	POST /_double/hold?on=true|false         FaultHold: hold every request once its body is read (false releases the held ones)
+//	POST /_double/retry-after?value=V        the Retry-After of the scripts set after it (empty for none)
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
@@ -47,7 +49,11 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	flag.StringVar(&o.PoisonMarker, "poison", "", "answer 422 to every AuditEvent containing this marker")
 	flag.Parse()
-	repo := auditrepo.NewHandler(o)
+	repo, err := auditrepo.NewHandler(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "auditrepo:", err)
+		os.Exit(1)
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "auditrepo:", err)
@@ -62,6 +68,8 @@ func main() {
 
 // handler serves the control API under /_double/ and the repository everywhere else.
 func handler(repo *auditrepo.Server) http.Handler {
+	var mu sync.Mutex
+	retryAfter := ""
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_double/received", func(w http.ResponseWriter, _ *http.Request) {
 		out := Received{Requests: repo.Requests(), Held: repo.Held(), Events: []ReceivedEvent{}}
@@ -78,11 +86,13 @@ func handler(repo *auditrepo.Server) http.Handler {
 			http.Error(w, "want status=100..599 and count=0..1000000", http.StatusBadRequest)
 			return
 		}
-		script := make([]int, count)
-		for i := range script {
-			script[i] = status
+		mu.Lock()
+		k := double.Knobs{Status: status, RetryAfter: retryAfter}
+		mu.Unlock()
+		if err := repo.ScriptTimes(k, count); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
-		repo.Script(script...)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /_double/hold", func(w http.ResponseWriter, r *http.Request) {
@@ -91,11 +101,20 @@ func handler(repo *auditrepo.Server) http.Handler {
 			http.Error(w, "want on=true|false", http.StatusBadRequest)
 			return
 		}
-		repo.SetHold(on)
+		k := double.Knobs{}
+		if on {
+			k.Fault = double.FaultHold
+		}
+		if err := repo.SetKnobs(k); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /_double/retry-after", func(w http.ResponseWriter, r *http.Request) {
-		repo.SetRetryAfter(r.URL.Query().Get("value"))
+		mu.Lock()
+		retryAfter = r.URL.Query().Get("value")
+		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.Handle("/", repo)

@@ -14,7 +14,10 @@ import (
 // The control API drives the double and reads what it stored, as test/e2e does
 // through the double's Service.
 func TestControlAPI(t *testing.T) {
-	repo := auditrepo.NewHandler(auditrepo.Options{})
+	repo, err := auditrepo.NewHandler(auditrepo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer repo.Close()
 	srv := httptest.NewServer(handler(repo))
 	defer srv.Close()

@@ -10,7 +10,7 @@
 // test outside the pod can drive and read it:
 //
 //	GET  /_double/state                     {"subscriptions": [{"id", "status", "criteria", "endpoint"}], "creates", "deletes"}
-//	POST /_double/delete-hang?on=true|false every DELETE of a subscription hangs (until the double stops) or not
+//	POST /_double/delete-hang?on=true|false every DELETE of a subscription hangs or not (test/double's FaultHang on DeleteRoute; off answers the held ones)
 package main
 
 import (
@@ -22,7 +22,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
@@ -65,7 +64,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(reg.URL)
-	if err := double.ServeUntilSignal(ln, handler(reg), reg.Close); err != nil { // Close: a hanging delete ends unanswered
+	if err := double.ServeUntilSignal(ln, handler(reg), reg.Close); err != nil { // Close: a held delete ends unanswered
 		fmt.Fprintln(os.Stderr, "pmir:", err)
 		os.Exit(1)
 	}
@@ -73,8 +72,6 @@ func main() {
 
 // handler serves the control API of reg.
 func handler(reg *identityregistry.Server) http.Handler {
-	var mu sync.Mutex
-	var script identityregistry.Script
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_double/state", func(w http.ResponseWriter, _ *http.Request) {
 		out := State{Subscriptions: []Subscription{}, Creates: reg.Count(http.MethodPost, "/Subscription"), Deletes: reg.Count(http.MethodDelete, "/Subscription/")}
@@ -90,10 +87,14 @@ func handler(reg *identityregistry.Server) http.Handler {
 			http.Error(w, "want on=true|false", http.StatusBadRequest)
 			return
 		}
-		mu.Lock()
-		script.DeleteHang = on
-		reg.SetScript(script)
-		mu.Unlock()
+		k := double.Knobs{}
+		if on {
+			k = double.Knobs{Route: identityregistry.DeleteRoute, Fault: double.FaultHang}
+		}
+		if err := reg.SetKnobs(k); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return mux
