@@ -23,6 +23,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -46,7 +48,7 @@ func startUploadMember(t *testing.T) *uploadMember {
 			m.brokenBodies.Add(1)
 			return
 		}
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		if r.Method == http.MethodPost {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"resourceType":"Patient","id":"1"}`)
@@ -142,7 +144,7 @@ func TestAClientsBrokenRequestNeverChangesTheMembersState(t *testing.T) {
 	h.wantUp(t, gw, "node-a")
 
 	post := func(framing string) string {
-		return "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\n" + framing + "\r\n"
+		return "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\n" + framing + "\r\n"
 	}
 	cases := []struct {
 		name      string
@@ -214,7 +216,7 @@ func TestARoutedBodyThatNeverArrivesIsA408AndTheMemberIsNeverAsked(t *testing.T)
 	const timeout = 500 * time.Millisecond
 	h := newHarness(t, harnessOptions{requestTimeout: timeout}, node{id: "node-a", url: counting.URL + "/fhir"})
 	gw := serveFull(t, h)
-	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\nContent-Length: 100\r\n\r\n"
+	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
 	a := rawSend(t, gw, head, []string{`{"resource`}, 0, false, 20*timeout)
 	if a.status != http.StatusRequestTimeout || !strings.Contains(a.body, "did not arrive within server.request_timeout_ms") {
 		t.Fatalf("answered %d %s, want 408", a.status, a.body)
@@ -236,7 +238,7 @@ func TestARoutedBodyPastTheBufferThatStopsIsA408AndTheMembersConnectionIsClosed(
 	const timeout = 500 * time.Millisecond
 	h := newHarness(t, harnessOptions{requestTimeout: timeout, tables: "[limits]\nmax_routed_body_buffer_bytes = 16\n"}, node{id: "node-a", url: m.URL + "/fhir"})
 	gw := serveFull(t, h)
-	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\nContent-Length: 100\r\n\r\n"
+	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
 	a := rawSend(t, gw, head, []string{`{"resourceType":"Patient",`}, 0, false, 20*timeout)
 	if a.status != http.StatusRequestTimeout || !strings.Contains(a.body, "did not arrive within server.request_timeout_ms") {
 		t.Fatalf("answered %d %s, want 408", a.status, a.body)
@@ -304,7 +306,7 @@ func emptyEntriesMember(t *testing.T, size int) *httptest.Server {
 	const head, tail = `{"resourceType":"Bundle","type":"searchset","entry":[`, `{}]}`
 	body := []byte(head + strings.Repeat("{},", (size-len(head)-len(tail))/3) + tail)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		_, _ = w.Write(body)
 	}))
@@ -369,7 +371,7 @@ func startConcurrencyHost(t *testing.T, delay time.Duration) *concurrencyHost {
 		c.now--
 		c.perNow[id]--
 		c.mu.Unlock()
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		_, _ = io.WriteString(w, `{"resourceType":"Bundle","type":"searchset","total":0}`)
 	}))
 	t.Cleanup(c.Close)
@@ -785,7 +787,7 @@ func TestAQueryLongerThanTheLimitIs414BeforeAnyMemberIsAsked(t *testing.T) {
 }
 
 func TestTheSmallestQueryLimitHoldsANextLink(t *testing.T) {
-	if n := len("_page=") + MaxPageTokenBytes; n > config.MinQueryBytes {
+	if n := len("_page=") + searchquery.MaxPageTokenBytes; n > config.MinQueryBytes {
 		t.Fatalf("a next link's query is up to %d bytes, more than the lowest limits.max_query_bytes (%d)", n, config.MinQueryBytes)
 	}
 }

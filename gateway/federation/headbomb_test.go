@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
 // bombBytes is the head a bombing member sends: under Go's default cap (10 MiB), so
@@ -157,7 +159,7 @@ func TestAMembersHeadCountsInTheSearchBytes(t *testing.T) {
 	body := `{"resourceType":"Bundle","type":"searchset","entry":[]}`
 	pad := strings.Repeat("h", 4000)
 	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		if r.URL.Query().Get("pad") != "" {
 			w.Header().Set("X-Pad", pad)
 		}

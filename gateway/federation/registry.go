@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // member is one [[registry.members]] entry, its query endpoint parsed once.
@@ -118,12 +119,6 @@ func newTransport() *http.Transport {
 // answer; a longer one fails the call, as the member's.
 const MaxMemberHeaderBytes = 64 << 10
 
-// headTooLarge reports whether err is the transport's refusal of an answer head past
-// its MaxResponseHeaderBytes. net/http has no value for it, only its text.
-func headTooLarge(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
-}
-
 // newClient wraps the transport. Redirects are not followed: a member that redirects
 // is answering, and following it could take a client's query to a host that is not a
 // member. The budget is carried by each request's context, not by Client.Timeout.
@@ -133,3 +128,48 @@ func newClient(rt http.RoundTripper) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
+
+// cursorOf reduces a member's next link to a cursor under m's base: same scheme and
+// host, a path under the base's. It reports false for a link anywhere else.
+func cursorOf(m *member, link string) (string, bool) {
+	u, err := url.Parse(link)
+	if err != nil || u.Fragment != "" || u.User != nil {
+		return "", false
+	}
+	if !strings.EqualFold(u.Scheme, m.base.Scheme) || !strings.EqualFold(u.Host, m.base.Host) {
+		return "", false
+	}
+	base := strings.TrimSuffix(m.base.EscapedPath(), "/")
+	rest, ok := strings.CutPrefix(u.EscapedPath(), base)
+	if !ok || !strings.HasPrefix(rest, "/") {
+		return "", false
+	}
+	c := rest
+	if u.RawQuery != "" {
+		c += "?" + u.RawQuery
+	}
+	if !searchquery.ValidCursor(c) {
+		return "", false
+	}
+	return c, true
+}
+
+// cursorURL is the member URL of a cursor: its base joined with the cursor as it is
+// (already escaped).
+func (m *member) cursorURL(c string) string {
+	u := *m.base
+	u.RawQuery = ""
+	u.Fragment = ""
+	return strings.TrimSuffix(u.String(), "/") + c
+}
+
+// decodeToken decodes a continuation token whose members must be reg's.
+func decodeToken(k searchquery.Key, tok string, reg *registry, maxCount int) (searchquery.Token, error) {
+	return k.Decode(tok, len(reg.members), func(id string) bool {
+		_, ok := reg.byID[id]
+		return ok
+	}, maxCount)
+}
+
+// tokenKey authenticates the page tokens of the surface's next links.
+type tokenKey = searchquery.Key

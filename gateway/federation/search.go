@@ -10,7 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // maxRounds bounds how many times one page asks its members again to fill itself
@@ -25,7 +29,7 @@ type search struct {
 	reg          *registry
 	resourceType string
 	count        int
-	sort         []sortKey
+	sort         []searchquery.SortKey
 	sortRaw      string
 	summaryCount bool
 	// first is true on a search's first page (no token): every member is asked.
@@ -79,7 +83,7 @@ type position struct {
 // pageEntry is one match, rewritten, with the values it sorts by.
 type pageEntry struct {
 	json []byte
-	keys []sortValue
+	keys []searchquery.SortValue
 }
 
 // pageResult is what a page of a search came to.
@@ -91,11 +95,11 @@ type pageResult struct {
 	next string
 	// status and outcome, when status is not 200, are the answer instead of a Bundle.
 	status  int
-	outcome OperationOutcome
+	outcome fhir.OperationOutcome
 }
 
 // run builds the page.
-func (s *search) run(ctx context.Context, budget time.Duration, strictHandling bool, key tokenKey, tokenTotal *int) pageResult {
+func (s *search) run(ctx context.Context, budget time.Duration, strictHandling bool, key searchquery.Key, tokenTotal *int) pageResult {
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	var out [][]byte
@@ -152,7 +156,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		}
 		p.record.Entries = taken[i]
 		res.records = append(res.records, p.record)
-		if p.record.Outcome == OK {
+		if p.record.Outcome == outbound.OK {
 			anyOK = true
 		} else {
 			failed = append(failed, p)
@@ -183,10 +187,10 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 	}
 	for _, p := range s.positions {
 		if p.unlinked {
-			res.entries = append(res.entries, outcomeEntry(OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+			res.entries = append(res.entries, fhir.OutcomeEntry(fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 				Severity: "warning", Code: "incomplete",
 				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
-					fmt.Sprint(maxCursorBytes) + " bytes): its further matches are not paged",
+					fmt.Sprint(searchquery.MaxCursorBytes) + " bytes): its further matches are not paged",
 			}}}))
 		}
 	}
@@ -212,10 +216,10 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 	if s.summaryCount {
 		return res
 	}
-	t := pageToken{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
+	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
 	for _, p := range s.positions {
 		if !p.done {
-			tm := tokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}
+			tm := searchquery.TokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}
 			if p.remaining > 0 {
 				r := p.remaining
 				tm.Remaining = &r
@@ -224,15 +228,15 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		}
 	}
 	if len(t.Members) > 0 {
-		tok, left, err := key.encodeFitting(t)
+		tok, left, err := key.EncodeFitting(t)
 		if err != nil {
 			res.status = http.StatusInternalServerError
-			res.outcome = operationOutcome("exception", "the next page cannot be linked: "+err.Error())
+			res.outcome = fhir.Outcome("exception", "the next page cannot be linked: "+err.Error())
 			return res
 		}
 		res.next = tok
 		if len(left) > 0 {
-			res.entries = append(res.entries, outcomeEntry(unlinkedOutcome(left)))
+			res.entries = append(res.entries, fhir.OutcomeEntry(unlinkedOutcome(left)))
 		}
 	}
 	return res
@@ -241,7 +245,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 // unlinkedOutcome is the warning of a page whose next link could not carry every
 // member's position: the members left out have more matches that following next will
 // not return, and the client is told which.
-func unlinkedOutcome(left []tokenMember) OperationOutcome {
+func unlinkedOutcome(left []searchquery.TokenMember) fhir.OperationOutcome {
 	const named = 20
 	ids := make([]string, 0, min(len(left), named))
 	for _, m := range left[:min(len(left), named)] {
@@ -251,10 +255,10 @@ func unlinkedOutcome(left []tokenMember) OperationOutcome {
 	if len(left) > named {
 		list += fmt.Sprintf(" and %d more", len(left)-named)
 	}
-	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+	return fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 		Severity: "warning", Code: "too-costly",
 		Diagnostics: fmt.Sprintf("the next link cannot carry the position of every member that has more (a continuation token is at most %d bytes): "+
-			"following it will not return the further matches of %d members (%s); narrow the search to page through them", MaxPageTokenBytes, len(left), list),
+			"following it will not return the further matches of %d members (%s); narrow the search to page through them", searchquery.MaxPageTokenBytes, len(left), list),
 	}}}
 }
 
@@ -310,7 +314,7 @@ func (s *search) pick() int {
 			}
 			continue
 		}
-		if compareValues(s.sort, p.matches[0].keys, s.positions[best].matches[0].keys) < 0 {
+		if searchquery.CompareValues(s.sort, p.matches[0].keys, s.positions[best].matches[0].keys) < 0 {
 			best = i
 		}
 	}
@@ -328,7 +332,7 @@ func (s *search) fetch(rctx, client context.Context, need []*position) {
 		exchanges[i] = exchange{}
 		s.absorb(need[i], ex)
 	}
-	s.cs.fanOut(rctx, len(need), func(i int) {
+	s.cs.FanOut(rctx, len(need), func(i int) {
 		p := need[i]
 		mctx, cancel := p.m.within(rctx)
 		defer cancel()
@@ -349,14 +353,14 @@ func (s *search) absorb(p *position, ex exchange) {
 	p.record.ID = p.m.id
 	p.record.DurationMS += millis(ex.duration)
 	p.record.Status = ex.call.Status
-	var page *memberPage
+	var page *fhir.Page
 	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
-		pg, err := scanPage(ex.body, s.cs.maxEntries)
-		var costly errTooCostly
+		pg, err := fhir.ScanPage(ex.body, s.cs.MaxEntries)
+		var costly calllimit.TooCostly
 		switch {
-		case errors.As(err, &costly):
+		case errors.As(err, &costly) || errors.Is(err, fhir.ErrTooManyEntries):
 			ex.call.Unusable = true
-			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", p.m.id, ex.call.Status, costly.msg)
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", p.m.id, ex.call.Status, err.Error())
 		case err != nil:
 			s.c.log.V(1).Info("Member answered a body that is not a searchset", "member", p.m.id, "error", err.Error())
 			ex.call.Unusable = true
@@ -370,7 +374,7 @@ func (s *search) absorb(p *position, ex exchange) {
 		}
 	}
 	outcome := s.c.observe(p.m, ex.call)
-	if p.record.Outcome == "" || p.record.Outcome == OK {
+	if p.record.Outcome == "" || p.record.Outcome == outbound.OK {
 		p.record.Outcome = outcome
 	}
 	if page == nil {
@@ -410,8 +414,8 @@ func (s *search) absorb(p *position, ex exchange) {
 	}
 	p.loaded = true
 	p.next = ""
-	if page.next != "" && !s.summaryCount {
-		if c, ok := cursorOf(p.m, page.next); ok {
+	if page.Next != "" && !s.summaryCount {
+		if c, ok := cursorOf(p.m, page.Next); ok {
 			p.next = c
 		} else {
 			s.c.log.V(1).Info("Member's next link is not under its base: its paging stops", "member", p.m.id)
@@ -448,76 +452,6 @@ const (
 	entryDropped
 )
 
-// memberPage is what the gateway reads of a member's searchset page.
-type memberPage struct {
-	Total *int
-	Entry []memberEntry
-	next  string
-}
-
-// decodePage reads a member's searchset Bundle. A body that is not one is refused
-// whole: half a member's result merged in silence would be worse than none. A page
-// of more than maxEntries entries is refused before they are decoded.
-func decodePage(body []byte, maxEntries int) (*memberPage, error) {
-	var b struct {
-		ResourceType string         `json:"resourceType"`
-		Type         string         `json:"type"`
-		Total        *int           `json:"total"`
-		Link         []Link         `json:"link"`
-		Entry        boundedEntries `json:"entry"`
-	}
-	b.Entry.max = maxEntries
-	if err := json.Unmarshal(body, &b); err != nil {
-		var costly errTooCostly
-		if errors.As(err, &costly) {
-			return nil, costly
-		}
-		return nil, err
-	}
-	if b.ResourceType != "Bundle" || b.Type != "searchset" {
-		return nil, errNotASearchset
-	}
-	if b.Total != nil && *b.Total < 0 {
-		return nil, errNotASearchset
-	}
-	pg := &memberPage{Total: b.Total, Entry: b.Entry.entries}
-	for _, l := range b.Link {
-		if l.Relation == "next" {
-			pg.next = l.URL
-		}
-	}
-	return pg, nil
-}
-
-// boundedEntries decodes Bundle.entry after counting it: at most max entries.
-type boundedEntries struct {
-	max     int
-	entries []memberEntry
-}
-
-func (b *boundedEntries) UnmarshalJSON(v []byte) error {
-	if len(v) > 0 && v[0] == '[' && countElements(v, b.max) > b.max {
-		return errMemberEntries
-	}
-	return json.Unmarshal(v, &b.entries)
-}
-
-// memberEntry is what the gateway reads of one entry of a member's page.
-type memberEntry struct {
-	Resource json.RawMessage `json:"resource"`
-	Search   *entrySearch    `json:"search"`
-}
-
-type entrySearch struct {
-	Mode  string          `json:"mode"`
-	Score json.RawMessage `json:"score"`
-}
-
-type resourceHead struct {
-	ResourceType string `json:"resourceType"`
-	ID           string `json:"id"`
-}
-
 // rewriteEntry makes the gateway's entry of a member's: fullUrl under the gateway's
 // /nodes/{id}/fhir, search.mode set (match when the member sent none), the member's
 // own fullUrl, request and response left behind (they name the member's address).
@@ -525,8 +459,8 @@ type resourceHead struct {
 //
 // The page was decoded once, its entries' resources kept as they came; only their
 // type and id are read again here.
-func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind) {
-	head, ok := readHead(e.Resource)
+func (s *search) rewriteEntry(p *position, e fhir.Entry) (pageEntry, entryKind) {
+	head, ok := fhir.ReadHead(e.Resource)
 	if !ok {
 		return pageEntry{}, entryDropped
 	}
@@ -542,7 +476,7 @@ func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind)
 	}
 	var b bytes.Buffer
 	b.Grow(len(e.Resource) + len(p.entryPrefix) + 96)
-	if ValidResourceType(head.ResourceType) && validID(head.ID) {
+	if fhir.ValidResourceType(head.ResourceType) && fhir.ValidID(head.ID) {
 		b.Write(p.entryPrefix)
 		b.WriteString(head.ResourceType)
 		b.WriteByte('/')
@@ -571,20 +505,20 @@ func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind)
 		return pe, entryOther
 	}
 	if len(s.sort) > 0 {
-		pe.keys = sortValues(e.Resource, s.sort)
+		pe.keys = searchquery.SortValues(e.Resource, s.sort)
 	}
 	return pe, entryMatch
 }
 
 // memberIssues reads the issues of a member's OperationOutcome, scrubbed of the
 // member's address, at most maxIssues.
-func (s *search) memberIssues(m *member, body []byte) []Issue {
+func (s *search) memberIssues(m *member, body []byte) []fhir.Issue {
 	return memberIssues(m, s.gw, body)
 }
 
 const maxIssues = 20
 
-func memberIssues(m *member, gw string, body []byte) []Issue {
+func memberIssues(m *member, gw string, body []byte) []fhir.Issue {
 	var oo struct {
 		ResourceType string `json:"resourceType"`
 		Issue        []struct {
@@ -600,14 +534,14 @@ func memberIssues(m *member, gw string, body []byte) []Issue {
 	if len(body) == 0 || json.Unmarshal(body, &oo) != nil || oo.ResourceType != "OperationOutcome" {
 		return nil
 	}
-	var out []Issue
+	var out []fhir.Issue
 	for _, i := range oo.Issue {
 		if len(out) == maxIssues {
 			break
 		}
-		is := Issue{Severity: validSeverity(i.Severity), Code: validIssueCode(i.Code), Diagnostics: scrubMember(m, gw, i.Diagnostics)}
+		is := fhir.Issue{Severity: fhir.ValidSeverity(i.Severity), Code: fhir.ValidIssueCode(i.Code), Diagnostics: scrubMember(m, gw, i.Diagnostics)}
 		if i.Details != nil && i.Details.Text != "" {
-			is.Details = &IssueDetails{Text: scrubMember(m, gw, i.Details.Text)}
+			is.Details = &fhir.IssueDetails{Text: scrubMember(m, gw, i.Details.Text)}
 		}
 		for _, x := range i.Expression {
 			if len(is.Expression) < 8 {
@@ -617,32 +551,6 @@ func memberIssues(m *member, gw string, body []byte) []Issue {
 		out = append(out, is)
 	}
 	return out
-}
-
-func validSeverity(s string) string {
-	switch s {
-	case "fatal", "error", "warning", "information":
-		return s
-	}
-	return "error"
-}
-
-// issueCodes is R4's IssueType value set: a member's code outside it becomes
-// "processing", so that the gateway's answer stays valid R4.
-var issueCodes = map[string]bool{
-	"invalid": true, "structure": true, "required": true, "value": true, "invariant": true, "security": true,
-	"login": true, "unknown": true, "expired": true, "forbidden": true, "suppressed": true, "processing": true,
-	"not-supported": true, "duplicate": true, "multiple-matches": true, "not-found": true, "deleted": true,
-	"too-long": true, "code-invalid": true, "extension": true, "too-costly": true, "business-rule": true,
-	"conflict": true, "transient": true, "lock-error": true, "no-store": true, "exception": true, "timeout": true,
-	"incomplete": true, "throttled": true, "informational": true,
-}
-
-func validIssueCode(c string) string {
-	if issueCodes[c] {
-		return c
-	}
-	return "processing"
 }
 
 // scrubMember is text a member wrote as a client may see it: the member's own base
@@ -672,31 +580,19 @@ const (
 // memberOutcomeEntry is a member's own OperationOutcome entry (a lenient server's
 // warning), as the gateway passes it on: the member named, its issues carried.
 func (s *search) memberOutcomeEntry(p *position, resource json.RawMessage) []byte {
-	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 		Severity: "information", Code: "informational", Diagnostics: "member " + p.m.id + " reported on the search",
 	}}}
 	oo.Issue = append(oo.Issue, s.memberIssues(p.m, resource)...)
-	return outcomeEntry(oo)
-}
-
-func outcomeEntry(oo OperationOutcome) []byte {
-	b, _ := json.Marshal(struct {
-		Resource OperationOutcome `json:"resource"`
-		Search   struct {
-			Mode string `json:"mode"`
-		} `json:"search"`
-	}{Resource: oo, Search: struct {
-		Mode string `json:"mode"`
-	}{"outcome"}})
-	return b
+	return fhir.OutcomeEntry(oo)
 }
 
 // issueCodeOf is the IssueType of a member's outcome.
-func issueCodeOf(o Outcome) string {
+func issueCodeOf(o outbound.Outcome) string {
 	switch o {
-	case Timeout:
+	case outbound.Timeout:
 		return "timeout"
-	case Unreachable:
+	case outbound.Unreachable:
 		return "transient"
 	}
 	return "processing"
@@ -705,9 +601,9 @@ func issueCodeOf(o Outcome) string {
 // describe says what happened to a member, naming it by id only.
 func describe(r Record) string {
 	switch r.Outcome {
-	case Timeout:
+	case outbound.Timeout:
 		return fmt.Sprintf("member %s did not answer within the request budget", r.ID)
-	case Unreachable:
+	case outbound.Unreachable:
 		if r.Status != 0 {
 			return fmt.Sprintf("member %s broke its answer off (HTTP %d)", r.ID, r.Status)
 		}
@@ -738,12 +634,12 @@ func issueCodeOfFailure(p *position) string {
 
 // pageExtras is how many of a page's entries are not matches (includes, outcomes):
 // the part of a member's page that is not bounded by _count.
-func pageExtras(pg *memberPage) int {
+func pageExtras(pg *fhir.Page) int {
 	n := 0
 	for _, e := range pg.Entry {
 		if e.Search != nil && e.Search.Mode != "" && e.Search.Mode != "match" {
 			n++
-		} else if h, ok := readHead(e.Resource); ok && h.ResourceType == "OperationOutcome" {
+		} else if h, ok := fhir.ReadHead(e.Resource); ok && h.ResourceType == "OperationOutcome" {
 			n++
 		}
 	}
@@ -752,19 +648,19 @@ func pageExtras(pg *memberPage) int {
 
 // failureEntry is the OperationOutcome entry of a member that is not ok.
 func (s *search) failureEntry(p *position) []byte {
-	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 		Severity: "warning", Code: issueCodeOfFailure(p), Diagnostics: describeFailure(p) + "; its results are missing from this page",
 	}}}
 	if p.failure != nil {
 		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
 	}
-	return outcomeEntry(oo)
+	return fhir.OutcomeEntry(oo)
 }
 
 // refusal is the answer when the client asked for strict handling and a member
 // refused the search: that member's 400, its own issues carried.
-func (s *search) refusal(p *position) OperationOutcome {
-	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+func (s *search) refusal(p *position) fhir.OperationOutcome {
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 		Severity: "error", Code: "processing", Diagnostics: describe(p.record) + " and the client asked for Prefer: handling=strict",
 	}}}
 	if p.failure != nil {
@@ -776,20 +672,20 @@ func (s *search) refusal(p *position) OperationOutcome {
 // noMemberSucceeded is the answer when no member asked succeeded: 504 when every one
 // timed out, 400 when every one refused the request (4xx), 502 otherwise; one issue
 // per member.
-func (s *search) noMemberSucceeded(failed []*position) (int, OperationOutcome) {
+func (s *search) noMemberSucceeded(failed []*position) (int, fhir.OperationOutcome) {
 	allTimeout, allRefused := true, true
-	oo := OperationOutcome{ResourceType: "OperationOutcome"}
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome"}
 	for _, p := range failed {
 		r := p.record
-		allTimeout = allTimeout && r.Outcome == Timeout
-		allRefused = allRefused && r.Outcome == NodeError && r.Status >= 400 && r.Status < 500
+		allTimeout = allTimeout && r.Outcome == outbound.Timeout
+		allRefused = allRefused && r.Outcome == outbound.NodeError && r.Status >= 400 && r.Status < 500
 		diag := describeFailure(p)
 		if p.failure != nil && p.failure.reason == "" {
 			if is := s.memberIssues(p.m, p.failure.body); len(is) > 0 && is[0].Diagnostics != "" {
 				diag += ": " + is[0].Diagnostics
 			}
 		}
-		oo.Issue = append(oo.Issue, Issue{Severity: "error", Code: issueCodeOfFailure(p), Diagnostics: diag})
+		oo.Issue = append(oo.Issue, fhir.Issue{Severity: "error", Code: issueCodeOfFailure(p), Diagnostics: diag})
 	}
 	switch {
 	case allTimeout:
@@ -798,17 +694,4 @@ func (s *search) noMemberSucceeded(failed []*position) (int, OperationOutcome) {
 		return http.StatusBadRequest, oo
 	}
 	return http.StatusBadGateway, oo
-}
-
-// wantsStrict reports whether the Prefer header asks for handling=strict.
-func wantsStrict(prefer []string) bool {
-	for _, v := range prefer {
-		for p := range strings.SplitSeq(v, ",") {
-			k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if strings.EqualFold(strings.TrimSpace(k), "handling") && strings.Trim(strings.TrimSpace(val), `"`) == "strict" {
-				return true
-			}
-		}
-	}
-	return false
 }

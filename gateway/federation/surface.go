@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,9 +20,13 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/health"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // Options tune a Surface. The zero value is production's.
@@ -107,7 +110,7 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	if opts.Transport == nil {
 		opts.Transport = newTransport()
 	}
-	own, err := newRandomKey()
+	own, err := searchquery.NewKey()
 	if err != nil {
 		return nil, fmt.Errorf("federation: make a page token key: %w", err)
 	}
@@ -362,28 +365,7 @@ func budget(ctx context.Context, requestTimeout time.Duration) time.Duration {
 	return d - min(d/10, 100*time.Millisecond)
 }
 
-func writeFHIR(w http.ResponseWriter, status int, v any) {
-	var body []byte
-	var err error
-	if m, ok := v.(json.Marshaler); ok {
-		// Called directly: json.Marshal would re-scan what MarshalJSON wrote.
-		body, err = m.MarshalJSON()
-	} else {
-		body, err = json.Marshal(v)
-	}
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"exception"}]}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", FHIRJSON)
-	// With its length known the answer goes out as one body, not as chunks written
-	// (and read) piecemeal plus a last one of its own.
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body) //nolint:errcheck // the client may be gone.
-}
-
-var errNoRegistry = operationOutcome("not-supported", "federation not configured: no [[registry.members]]")
+var errNoRegistry = fhir.Outcome("not-supported", "federation not configured: no [[registry.members]]")
 
 // handleFHIR answers every path under {base}/fhir.
 func (s *Surface) handleFHIR(c *gin.Context) {
@@ -393,45 +375,45 @@ func (s *Surface) handleFHIR(c *gin.Context) {
 		return
 	}
 	if len(st.reg.members) == 0 {
-		writeFHIR(c.Writer, http.StatusNotImplemented, errNoRegistry)
+		fhir.Write(c.Writer, http.StatusNotImplemented, errNoRegistry)
 		return
 	}
-	if !acceptable(r, false) {
-		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
+	if !fhir.Acceptable(r, false) {
+		fhir.Write(c.Writer, http.StatusNotAcceptable, fhir.NotAcceptable)
 		return
 	}
 	// The same rule as a routed path's: no dot segment, however hidden.
-	rest, err := memberPath(c.Param("rest"))
+	rest, err := proxy.CleanPath(c.Param("rest"))
 	if err != nil {
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
+		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", err.Error()))
 		return
 	}
 	rest = strings.TrimPrefix(rest, "/")
 	segs := strings.Split(rest, "/")
 	switch {
 	case rest == "":
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no route at the FHIR base: search {base}/fhir/{type}, or read {base}/fhir/metadata"))
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no route at the FHIR base: search {base}/fhir/{type}, or read {base}/fhir/metadata"))
 	case len(segs) == 1 && segs[0] == "metadata":
 		if r.Method != http.MethodGet {
-			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/metadata")
+			fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/metadata")
 			return
 		}
 		s.handleMetadata(c, st)
-	case !ValidResourceType(segs[0]):
+	case !fhir.ValidResourceType(segs[0]):
 		if len(segs) == 1 {
-			writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the resource type must match [A-Z][A-Za-z]+"))
+			fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", "the resource type must match [A-Z][A-Za-z]+"))
 			return
 		}
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /fhir"))
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such route under /fhir"))
 	case len(segs) == 1:
 		if r.Method != http.MethodGet {
-			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0])
+			fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0])
 			return
 		}
 		s.handleSearch(c, st, segs[0], r.URL.RawQuery)
 	case len(segs) == 2 && segs[1] == "_search":
 		if r.Method != http.MethodPost {
-			methodNotAllowed(c.Writer, http.MethodPost, "/fhir/"+segs[0]+"/_search")
+			fhir.MethodNotAllowed(c.Writer, http.MethodPost, "/fhir/"+segs[0]+"/_search")
 			return
 		}
 		raw, ok := readForm(c.Writer, r, st.limits.MaxQueryBytes)
@@ -441,14 +423,14 @@ func (s *Surface) handleFHIR(c *gin.Context) {
 		s.handleSearch(c, st, segs[0], raw)
 	case len(segs) == 2:
 		if r.Method != http.MethodGet {
-			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0]+"/"+segs[1])
+			fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0]+"/"+segs[1])
 			return
 		}
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("not-supported", fmt.Sprintf(
+		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("not-supported", fmt.Sprintf(
 			"a resource is read from the member that holds it: GET %s/nodes/{id}/fhir/%s/%s, with {id} the member's id (an entry's fullUrl names it)",
 			gatewayBase(r, st.cfg.Server.BasePath), segs[0], segs[1])))
 	default:
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /fhir"))
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such route under /fhir"))
 	}
 }
 
@@ -460,7 +442,7 @@ func (s *Surface) looped(w http.ResponseWriter, r *http.Request, st *settings) b
 	if !viaCarries(r.Header.Values("Via"), s.viaID(st)) {
 		return false
 	}
-	writeFHIR(w, http.StatusLoopDetected, operationOutcome("processing",
+	fhir.Write(w, http.StatusLoopDetected, fhir.Outcome("processing",
 		"the request has been through this gateway already (its Via names "+s.viaID(st)+"): a member leads back to the gateway"))
 	return true
 }
@@ -471,21 +453,21 @@ func (s *Surface) looped(w http.ResponseWriter, r *http.Request, st *settings) b
 func readForm(w http.ResponseWriter, r *http.Request, maxFormBytes int) (string, bool) {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/x-www-form-urlencoded" {
-		writeFHIR(w, http.StatusUnsupportedMediaType, operationOutcome("not-supported", "POST _search takes a form-encoded body (application/x-www-form-urlencoded)"))
+		fhir.Write(w, http.StatusUnsupportedMediaType, fhir.Outcome("not-supported", "POST _search takes a form-encoded body (application/x-www-form-urlencoded)"))
 		return "", false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(maxFormBytes)+1))
 	if err != nil {
 		w.Header().Set("Connection", "close") // the rest of the body is never read
-		if bodyTimedOut(r.Context(), err) {
-			writeFHIR(w, http.StatusRequestTimeout, operationOutcome("timeout", "the form body did not arrive within server.request_timeout_ms"))
+		if proxy.BodyTimedOut(r.Context(), err) {
+			fhir.Write(w, http.StatusRequestTimeout, fhir.Outcome("timeout", "the form body did not arrive within server.request_timeout_ms"))
 			return "", false
 		}
-		writeFHIR(w, http.StatusBadRequest, operationOutcome("invalid", "the form body could not be read"))
+		fhir.Write(w, http.StatusBadRequest, fhir.Outcome("invalid", "the form body could not be read"))
 		return "", false
 	}
 	if len(body) > maxFormBytes {
-		writeFHIR(w, http.StatusRequestEntityTooLarge, operationOutcome("too-long", fmt.Sprintf("the form body is longer than limits.max_query_bytes (%d bytes)", maxFormBytes)))
+		fhir.Write(w, http.StatusRequestEntityTooLarge, fhir.Outcome("too-long", fmt.Sprintf("the form body is longer than limits.max_query_bytes (%d bytes)", maxFormBytes)))
 		return "", false
 	}
 	raw := strings.TrimSpace(string(body))
@@ -509,14 +491,14 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 			if status == http.StatusNotFound {
 				code = "not-found"
 			}
-			writeFHIR(c.Writer, status, paramOutcome(code, "_query", msg))
+			fhir.Write(c.Writer, status, fhir.ParamOutcome(code, "_query", msg))
 			return
 		}
 		raw = expanded
 	}
-	q, qerr := parseSearch(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount, st.limits.MaxQueryBytes)
+	q, qerr := searchquery.Parse(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount, st.limits.MaxQueryBytes)
 	if qerr != nil {
-		writeFHIR(c.Writer, qerr.status, qerr.outcome)
+		fhir.Write(c.Writer, qerr.Status, qerr.Outcome)
 		return
 	}
 	gw := gatewayBase(r, st.cfg.Server.BasePath)
@@ -527,17 +509,17 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	var self string
 	// admitted is true once the request holds its place in the member-call queue.
 	admitted := false
-	if q.page != "" {
-		t, err := st.key.decode(q.page, st.reg, st.fed.MaxCount)
+	if q.Page != "" {
+		t, err := decodeToken(st.key, q.Page, st.reg, st.fed.MaxCount)
 		if err == nil && t.Type != resourceType {
-			err = errBadToken{"it continues a search of another resource type"}
+			err = searchquery.BadToken{Reason: "it continues a search of another resource type"}
 		}
 		if err != nil {
-			writeFHIR(c.Writer, http.StatusBadRequest, paramOutcome("invalid", "_page", err.Error()))
+			fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", "_page", err.Error()))
 			return
 		}
 		srch.count, srch.sortRaw = t.Count, t.Sort
-		srch.sort, _ = parseSort(resourceType, t.Sort)
+		srch.sort, _ = searchquery.ParseSort(resourceType, t.Sort)
 		tokenTotal = t.Total
 		for _, tm := range t.Members {
 			p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1}
@@ -548,11 +530,11 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		}
 		// Positions are served in registry order, whatever order the token lists.
 		sortPositions(st.reg, srch.positions)
-		self = "_page=" + escapeQuery(q.page)
+		self = "_page=" + searchquery.EscapeQuery(q.Page)
 	} else {
 		srch.first = true
-		srch.count, srch.sort, srch.sortRaw, srch.summaryCount = q.count, q.sort, q.sortRaw, q.summaryCount
-		mq := q.memberQuery()
+		srch.count, srch.sort, srch.sortRaw, srch.summaryCount = q.Count, q.Sort, q.SortRaw, q.SummaryCount
+		mq := q.MemberQuery()
 		cursor := "/" + resourceType
 		if mq != "" {
 			cursor += "?" + mq
@@ -566,9 +548,9 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 			// the flow, before the flow spends a binding call: a request the queue
 			// sheds costs no exchange. What the flow drops is given back at once.
 			all := len(srch.positions)
-			release, ok := srch.cs.lim.admit(all)
+			release, ok := srch.cs.Lim.Admit(all)
 			if !ok {
-				shed(c.Writer, all, srch.cs.lim)
+				calllimit.Shed(c.Writer, all, srch.cs.Lim)
 				return
 			}
 			defer func() { release() }()
@@ -580,21 +562,21 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 			if s.planPatient(ctx, c, st, srch, q, resourceType) {
 				return
 			}
-			release = srch.cs.lim.keep(all, len(srch.positions))
+			release = srch.cs.Lim.Keep(all, len(srch.positions))
 			admitted = true
 		}
 	}
 	srch.maxExtras = st.limits.MaxAnswerEntries - srch.count
 	if !admitted {
-		done, ok := srch.cs.lim.admit(len(srch.positions))
+		done, ok := srch.cs.Lim.Admit(len(srch.positions))
 		if !ok {
-			shed(c.Writer, len(srch.positions), srch.cs.lim)
+			calllimit.Shed(c.Writer, len(srch.positions), srch.cs.Lim)
 			return
 		}
 		defer done()
 	}
 	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
-	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
+	res := srch.run(ctx, budget(ctx, st.requestTimeout), fhir.WantsStrict(prefer), st.key, tokenTotal)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return // the client left: nobody to answer.
 	}
@@ -602,18 +584,18 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		return
 	}
 	if res.status != http.StatusOK {
-		writeFHIR(c.Writer, res.status, res.outcome)
+		fhir.Write(c.Writer, res.status, res.outcome)
 		return
 	}
 	selfURL := gw + "/fhir/" + resourceType
 	if self != "" {
 		selfURL += "?" + self
 	}
-	b := Bundle{LastUpdated: time.Now(), Records: res.records, Strict: st.fed.StrictFHIR, Total: res.total, Links: []Link{{Relation: "self", URL: selfURL}}, Entry: res.entries}
+	b := Bundle{LastUpdated: time.Now(), Records: res.records, Strict: st.fed.StrictFHIR, Total: res.total, Links: []fhir.Link{{Relation: "self", URL: selfURL}}, Entry: res.entries}
 	if res.next != "" {
-		b.Links = append(b.Links, Link{Relation: "next", URL: gw + "/fhir/" + resourceType + "?_page=" + res.next})
+		b.Links = append(b.Links, fhir.Link{Relation: "next", URL: gw + "/fhir/" + resourceType + "?_page=" + res.next})
 	}
-	writeFHIR(c.Writer, http.StatusOK, b)
+	fhir.Write(c.Writer, http.StatusOK, b)
 }
 
 func sortPositions(reg *registry, ps []*position) {
@@ -631,9 +613,9 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 	common, answered, ok := s.caps.cached(st.reg, time.Duration(st.fed.CapabilityTTLMS)*time.Millisecond, now)
 	if !ok {
 		cs := s.newCalls(st, c.Request.Header.Values("Via"))
-		done, ok := cs.lim.admit(len(st.reg.members))
+		done, ok := cs.Lim.Admit(len(st.reg.members))
 		if !ok {
-			shed(c.Writer, len(st.reg.members), cs.lim)
+			calllimit.Shed(c.Writer, len(st.reg.members), cs.Lim)
 			return
 		}
 		_, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
@@ -644,7 +626,7 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 		s.caps.store(st.reg, statements, now)
 		common, answered, _ = s.caps.cached(st.reg, time.Hour, now)
 	}
-	writeFHIR(c.Writer, http.StatusOK, capabilityStatement(gatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), now))
+	fhir.Write(c.Writer, http.StatusOK, fhir.GatewayCapabilityStatement(gatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), sortKeyDocAll(), now))
 }
 
 // handleNodes answers every path under {base}/nodes: {id}/fhir/* is routed to the
@@ -657,35 +639,35 @@ func (s *Surface) handleNodes(c *gin.Context) {
 	id, after, _ := strings.Cut(strings.TrimPrefix(c.Param("rest"), "/"), "/")
 	path, ok := strings.CutPrefix(after, "fhir")
 	if id == "" || !ok || (path != "" && path[0] != '/') {
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /nodes: a member's FHIR API is /nodes/{id}/fhir/"))
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such route under /nodes: a member's FHIR API is /nodes/{id}/fhir/"))
 		return
 	}
 	if !slices.Contains(routedMethods, c.Request.Method) {
-		methodNotAllowed(c.Writer, strings.Join(routedMethods, ", "), "/nodes/{id}/fhir")
+		fhir.MethodNotAllowed(c.Writer, strings.Join(routedMethods, ", "), "/nodes/{id}/fhir")
 		return
 	}
 	if len(st.reg.members) == 0 {
-		writeFHIR(c.Writer, http.StatusNotImplemented, errNoRegistry)
+		fhir.Write(c.Writer, http.StatusNotImplemented, errNoRegistry)
 		return
 	}
 	m, ok := st.reg.byID[id]
 	if !ok {
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no member has this id"))
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no member has this id"))
 		return
 	}
-	if !acceptable(c.Request, true) {
-		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
+	if !fhir.Acceptable(c.Request, true) {
+		fhir.Write(c.Writer, http.StatusNotAcceptable, fhir.NotAcceptable)
 		return
 	}
-	path, err := memberPath(path)
+	path, err := proxy.CleanPath(path)
 	if err != nil {
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
+		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", err.Error()))
 		return
 	}
 	cs := s.newCalls(st, nil)
-	done, ok := cs.lim.admit(1)
+	done, ok := cs.Lim.Admit(1)
 	if !ok {
-		shed(c.Writer, 1, cs.lim)
+		calllimit.Shed(c.Writer, 1, cs.Lim)
 		return
 	}
 	defer done()
@@ -721,9 +703,9 @@ func (s *Surface) handleProbe(c *gin.Context) {
 	st := s.state.Load()
 	ctx := c.Request.Context()
 	cs := s.newCalls(st, c.Request.Header.Values("Via"))
-	done, ok := cs.lim.admit(len(st.reg.members))
+	done, ok := cs.Lim.Admit(len(st.reg.members))
 	if !ok {
-		shed(c.Writer, len(st.reg.members), cs.lim)
+		calllimit.Shed(c.Writer, len(st.reg.members), cs.Lim)
 		return
 	}
 	defer done()
@@ -734,4 +716,14 @@ func (s *Surface) handleProbe(c *gin.Context) {
 	s.caps.store(st.reg, statements, time.Now())
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, probeAnswer{Members: records})
+}
+
+// gatewayBase is the gateway's base URL as the client reached it: the scheme of the
+// connection, the Host it asked for, server.base_path.
+func gatewayBase(r *http.Request, basePath string) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + strings.TrimSuffix(basePath, "/")
 }

@@ -61,6 +61,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
@@ -315,7 +316,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 				// never echoes.
 				local, mapped = value, true
 			}
-			if !ok || !mapped || !validID(local) {
+			if !ok || !mapped || !fhir.ValidID(local) {
 				return false
 			}
 			asks[id] = s.memberParam(local)

@@ -1,16 +1,16 @@
-// Package federation is the gateway's federated data plane: the member registry and
-// its HTTP clients, the parallel search over every member answered as one FHIR
-// searchset Bundle with a meta.federation record per member, requests routed to one
-// member and streamed back, the ask-all probe, and the Surface that plugs all of it
-// (and the operator surface: probe, dependency report) into the gateway's server.
-//
-// Every request sent to a member for a client updates that member endpoint's state in
-// the dependency tracker (package dependencies), from the member's own HTTP status and
-// reachability; nothing here ever sends a request of its own to find out.
-package federation
+// Package outbound is the one rule of what a call the gateway sent (to a member, or
+// to a binding's service) came to: whether the request left the gateway at all
+// (TraceSent), whether its answer's head was refused for its size (HeadTooLarge), and
+// the classification of a member call into its outcome and the state it observed
+// (Classify). A call that never left says nothing of the other side.
+package outbound
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -85,4 +85,30 @@ func Classify(c Call) (outcome Outcome, state dependencies.State, record bool) {
 	default:
 		return OK, dependencies.Up, true
 	}
+}
+
+// TraceSent returns ctx with a trace that reports whether a request sent with it left
+// the gateway: a name was looked up, or a connection was sought or reused. A request
+// whose budget ran out before any of that never reached the other side, and says
+// nothing of it.
+func TraceSent(ctx context.Context) (context.Context, *atomic.Bool) {
+	// One allocation for the flag and the trace; the three hooks share it.
+	t := new(sentTrace)
+	t.trace = httptrace.ClientTrace{
+		DNSStart:     func(httptrace.DNSStartInfo) { t.sent.Store(true) },
+		ConnectStart: func(string, string) { t.sent.Store(true) },
+		GotConn:      func(httptrace.GotConnInfo) { t.sent.Store(true) },
+	}
+	return httptrace.WithClientTrace(ctx, &t.trace), &t.sent
+}
+
+type sentTrace struct {
+	sent  atomic.Bool
+	trace httptrace.ClientTrace
+}
+
+// HeadTooLarge reports whether err is the transport's refusal of an answer head past
+// its MaxResponseHeaderBytes. net/http has no value for it, only its text.
+func HeadTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
 }

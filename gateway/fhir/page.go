@@ -1,0 +1,82 @@
+package fhir
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// ErrNotASearchset is a page's refusal: the body is no searchset Bundle.
+var ErrNotASearchset = errors.New("not a searchset Bundle")
+
+// ErrTooManyEntries refuses a page of more entries than the reader was allowed.
+var ErrTooManyEntries = errors.New("its page holds more entries than limits.max_member_entries")
+
+// Page is what the gateway reads of a member's searchset page.
+type Page struct {
+	Total *int
+	Entry []Entry
+	// Next is the page's next link, "" for none.
+	Next string
+}
+
+// DecodePage reads a member's searchset Bundle. A body that is not one is refused
+// whole: half a member's result merged in silence would be worse than none. A page
+// of more than maxEntries entries is refused before they are decoded.
+func DecodePage(body []byte, maxEntries int) (*Page, error) {
+	var b struct {
+		ResourceType string         `json:"resourceType"`
+		Type         string         `json:"type"`
+		Total        *int           `json:"total"`
+		Link         []Link         `json:"link"`
+		Entry        boundedEntries `json:"entry"`
+	}
+	b.Entry.max = maxEntries
+	if err := json.Unmarshal(body, &b); err != nil {
+		if errors.Is(err, ErrTooManyEntries) {
+			return nil, ErrTooManyEntries
+		}
+		return nil, err
+	}
+	if b.ResourceType != "Bundle" || b.Type != "searchset" {
+		return nil, ErrNotASearchset
+	}
+	if b.Total != nil && *b.Total < 0 {
+		return nil, ErrNotASearchset
+	}
+	pg := &Page{Total: b.Total, Entry: b.Entry.entries}
+	for _, l := range b.Link {
+		if l.Relation == "next" {
+			pg.Next = l.URL
+		}
+	}
+	return pg, nil
+}
+
+// boundedEntries decodes Bundle.entry after counting it: at most max entries.
+type boundedEntries struct {
+	max     int
+	entries []Entry
+}
+
+func (b *boundedEntries) UnmarshalJSON(v []byte) error {
+	if len(v) > 0 && v[0] == '[' && countElements(v, b.max) > b.max {
+		return ErrTooManyEntries
+	}
+	return json.Unmarshal(v, &b.entries)
+}
+
+// Entry is what the gateway reads of one entry of a member's page.
+type Entry struct {
+	Resource json.RawMessage `json:"resource"`
+	Search   *EntrySearch    `json:"search"`
+}
+
+type EntrySearch struct {
+	Mode  string          `json:"mode"`
+	Score json.RawMessage `json:"score"`
+}
+
+type Head struct {
+	ResourceType string `json:"resourceType"`
+	ID           string `json:"id"`
+}
