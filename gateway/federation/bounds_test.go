@@ -662,7 +662,7 @@ func TestARoutedRequestNamesTheRealPeerNotWhatTheClientClaims(t *testing.T) {
 		logMu.Lock()
 		defer logMu.Unlock()
 		if !slices.ContainsFunc(logs, func(l string) bool {
-			return strings.Contains(l, `"msg"="Served request"`) && strings.Contains(l, `"route"="/api/nodes/*rest"`) && strings.Contains(l, `"peer"="127.0.0.1"`)
+			return strings.Contains(l, `"msg"="Served request"`) && strings.Contains(l, `"route"="/api/nodes/:node/fhir/*path"`) && strings.Contains(l, `"peer"="127.0.0.1"`)
 		}) {
 			t.Fatalf("no access log line names the peer: %q", logs)
 		}

@@ -324,23 +324,16 @@ func (s *Surface) Checks() []health.Check {
 	return checks
 }
 
-// RegisterDataPlane registers the federated search and the routed requests. The
-// group carries the server's readiness gate and request deadline.
+// RegisterDataPlane registers the federated search and the routed requests, one
+// route per interaction (dataplane.go). The group carries the server's readiness gate
+// and request deadline.
 //
 // Every path under /fhir and /nodes is the surface's, so that whatever is not a
 // success there is an OperationOutcome (docs/data-plane.md): an unknown route a 404, a
 // method a 405, XML a 406.
 func (s *Surface) RegisterDataPlane(g *gin.RouterGroup) {
-	g.Any("/fhir", s.handleFHIR)
-	g.Any("/fhir/*rest", s.handleFHIR)
-	g.Any("/nodes", s.handleNodes)
-	g.Any("/nodes/*rest", s.handleNodes)
-}
-
-// The FHIR REST methods only: CONNECT and TRACE have no business at a member.
-
-var routedMethods = []string{
-	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+	s.registerFHIR(g)
+	s.registerNodes(g)
 }
 
 // RegisterOperator registers the dependency report and the ask-all probe, each behind
@@ -366,73 +359,6 @@ func budget(ctx context.Context, requestTimeout time.Duration) time.Duration {
 }
 
 var errNoRegistry = fhir.Outcome("not-supported", "federation not configured: no [[registry.members]]")
-
-// handleFHIR answers every path under {base}/fhir.
-func (s *Surface) handleFHIR(c *gin.Context) {
-	st := s.state.Load()
-	r := c.Request
-	if s.looped(c.Writer, r, st) {
-		return
-	}
-	if len(st.reg.members) == 0 {
-		fhir.Write(c.Writer, http.StatusNotImplemented, errNoRegistry)
-		return
-	}
-	if !fhir.Acceptable(r, false) {
-		fhir.Write(c.Writer, http.StatusNotAcceptable, fhir.NotAcceptable)
-		return
-	}
-	// The same rule as a routed path's: no dot segment, however hidden.
-	rest, err := proxy.CleanPath(c.Param("rest"))
-	if err != nil {
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", err.Error()))
-		return
-	}
-	rest = strings.TrimPrefix(rest, "/")
-	segs := strings.Split(rest, "/")
-	switch {
-	case rest == "":
-		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no route at the FHIR base: search {base}/fhir/{type}, or read {base}/fhir/metadata"))
-	case len(segs) == 1 && segs[0] == "metadata":
-		if r.Method != http.MethodGet {
-			fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/metadata")
-			return
-		}
-		s.handleMetadata(c, st)
-	case !fhir.ValidResourceType(segs[0]):
-		if len(segs) == 1 {
-			fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", "the resource type must match [A-Z][A-Za-z]+"))
-			return
-		}
-		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such route under /fhir"))
-	case len(segs) == 1:
-		if r.Method != http.MethodGet {
-			fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0])
-			return
-		}
-		s.handleSearch(c, st, segs[0], r.URL.RawQuery)
-	case len(segs) == 2 && segs[1] == "_search":
-		if r.Method != http.MethodPost {
-			fhir.MethodNotAllowed(c.Writer, http.MethodPost, "/fhir/"+segs[0]+"/_search")
-			return
-		}
-		raw, ok := readForm(c.Writer, r, st.limits.MaxQueryBytes)
-		if !ok {
-			return
-		}
-		s.handleSearch(c, st, segs[0], raw)
-	case len(segs) == 2:
-		if r.Method != http.MethodGet {
-			fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0]+"/"+segs[1])
-			return
-		}
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("not-supported", fmt.Sprintf(
-			"a resource is read from the member that holds it: GET %s/nodes/{id}/fhir/%s/%s, with {id} the member's id (an entry's fullUrl names it)",
-			gatewayBase(r, st.cfg.Server.BasePath), segs[0], segs[1])))
-	default:
-		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such route under /fhir"))
-	}
-}
 
 // looped answers 508 Loop Detected a request that has been through this gateway
 // already: its Via names the gateway's own id, which every member request carries.
@@ -627,61 +553,6 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 		common, answered, _ = s.caps.cached(st.reg, time.Hour, now)
 	}
 	fhir.Write(c.Writer, http.StatusOK, fhir.GatewayCapabilityStatement(gatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), sortKeyDocAll(), now))
-}
-
-// handleNodes answers every path under {base}/nodes: {id}/fhir/* is routed to the
-// member, anything else is a FHIR 404.
-func (s *Surface) handleNodes(c *gin.Context) {
-	st := s.state.Load()
-	if s.looped(c.Writer, c.Request, st) {
-		return
-	}
-	id, after, _ := strings.Cut(strings.TrimPrefix(c.Param("rest"), "/"), "/")
-	path, ok := strings.CutPrefix(after, "fhir")
-	if id == "" || !ok || (path != "" && path[0] != '/') {
-		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such route under /nodes: a member's FHIR API is /nodes/{id}/fhir/"))
-		return
-	}
-	if !slices.Contains(routedMethods, c.Request.Method) {
-		fhir.MethodNotAllowed(c.Writer, strings.Join(routedMethods, ", "), "/nodes/{id}/fhir")
-		return
-	}
-	if len(st.reg.members) == 0 {
-		fhir.Write(c.Writer, http.StatusNotImplemented, errNoRegistry)
-		return
-	}
-	m, ok := st.reg.byID[id]
-	if !ok {
-		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no member has this id"))
-		return
-	}
-	if !fhir.Acceptable(c.Request, true) {
-		fhir.Write(c.Writer, http.StatusNotAcceptable, fhir.NotAcceptable)
-		return
-	}
-	path, err := proxy.CleanPath(path)
-	if err != nil {
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", err.Error()))
-		return
-	}
-	cs := s.newCalls(st, nil)
-	done, ok := cs.Lim.Admit(1)
-	if !ok {
-		calllimit.Shed(c.Writer, 1, cs.Lim)
-		return
-	}
-	defer done()
-	// A routed answer is streamed as it comes: its record is stored before the member
-	// is asked.
-	if !s.auditing(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id})() {
-		return
-	}
-	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
-		gateway: gatewayBase(c.Request, st.cfg.Server.BasePath),
-		prefix:  strings.TrimSuffix(st.cfg.Server.BasePath, "/") + "/nodes/" + m.id + "/fhir",
-		calls:   cs,
-		trusted: st.trusted,
-	})
 }
 
 func (s *Surface) handleDependencies(c *gin.Context) {
