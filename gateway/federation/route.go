@@ -41,31 +41,9 @@ type routedBase struct {
 // Content-Location and a JSON body are rewritten to the gateway's /nodes/{id}/fhir.
 func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path string, budget time.Duration, rb routedBase) {
 	deadline := time.Now().Add(budget)
-	// The body comes before the slots (limits.max_routed_body_buffer_bytes): a body
-	// that fits is read whole, a longer one up to the buffer, so that a client that
-	// sends its body slowly, or never, holds none of the member's calls. One that does
-	// not arrive in time, or breaks off, is the client's 408 or 400; the member was
-	// never asked.
-	var body *proxy.ClientBody
-	var outBody io.Reader
-	length := r.ContentLength
-	if r.ContentLength != 0 {
-		prefix, whole, err := proxy.ReadPrefix(r.Body, r.ContentLength, rb.calls.BodyBuffer)
-		if err != nil {
-			// A client that half-closed its side cancels the request's context: it
-			// may still read the answer.
-			proxy.BodyFault(w, r.Context(), err)
-			return
-		}
-		switch {
-		case whole && len(prefix) == 0:
-			length = 0
-		case whole:
-			outBody, length = bytes.NewReader(prefix), int64(len(prefix))
-		default:
-			body = proxy.NewClientBody(r.Body)
-			outBody = io.MultiReader(bytes.NewReader(prefix), body)
-		}
+	outBody, body, length, ok := routedBody(w, r, rb.calls.BodyBuffer)
+	if !ok {
+		return
 	}
 	// The member's budget starts once the body is in, within the request's.
 	if m.timeout > 0 && time.Now().Add(m.timeout).Before(deadline) {
@@ -92,6 +70,48 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		fhir.Write(w, http.StatusBadGateway, fhir.Outcome("exception", "the request cannot be sent to member "+m.id))
 		return
 	}
+	routedHeaders(out, r, rb, length)
+	res, err := c.client.Do(out)
+	if err != nil {
+		c.routeFailed(w, r, ctx, m, body, time.Since(start), !sent.Load(), err)
+		return
+	}
+	defer res.Body.Close()
+	c.passAnswer(w, r, ctx, m, res, rb)
+}
+
+// routedBody reads the client's body before the call takes its slots
+// (limits.max_routed_body_buffer_bytes): a body that fits is read whole, a longer one
+// up to the buffer, so that a client that sends its body slowly, or never, holds none
+// of the member's calls. One that does not arrive in time, or breaks off, is the
+// client's 408 or 400 (ok false, answered); the member was never asked. body is the
+// rest still to come from the client (nil when it was read whole), length what the
+// member is told.
+func routedBody(w http.ResponseWriter, r *http.Request, limit int64) (outBody io.Reader, body *proxy.ClientBody, length int64, ok bool) {
+	length = r.ContentLength
+	if r.ContentLength == 0 {
+		return nil, nil, length, true
+	}
+	prefix, whole, err := proxy.ReadPrefix(r.Body, r.ContentLength, limit)
+	if err != nil {
+		// A client that half-closed its side cancels the request's context: it
+		// may still read the answer.
+		proxy.BodyFault(w, r.Context(), err)
+		return nil, nil, 0, false
+	}
+	switch {
+	case whole && len(prefix) == 0:
+		return nil, nil, 0, true
+	case whole:
+		return bytes.NewReader(prefix), nil, int64(len(prefix)), true
+	}
+	body = proxy.NewClientBody(r.Body)
+	return io.MultiReader(bytes.NewReader(prefix), body), body, length, true
+}
+
+// routedHeaders sets out's headers from the client's r: hop-by-hop and the client's
+// credentials left behind, the forwarding headers and the gateway's Via added.
+func routedHeaders(out, r *http.Request, rb routedBase, length int64) {
 	proxy.CopyHeaders(out.Header, r.Header, proxy.RoutedDrop...)
 	proxy.SetForwarded(out.Header, r, rb.prefix, rb.trusted)
 	out.Header["Via"] = append(out.Header["Via"], rb.calls.Via[len(rb.calls.Via)-1])
@@ -101,40 +121,45 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = nil
 	}
+}
 
-	res, err := c.client.Do(out)
-	if err != nil {
-		if body != nil && body.ClientsFault(ctx, time.Since(start)) {
-			// The client broke its upload or held it past the deadline: the member
-			// did nothing wrong, its state stays; the member's connection went with
-			// the failed request.
-			proxy.ClientFault(w, ctx, body)
-			return
-		}
-		call := outbound.Call{
-			Broken:     true,
-			Expired:    errors.Is(ctx.Err(), context.DeadlineExceeded),
-			ClientGone: errors.Is(r.Context().Err(), context.Canceled),
-			NotSent:    !sent.Load(),
-		}
-		switch c.observe(m, call) {
-		case outbound.Cancelled:
-			// Nobody is listening; nothing to write.
-		case outbound.Unreachable:
-			if outbound.HeadTooLarge(err) {
-				fhir.Write(w, http.StatusBadGateway, fhir.Outcome("transient", fmt.Sprintf("member %s answered with headers longer than %d KiB", m.id, MaxMemberHeaderBytes>>10)))
-				break
-			}
-			fhir.Write(w, http.StatusBadGateway, fhir.Outcome("transient", "member "+m.id+" is unreachable"))
-		case outbound.Timeout:
-			fhir.Write(w, http.StatusGatewayTimeout, fhir.Outcome("timeout", "member "+m.id+" did not answer within the request budget"))
-		default:
-			fhir.Write(w, http.StatusBadGateway, fhir.Outcome("transient", "member "+m.id+" is unreachable"))
-		}
+// routeFailed answers a routed call that got no answer (err) after elapsed: the
+// client's fault when its body broke or was held up, else the member's outcome.
+func (c *caller) routeFailed(w http.ResponseWriter, r *http.Request, ctx context.Context, m *member, body *proxy.ClientBody, elapsed time.Duration, notSent bool, err error) {
+	if body != nil && body.ClientsFault(ctx, elapsed) {
+		// The client broke its upload or held it past the deadline: the member
+		// did nothing wrong, its state stays; the member's connection went with
+		// the failed request.
+		proxy.ClientFault(w, ctx, body)
 		return
 	}
-	defer res.Body.Close()
+	call := outbound.Call{
+		Broken:     true,
+		Expired:    errors.Is(ctx.Err(), context.DeadlineExceeded),
+		ClientGone: errors.Is(r.Context().Err(), context.Canceled),
+		NotSent:    notSent,
+	}
+	switch c.observe(m, call) {
+	case outbound.Cancelled:
+		// Nobody is listening; nothing to write.
+	case outbound.Unreachable:
+		if outbound.HeadTooLarge(err) {
+			fhir.Write(w, http.StatusBadGateway, fhir.Outcome("transient", fmt.Sprintf("member %s answered with headers longer than %d KiB", m.id, MaxMemberHeaderBytes>>10)))
+			break
+		}
+		fhir.Write(w, http.StatusBadGateway, fhir.Outcome("transient", "member "+m.id+" is unreachable"))
+	case outbound.Timeout:
+		fhir.Write(w, http.StatusGatewayTimeout, fhir.Outcome("timeout", "member "+m.id+" did not answer within the request budget"))
+	default:
+		fhir.Write(w, http.StatusBadGateway, fhir.Outcome("transient", "member "+m.id+" is unreachable"))
+	}
+}
 
+// passAnswer passes the member's answer res on to the client: its status recorded
+// first, headers without hop-by-hop ones or a cookie, URLs under the member's base
+// rewritten, an error's body as its scrubbed OperationOutcome, and a body that breaks
+// off aborting the client's connection.
+func (c *caller) passAnswer(w http.ResponseWriter, r *http.Request, ctx context.Context, m *member, res *http.Response, rb routedBase) {
 	// The status line is the member's answer: record it before the body is passed
 	// on, so the report is never behind what the client already saw. A body that
 	// then breaks off is recorded again, as down.
