@@ -9,6 +9,7 @@ package calllimit
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
 )
 
 // Limiter bounds the member calls in flight: limits.max_member_calls in total and
@@ -256,3 +258,58 @@ func (l *Limiter) Queued() int64 { return l.queued.Load() }
 
 // MaxQueued is limits.max_queued_member_calls as the limiter enforces it.
 func (l *Limiter) MaxQueued() int64 { return l.maxQueued }
+
+// Budget is how long the members of one request may take: the request timeout,
+// bounded by the client request's own deadline (the server sets one), less a small
+// reserve so that the merged answer is written before that deadline and not after.
+func Budget(ctx context.Context, requestTimeout time.Duration) time.Duration {
+	d := requestTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if rem := time.Until(dl); rem < d {
+			d = rem
+		}
+	}
+	return d - min(d/10, 100*time.Millisecond)
+}
+
+var ErrMemberBody = TooCostly{Msg: "its answer is larger than registry.max_member_body_bytes"}
+
+// ReadCapped reads res's body when it is at most max bytes and fits what is left of
+// budget, taken before it is read: an announced length is taken whole before its
+// buffer is made, an unknown one as it arrives. Past either bound it returns an
+// TooCostly naming the limit.
+func ReadCapped(res *http.Response, max int64, budget *BytesBudget) ([]byte, error) {
+	if n := res.ContentLength; n >= 0 {
+		if n > max {
+			return nil, ErrMemberBody
+		}
+		if !budget.Take(n) {
+			return nil, ErrSearchBytes
+		}
+		body, err := proxy.ReadBody(res, max)
+		if err == nil && int64(len(body)) > max {
+			return nil, ErrMemberBody
+		}
+		return body, err
+	}
+	br := &budgetReader{r: res.Body, b: budget}
+	body, err := io.ReadAll(io.LimitReader(br, max+1))
+	if err == nil && int64(len(body)) > max {
+		return nil, ErrMemberBody
+	}
+	return body, err
+}
+
+// budgetReader takes every byte it reads from b; past it, it fails.
+type budgetReader struct {
+	r io.Reader
+	b *BytesBudget
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	n, err := br.r.Read(p)
+	if n > 0 && !br.b.Take(int64(n)) {
+		return 0, ErrSearchBytes
+	}
+	return n, err
+}

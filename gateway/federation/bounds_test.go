@@ -24,6 +24,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -805,8 +806,8 @@ func TestViaCarriesReadsEveryEntry(t *testing.T) {
 		{[]string{"gw-a"}, false},
 	}
 	for _, c := range cases {
-		if got := viaCarries(c.values, "gw-a"); got != c.want {
-			t.Errorf("viaCarries(%q) = %v, want %v", c.values, got, c.want)
+		if got := proxy.ViaCarries(c.values, "gw-a"); got != c.want {
+			t.Errorf("proxy.ViaCarries(%q) = %v, want %v", c.values, got, c.want)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
-	"github.com/ferrofed/ferrofed/gateway/proxy"
 )
 
 // caller sends the gateway's requests to members and records what each one observed.
@@ -92,7 +90,7 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 			// connection, not read.
 			ex.reason = fmt.Sprintf("member %s answered HTTP %d, an interim answer to a request that asked for none", m.id, res.StatusCode)
 		default:
-			ex.body, err = readCapped(res, cs.MaxBody, cs.Bytes)
+			ex.body, err = calllimit.ReadCapped(res, cs.MaxBody, cs.Bytes)
 			var costly calllimit.TooCostly
 			if errors.As(err, &costly) {
 				ex.body, err = nil, nil
@@ -125,48 +123,6 @@ func headBytes(res *http.Response) int64 {
 		}
 	}
 	return min(n, MaxMemberHeaderBytes)
-}
-
-var errMemberBody = calllimit.TooCostly{Msg: "its answer is larger than registry.max_member_body_bytes"}
-
-// readCapped reads res's body when it is at most max bytes and fits what is left of
-// budget, taken before it is read: an announced length is taken whole before its
-// buffer is made, an unknown one as it arrives. Past either bound it returns an
-// calllimit.TooCostly naming the limit.
-func readCapped(res *http.Response, max int64, budget *calllimit.BytesBudget) ([]byte, error) {
-	if n := res.ContentLength; n >= 0 {
-		if n > max {
-			return nil, errMemberBody
-		}
-		if !budget.Take(n) {
-			return nil, calllimit.ErrSearchBytes
-		}
-		body, err := proxy.ReadBody(res, max)
-		if err == nil && int64(len(body)) > max {
-			return nil, errMemberBody
-		}
-		return body, err
-	}
-	br := &budgetReader{r: res.Body, b: budget}
-	body, err := io.ReadAll(io.LimitReader(br, max+1))
-	if err == nil && int64(len(body)) > max {
-		return nil, errMemberBody
-	}
-	return body, err
-}
-
-// budgetReader takes every byte it reads from b; past it, it fails.
-type budgetReader struct {
-	r io.Reader
-	b *calllimit.BytesBudget
-}
-
-func (br *budgetReader) Read(p []byte) (int, error) {
-	n, err := br.r.Read(p)
-	if n > 0 && !br.b.Take(int64(n)) {
-		return 0, calllimit.ErrSearchBytes
-	}
-	return n, err
 }
 
 // observe records the state a call observed of m's endpoint, unless the call says

@@ -142,7 +142,7 @@ func (s *Surface) fhirPostSearch(c *gin.Context, st *settings, segs []string) {
 		fhir.MethodNotAllowed(c.Writer, http.MethodPost, "/fhir/"+segs[0]+"/_search")
 		return
 	}
-	raw, ok := readForm(c.Writer, c.Request, st.limits.MaxQueryBytes)
+	raw, ok := proxy.ReadForm(c.Writer, c.Request, st.limits.MaxQueryBytes)
 	if !ok {
 		return
 	}
@@ -161,7 +161,7 @@ func (s *Surface) fhirRead(c *gin.Context, st *settings, segs []string) {
 	}
 	fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("not-supported", fmt.Sprintf(
 		"a resource is read from the member that holds it: GET %s/nodes/{id}/fhir/%s/%s, with {id} the member's id (an entry's fullUrl names it)",
-		gatewayBase(c.Request, st.cfg.Server.BasePath), segs[0], segs[1])))
+		fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), segs[0], segs[1])))
 }
 
 func (s *Surface) fhirNoRoute(c *gin.Context, _ *settings, _ []string) {
@@ -242,8 +242,8 @@ func (s *Surface) routeTo(c *gin.Context, st *settings, m *member, path string) 
 	if !s.auditing(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id})() {
 		return
 	}
-	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
-		gateway: gatewayBase(c.Request, st.cfg.Server.BasePath),
+	s.caller.route(c.Writer, c.Request, m, path, calllimit.Budget(c.Request.Context(), st.requestTimeout), routedBase{
+		gateway: fhir.GatewayBase(c.Request, st.cfg.Server.BasePath),
 		prefix:  strings.TrimSuffix(st.cfg.Server.BasePath, "/") + "/nodes/" + m.id + "/fhir",
 		calls:   cs,
 		trusted: st.trusted,

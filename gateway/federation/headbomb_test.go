@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
 
 // bombBytes is the head a bombing member sends: under Go's default cap (10 MiB), so
@@ -107,7 +108,7 @@ func BenchmarkHeaderBombs(b *testing.B) {
 		limit int64
 	}{{"capped", MaxMemberHeaderBytes}, {"uncapped-baseline", 0}} {
 		b.Run(c.name, func(b *testing.B) {
-			tr := newTransport()
+			tr := outbound.NewTransport(MaxMemberHeaderBytes)
 			tr.MaxResponseHeaderBytes = c.limit
 			h := newHarness(b, harnessOptions{transport: tr, requestTimeout: 30 * time.Second,
 				tables: "[limits]\nmax_member_calls_per_member = 64\n"}, node{id: "bomb", url: headBomb(b)})

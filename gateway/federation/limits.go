@@ -2,10 +2,7 @@ package federation
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
@@ -49,32 +46,9 @@ func (s *Surface) viaID(st *settings) string {
 	return s.ownVia
 }
 
-// newViaID is a process's own Via id: "ferrofed-" and 12 random hex digits. Random,
-// not the hostname: two gateways on one host (or in one test) must not take each
-// other for themselves.
-func newViaID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return "ferrofed-" + hex.EncodeToString(b)
-}
-
 // notSent is the exchange of a call that was never started: ctx (its budget) ended
 // while it waited for a slot. client tells a client that left.
 func notSent(ctx, client context.Context) exchange {
 	return exchange{call: outbound.Call{Broken: true, NotSent: true, Expired: errors.Is(ctx.Err(), context.DeadlineExceeded),
 		ClientGone: errors.Is(client.Err(), context.Canceled)}}
-}
-
-// viaCarries reports whether any of a request's Via values names id as a recipient
-// (received-by), that is, whether the request has been through this gateway already.
-func viaCarries(values []string, id string) bool {
-	for _, v := range values {
-		for entry := range strings.SplitSeq(v, ",") {
-			f := strings.Fields(entry)
-			if len(f) >= 2 && f[1] == id {
-				return true
-			}
-		}
-	}
-	return false
 }

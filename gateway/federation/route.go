@@ -251,31 +251,11 @@ func routeError(w http.ResponseWriter, res *http.Response, m *member, gw string)
 		issues = memberIssues(m, gw, body)
 	}
 	if len(issues) == 0 {
-		issues = []fhir.Issue{{Severity: "error", Code: routedErrorCode(res.StatusCode),
+		issues = []fhir.Issue{{Severity: "error", Code: fhir.IssueCodeOfStatus(res.StatusCode),
 			Diagnostics: fmt.Sprintf("member %s answered HTTP %d", m.id, res.StatusCode)}}
 	}
 	fhir.Write(w, res.StatusCode, fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: issues})
 	return nil
-}
-
-// routedErrorCode is the IssueType of a member's error status.
-func routedErrorCode(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return "login"
-	case http.StatusForbidden:
-		return "forbidden"
-	case http.StatusNotFound, http.StatusGone:
-		return "not-found"
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return "timeout"
-	case http.StatusTooManyRequests:
-		return "throttled"
-	}
-	if status >= 500 {
-		return "transient"
-	}
-	return "processing"
 }
 
 // routeNotSent answers a routed request whose call never got its slots in time: 503

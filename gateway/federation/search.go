@@ -99,54 +99,13 @@ type pageResult struct {
 }
 
 // run builds the page.
-func (s *search) run(ctx context.Context, budget time.Duration, strictHandling bool, key searchquery.Key, tokenTotal *int) pageResult {
+func (s *search) run(ctx context.Context, budget time.Duration, strictHandling bool, key tokenKey, tokenTotal *int) pageResult {
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	var out [][]byte
-	taken := make([]int, len(s.positions))
-	for round := 0; ; {
-		// A full page asks no one more: a member emptied by the last entry taken is
-		// asked on the next page, not now.
-		if round > 0 && (s.summaryCount || len(out) >= s.count) {
-			break
-		}
-		need := s.needed(s.count - len(out))
-		if len(need) > 0 {
-			if round == maxRounds {
-				break
-			}
-			round++
-			s.fetch(rctx, ctx, need)
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return pageResult{status: 499} // the client left; the handler answers nothing
-			}
-			continue
-		}
-		if s.summaryCount || len(out) >= s.count {
-			break
-		}
-		i := s.pick()
-		if i < 0 {
-			break
-		}
-		p := s.positions[i]
-		out = append(out, p.matches[0].json)
-		taken[i]++
-		if p.remaining > 0 {
-			p.remaining--
-		}
-		p.matches = p.matches[1:]
-		p.offset++
-		if len(p.matches) == 0 {
-			p.loaded = false
-			if p.next == "" {
-				p.done = true
-			} else {
-				p.cursor, p.offset, p.next = p.next, 0, ""
-			}
-		}
+	out, taken, ok := s.fill(rctx, ctx)
+	if !ok {
+		return pageResult{status: 499} // the client left; the handler answers nothing
 	}
-
 	res := pageResult{status: http.StatusOK}
 	anyOK := false
 	var failed []*position
@@ -176,46 +135,122 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		res.status, res.outcome = s.noMemberSucceeded(failed)
 		return res
 	}
-
-	res.entries = out
-	res.entries = append(res.entries, s.flowEntries...)
-	for _, p := range s.positions {
-		res.entries = append(res.entries, p.extra...)
-	}
-	for _, p := range failed {
-		res.entries = append(res.entries, s.failureEntry(p))
-	}
-	for _, p := range s.positions {
-		if p.unlinked {
-			res.entries = append(res.entries, fhir.OutcomeEntry(fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-				Severity: "warning", Code: "incomplete",
-				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
-					fmt.Sprint(searchquery.MaxCursorBytes) + " bytes): its further matches are not paged",
-			}}}))
-		}
-	}
+	res.entries = s.entries(out, failed)
 	if s.first {
-		total, known := 0, true
-		for _, p := range s.positions {
-			if !p.answered {
-				continue
-			}
-			if p.total == nil {
-				known = false
-				break
-			}
-			total += *p.total
-		}
-		if known && (anyOK || len(s.positions) == 0) {
-			// No member asked (the flow excluded every one) is a known total of 0.
-			res.total = &total
-		}
+		res.total = s.total(anyOK)
 	} else {
 		res.total = tokenTotal
 	}
 	if s.summaryCount {
 		return res
 	}
+	s.link(&res, key)
+	return res
+}
+
+// fill takes the page's matches from the members' heads, asking the members again
+// (at most maxRounds times) until the page is full or none has more: out are the
+// matches in page order, taken how many each position gave. ok is false when the
+// client left.
+func (s *search) fill(rctx, ctx context.Context) (out [][]byte, taken []int, ok bool) {
+	taken = make([]int, len(s.positions))
+	for round := 0; ; {
+		// A full page asks no one more: a member emptied by the last entry taken is
+		// asked on the next page, not now.
+		if round > 0 && (s.summaryCount || len(out) >= s.count) {
+			break
+		}
+		need := s.needed(s.count - len(out))
+		if len(need) > 0 {
+			if round == maxRounds {
+				break
+			}
+			round++
+			s.fetch(rctx, ctx, need)
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, nil, false
+			}
+			continue
+		}
+		if s.summaryCount || len(out) >= s.count {
+			break
+		}
+		i := s.pick()
+		if i < 0 {
+			break
+		}
+		out = append(out, s.take(s.positions[i]))
+		taken[i]++
+	}
+	return out, taken, true
+}
+
+// take takes p's head match, moving p on to its next page when that was its last.
+func (s *search) take(p *position) []byte {
+	e := p.matches[0].json
+	if p.remaining > 0 {
+		p.remaining--
+	}
+	p.matches = p.matches[1:]
+	p.offset++
+	if len(p.matches) == 0 {
+		p.loaded = false
+		if p.next == "" {
+			p.done = true
+		} else {
+			p.cursor, p.offset, p.next = p.next, 0, ""
+		}
+	}
+	return e
+}
+
+// entries are the page's entries: the matches, the flow's outcomes, the members'
+// includes and outcomes, an outcome for each failed member and one for each member
+// whose next link the gateway does not follow.
+func (s *search) entries(out [][]byte, failed []*position) [][]byte {
+	entries := out
+	entries = append(entries, s.flowEntries...)
+	for _, p := range s.positions {
+		entries = append(entries, p.extra...)
+	}
+	for _, p := range failed {
+		entries = append(entries, s.failureEntry(p))
+	}
+	for _, p := range s.positions {
+		if p.unlinked {
+			entries = append(entries, fhir.OutcomeEntry(fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
+				Severity: "warning", Code: "incomplete",
+				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
+					fmt.Sprint(searchquery.MaxCursorBytes) + " bytes): its further matches are not paged",
+			}}}))
+		}
+	}
+	return entries
+}
+
+// total is a first page's Bundle.total: the sum of the members' totals, nil unless
+// every member that answered gave one.
+func (s *search) total(anyOK bool) *int {
+	total := 0
+	for _, p := range s.positions {
+		if !p.answered {
+			continue
+		}
+		if p.total == nil {
+			return nil
+		}
+		total += *p.total
+	}
+	if anyOK || len(s.positions) == 0 {
+		// No member asked (the flow excluded every one) is a known total of 0.
+		return &total
+	}
+	return nil
+}
+
+// link sets res's next token from the positions of the members that have more, and
+// the warning of a token that could not carry them all.
+func (s *search) link(res *pageResult, key tokenKey) {
 	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
 	for _, p := range s.positions {
 		if !p.done {
@@ -227,39 +262,19 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 			t.Members = append(t.Members, tm)
 		}
 	}
-	if len(t.Members) > 0 {
-		tok, left, err := key.EncodeFitting(t)
-		if err != nil {
-			res.status = http.StatusInternalServerError
-			res.outcome = fhir.Outcome("exception", "the next page cannot be linked: "+err.Error())
-			return res
-		}
-		res.next = tok
-		if len(left) > 0 {
-			res.entries = append(res.entries, fhir.OutcomeEntry(unlinkedOutcome(left)))
-		}
+	if len(t.Members) == 0 {
+		return
 	}
-	return res
-}
-
-// unlinkedOutcome is the warning of a page whose next link could not carry every
-// member's position: the members left out have more matches that following next will
-// not return, and the client is told which.
-func unlinkedOutcome(left []searchquery.TokenMember) fhir.OperationOutcome {
-	const named = 20
-	ids := make([]string, 0, min(len(left), named))
-	for _, m := range left[:min(len(left), named)] {
-		ids = append(ids, m.ID)
+	tok, left, err := key.EncodeFitting(t)
+	if err != nil {
+		res.status = http.StatusInternalServerError
+		res.outcome = fhir.Outcome("exception", "the next page cannot be linked: "+err.Error())
+		return
 	}
-	list := strings.Join(ids, ", ")
-	if len(left) > named {
-		list += fmt.Sprintf(" and %d more", len(left)-named)
+	res.next = tok
+	if len(left) > 0 {
+		res.entries = append(res.entries, fhir.OutcomeEntry(searchquery.UnlinkedOutcome(left)))
 	}
-	return fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-		Severity: "warning", Code: "too-costly",
-		Diagnostics: fmt.Sprintf("the next link cannot carry the position of every member that has more (a continuation token is at most %d bytes): "+
-			"following it will not return the further matches of %d members (%s); narrow the search to page through them", searchquery.MaxPageTokenBytes, len(left), list),
-	}}}
 }
 
 // needed is the members to ask before the next entry can be chosen. A sorted merge
@@ -353,6 +368,23 @@ func (s *search) absorb(p *position, ex exchange) {
 	p.record.ID = p.m.id
 	p.record.DurationMS += millis(ex.duration)
 	p.record.Status = ex.call.Status
+	page := s.readPage(p, &ex)
+	outcome := s.c.observe(p.m, ex.call)
+	if p.record.Outcome == "" || p.record.Outcome == outbound.OK {
+		p.record.Outcome = outcome
+	}
+	if page == nil {
+		ex.body = boundedBody(ex.body)
+		p.failure = &ex
+		p.done = true
+		return
+	}
+	s.load(p, page)
+}
+
+// readPage reads a member's 2xx answer as a searchset page, nil when there is none
+// to use; an unusable one marks ex so, with the reason when it names a limit.
+func (s *search) readPage(p *position, ex *exchange) *fhir.Page {
 	var page *fhir.Page
 	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
 		pg, err := fhir.ScanPage(ex.body, s.cs.MaxEntries)
@@ -373,16 +405,13 @@ func (s *search) absorb(p *position, ex exchange) {
 			page = pg
 		}
 	}
-	outcome := s.c.observe(p.m, ex.call)
-	if p.record.Outcome == "" || p.record.Outcome == outbound.OK {
-		p.record.Outcome = outcome
-	}
-	if page == nil {
-		ex.body = boundedBody(ex.body)
-		p.failure = &ex
-		p.done = true
-		return
-	}
+	return page
+}
+
+// load takes the page a member answered into its position: its total on a first
+// page, its entries rewritten (the matches past the offset, the rest kept for the
+// page), and its next link as the position's next cursor.
+func (s *search) load(p *position, page *fhir.Page) {
 	p.answered = true
 	if s.first && p.total == nil {
 		p.total = page.Total

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/health"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
@@ -108,7 +107,7 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		opts.Logger = logr.Discard()
 	}
 	if opts.Transport == nil {
-		opts.Transport = newTransport()
+		opts.Transport = outbound.NewTransport(MaxMemberHeaderBytes)
 	}
 	own, err := searchquery.NewKey()
 	if err != nil {
@@ -123,13 +122,13 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		tracker: dependencies.NewTracker(st.reg.endpointIDs()...),
 		opts:    opts,
 		ownKey:  own,
-		ownVia:  newViaID(),
+		ownVia:  proxy.NewViaID(),
 	}
 	s.useLimits(st.limits)
 	if st.ownKey {
 		s.log.Info("Made a page token key of its own: next links of this process are not accepted by any other; set federation.page_token_key_file to one key for every replica")
 	}
-	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
+	s.caller = &caller{client: outbound.NewClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
 	s.state.Store(st)
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.tracker.Collector()); err != nil {
@@ -345,19 +344,6 @@ func (s *Surface) RegisterOperator(g *gin.RouterGroup) {
 	op.POST("/probe", s.handleProbe)
 }
 
-// budget is how long the members of one request may take: the request timeout,
-// bounded by the client request's own deadline (the server sets one), less a small
-// reserve so that the merged answer is written before that deadline and not after.
-func budget(ctx context.Context, requestTimeout time.Duration) time.Duration {
-	d := requestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		if rem := time.Until(dl); rem < d {
-			d = rem
-		}
-	}
-	return d - min(d/10, 100*time.Millisecond)
-}
-
 var errNoRegistry = fhir.Outcome("not-supported", "federation not configured: no [[registry.members]]")
 
 // looped answers 508 Loop Detected a request that has been through this gateway
@@ -365,163 +351,12 @@ var errNoRegistry = fhir.Outcome("not-supported", "federation not configured: no
 // A member that is the gateway (or leads back to it) then costs one nested request,
 // not thousands.
 func (s *Surface) looped(w http.ResponseWriter, r *http.Request, st *settings) bool {
-	if !viaCarries(r.Header.Values("Via"), s.viaID(st)) {
+	if !proxy.ViaCarries(r.Header.Values("Via"), s.viaID(st)) {
 		return false
 	}
 	fhir.Write(w, http.StatusLoopDetected, fhir.Outcome("processing",
 		"the request has been through this gateway already (its Via names "+s.viaID(st)+"): a member leads back to the gateway"))
 	return true
-}
-
-// readForm reads a form-encoded POST _search body of at most maxFormBytes, joined
-// after the URL's query (FHIR allows parameters in both). Anything else is answered
-// here; a body that does not arrive within the request's deadline is a 408.
-func readForm(w http.ResponseWriter, r *http.Request, maxFormBytes int) (string, bool) {
-	ct := r.Header.Get("Content-Type")
-	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/x-www-form-urlencoded" {
-		fhir.Write(w, http.StatusUnsupportedMediaType, fhir.Outcome("not-supported", "POST _search takes a form-encoded body (application/x-www-form-urlencoded)"))
-		return "", false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(maxFormBytes)+1))
-	if err != nil {
-		w.Header().Set("Connection", "close") // the rest of the body is never read
-		if proxy.BodyTimedOut(r.Context(), err) {
-			fhir.Write(w, http.StatusRequestTimeout, fhir.Outcome("timeout", "the form body did not arrive within server.request_timeout_ms"))
-			return "", false
-		}
-		fhir.Write(w, http.StatusBadRequest, fhir.Outcome("invalid", "the form body could not be read"))
-		return "", false
-	}
-	if len(body) > maxFormBytes {
-		fhir.Write(w, http.StatusRequestEntityTooLarge, fhir.Outcome("too-long", fmt.Sprintf("the form body is longer than limits.max_query_bytes (%d bytes)", maxFormBytes)))
-		return "", false
-	}
-	raw := strings.TrimSpace(string(body))
-	if q := r.URL.RawQuery; q != "" {
-		if raw == "" {
-			return q, true
-		}
-		raw = q + "&" + raw
-	}
-	return raw, true
-}
-
-// handleSearch answers one page of a federated search of resourceType with the raw
-// query (or form) raw.
-func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw string) {
-	r := c.Request
-	if x := s.opts.StoredQueries; x != nil {
-		expanded, status, msg := x.Expand(resourceType, raw)
-		if status != 0 {
-			code := "invalid"
-			if status == http.StatusNotFound {
-				code = "not-found"
-			}
-			fhir.Write(c.Writer, status, fhir.ParamOutcome(code, "_query", msg))
-			return
-		}
-		raw = expanded
-	}
-	q, qerr := searchquery.Parse(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount, st.limits.MaxQueryBytes)
-	if qerr != nil {
-		fhir.Write(c.Writer, qerr.Status, qerr.Outcome)
-		return
-	}
-	gw := gatewayBase(r, st.cfg.Server.BasePath)
-	prefer := r.Header.Values("Prefer")
-	ctx := r.Context()
-	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
-	var tokenTotal *int
-	var self string
-	// admitted is true once the request holds its place in the member-call queue.
-	admitted := false
-	if q.Page != "" {
-		t, err := decodeToken(st.key, q.Page, st.reg, st.fed.MaxCount)
-		if err == nil && t.Type != resourceType {
-			err = searchquery.BadToken{Reason: "it continues a search of another resource type"}
-		}
-		if err != nil {
-			fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", "_page", err.Error()))
-			return
-		}
-		srch.count, srch.sortRaw = t.Count, t.Sort
-		srch.sort, _ = searchquery.ParseSort(resourceType, t.Sort)
-		tokenTotal = t.Total
-		for _, tm := range t.Members {
-			p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1}
-			if tm.Remaining != nil {
-				p.remaining = *tm.Remaining
-			}
-			srch.positions = append(srch.positions, p)
-		}
-		// Positions are served in registry order, whatever order the token lists.
-		sortPositions(st.reg, srch.positions)
-		self = "_page=" + searchquery.EscapeQuery(q.Page)
-	} else {
-		srch.first = true
-		srch.count, srch.sort, srch.sortRaw, srch.summaryCount = q.Count, q.Sort, q.SortRaw, q.SummaryCount
-		mq := q.MemberQuery()
-		cursor := "/" + resourceType
-		if mq != "" {
-			cursor += "?" + mq
-		}
-		for _, m := range st.reg.members {
-			srch.positions = append(srch.positions, &position{m: m, cursor: cursor, remaining: -1})
-		}
-		self = mq
-		if s.opts.Patient != nil {
-			// A patient-scoped search is admitted by the fan-out it would have without
-			// the flow, before the flow spends a binding call: a request the queue
-			// sheds costs no exchange. What the flow drops is given back at once.
-			all := len(srch.positions)
-			release, ok := srch.cs.Lim.Admit(all)
-			if !ok {
-				calllimit.Shed(c.Writer, all, srch.cs.Lim)
-				return
-			}
-			defer func() { release() }()
-			// The flow and the fan-out share the request's budget: the fan-out gets
-			// what the flow left.
-			pctx, cancel := context.WithTimeout(ctx, st.requestTimeout)
-			defer cancel()
-			ctx = pctx
-			if s.planPatient(ctx, c, st, srch, q, resourceType) {
-				return
-			}
-			release = srch.cs.Lim.Keep(all, len(srch.positions))
-			admitted = true
-		}
-	}
-	srch.maxExtras = st.limits.MaxAnswerEntries - srch.count
-	if !admitted {
-		done, ok := srch.cs.Lim.Admit(len(srch.positions))
-		if !ok {
-			calllimit.Shed(c.Writer, len(srch.positions), srch.cs.Lim)
-			return
-		}
-		defer done()
-	}
-	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
-	res := srch.run(ctx, budget(ctx, st.requestTimeout), fhir.WantsStrict(prefer), st.key, tokenTotal)
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return // the client left: nobody to answer.
-	}
-	if !stored() {
-		return
-	}
-	if res.status != http.StatusOK {
-		fhir.Write(c.Writer, res.status, res.outcome)
-		return
-	}
-	selfURL := gw + "/fhir/" + resourceType
-	if self != "" {
-		selfURL += "?" + self
-	}
-	b := Bundle{LastUpdated: time.Now(), Records: res.records, Strict: st.fed.StrictFHIR, Total: res.total, Links: []fhir.Link{{Relation: "self", URL: selfURL}}, Entry: res.entries}
-	if res.next != "" {
-		b.Links = append(b.Links, fhir.Link{Relation: "next", URL: gw + "/fhir/" + resourceType + "?_page=" + res.next})
-	}
-	fhir.Write(c.Writer, http.StatusOK, b)
 }
 
 func sortPositions(reg *registry, ps []*position) {
@@ -544,7 +379,7 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 			calllimit.Shed(c.Writer, len(st.reg.members), cs.Lim)
 			return
 		}
-		_, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
+		_, statements := s.caller.metadata(ctx, cs, st.reg, calllimit.Budget(ctx, st.requestTimeout))
 		done()
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return
@@ -552,7 +387,7 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 		s.caps.store(st.reg, statements, now)
 		common, answered, _ = s.caps.cached(st.reg, time.Hour, now)
 	}
-	fhir.Write(c.Writer, http.StatusOK, fhir.GatewayCapabilityStatement(gatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), sortKeyDocAll(), now))
+	fhir.Write(c.Writer, http.StatusOK, fhir.GatewayCapabilityStatement(fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), sortKeyDocAll(), now))
 }
 
 func (s *Surface) handleDependencies(c *gin.Context) {
@@ -580,21 +415,11 @@ func (s *Surface) handleProbe(c *gin.Context) {
 		return
 	}
 	defer done()
-	records, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
+	records, statements := s.caller.metadata(ctx, cs, st.reg, calllimit.Budget(ctx, st.requestTimeout))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
 	s.caps.store(st.reg, statements, time.Now())
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, probeAnswer{Members: records})
-}
-
-// gatewayBase is the gateway's base URL as the client reached it: the scheme of the
-// connection, the Host it asked for, server.base_path.
-func gatewayBase(r *http.Request, basePath string) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + strings.TrimSuffix(basePath, "/")
 }

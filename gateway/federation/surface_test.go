@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
@@ -503,7 +504,7 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 	for _, m := range st.reg.members {
 		srch.positions = append(srch.positions, &position{m: m, cursor: "/Patient", remaining: -1})
 	}
-	res := srch.run(ctx, budget(ctx, time.Second), false, st.key, nil)
+	res := srch.run(ctx, calllimit.Budget(ctx, time.Second), false, st.key, nil)
 	if res.status != http.StatusGatewayTimeout || len(res.records) != 1 || res.records[0].Outcome != outbound.Timeout {
 		t.Fatalf("page %+v", res)
 	}

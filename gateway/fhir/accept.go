@@ -91,3 +91,13 @@ func MethodNotAllowed(w http.ResponseWriter, allow, route string) {
 	w.Header().Set("Allow", allow)
 	Write(w, http.StatusMethodNotAllowed, Outcome("not-supported", route+" answers "+allow+" only"))
 }
+
+// GatewayBase is the gateway's base URL as the client reached it: the scheme of the
+// connection, the Host it asked for, server.base_path.
+func GatewayBase(r *http.Request, basePath string) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + strings.TrimSuffix(basePath, "/")
+}

@@ -156,3 +156,23 @@ func WantsStrict(prefer []string) bool {
 	}
 	return false
 }
+
+// IssueCodeOfStatus is the IssueType of an error status a server answered.
+func IssueCodeOfStatus(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "login"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusNotFound, http.StatusGone:
+		return "not-found"
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return "timeout"
+	case http.StatusTooManyRequests:
+		return "throttled"
+	}
+	if status >= 500 {
+		return "transient"
+	}
+	return "processing"
+}

@@ -7,10 +7,12 @@ package outbound
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 )
@@ -111,4 +113,38 @@ type sentTrace struct {
 // its MaxResponseHeaderBytes. net/http has no value for it, only its text.
 func HeadTooLarge(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
+}
+
+// NewTransport is the one connection pool every member call shares. Its limits are
+// about the gateway's own safety: a member that accepts connections and then says
+// nothing must not hold a dial or a TLS handshake past a few seconds, and keep-alive
+// connections are kept so that a fan-out does not pay a handshake per member per query.
+func NewTransport(maxHeaderBytes int64) *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// A routed answer goes back byte for byte as the member sent it, headers
+		// included; members sit on cluster networks where compression buys little.
+		DisableCompression: true,
+		// A member's answer head is bounded as its body is: Go's default is 10 MiB,
+		// held per call in flight (issue 30's header bomb).
+		MaxResponseHeaderBytes: maxHeaderBytes,
+	}
+}
+
+// NewClient wraps the transport. Redirects are not followed: a member that redirects
+// is answering, and following it could take a client's query to a host that is not a
+// member. The budget is carried by each request's context, not by Client.Timeout.
+func NewClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{
+		Transport:     rt,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }

@@ -54,4 +54,3 @@ func TestMemberPathRefusesEveryDotSegmentHowsoeverHidden(t *testing.T) {
 		}
 	}
 }
-

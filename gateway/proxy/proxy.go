@@ -10,7 +10,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -471,4 +474,60 @@ func ReadBody(res *http.Response, max int64) ([]byte, error) {
 			return append(buf, rest...), err
 		}
 	}
+}
+
+// ReadForm reads a form-encoded POST _search body of at most maxFormBytes, joined
+// after the URL's query (FHIR allows parameters in both). Anything else is answered
+// here; a body that does not arrive within the request's deadline is a 408.
+func ReadForm(w http.ResponseWriter, r *http.Request, maxFormBytes int) (string, bool) {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/x-www-form-urlencoded" {
+		fhir.Write(w, http.StatusUnsupportedMediaType, fhir.Outcome("not-supported", "POST _search takes a form-encoded body (application/x-www-form-urlencoded)"))
+		return "", false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(maxFormBytes)+1))
+	if err != nil {
+		w.Header().Set("Connection", "close") // the rest of the body is never read
+		if BodyTimedOut(r.Context(), err) {
+			fhir.Write(w, http.StatusRequestTimeout, fhir.Outcome("timeout", "the form body did not arrive within server.request_timeout_ms"))
+			return "", false
+		}
+		fhir.Write(w, http.StatusBadRequest, fhir.Outcome("invalid", "the form body could not be read"))
+		return "", false
+	}
+	if len(body) > maxFormBytes {
+		fhir.Write(w, http.StatusRequestEntityTooLarge, fhir.Outcome("too-long", fmt.Sprintf("the form body is longer than limits.max_query_bytes (%d bytes)", maxFormBytes)))
+		return "", false
+	}
+	raw := strings.TrimSpace(string(body))
+	if q := r.URL.RawQuery; q != "" {
+		if raw == "" {
+			return q, true
+		}
+		raw = q + "&" + raw
+	}
+	return raw, true
+}
+
+// NewViaID is a process's own Via id: "ferrofed-" and 12 random hex digits. Random,
+// not the hostname: two gateways on one host (or in one test) must not take each
+// other for themselves.
+func NewViaID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "ferrofed-" + hex.EncodeToString(b)
+}
+
+// ViaCarries reports whether any of a request's Via values names id as a recipient
+// (received-by), that is, whether the request has been through this gateway already.
+func ViaCarries(values []string, id string) bool {
+	for _, v := range values {
+		for entry := range strings.SplitSeq(v, ",") {
+			f := strings.Fields(entry)
+			if len(f) >= 2 && f[1] == id {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -26,4 +26,3 @@ func TestTheRewriterFindsTheBaseAcrossParts(t *testing.T) {
 		t.Fatalf("held back %q", got)
 	}
 }
-

@@ -220,3 +220,23 @@ func ValidCursor(c string) bool {
 	}
 	return !strings.Contains(dec, "\\") && !strings.HasPrefix(dec, "//")
 }
+
+// UnlinkedOutcome is the warning of a page whose next link could not carry every
+// member's position: the members left out have more matches that following next will
+// not return, and the client is told which.
+func UnlinkedOutcome(left []TokenMember) fhir.OperationOutcome {
+	const named = 20
+	ids := make([]string, 0, min(len(left), named))
+	for _, m := range left[:min(len(left), named)] {
+		ids = append(ids, m.ID)
+	}
+	list := strings.Join(ids, ", ")
+	if len(left) > named {
+		list += fmt.Sprintf(" and %d more", len(left)-named)
+	}
+	return fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
+		Severity: "warning", Code: "too-costly",
+		Diagnostics: fmt.Sprintf("the next link cannot carry the position of every member that has more (a continuation token is at most %d bytes): "+
+			"following it will not return the further matches of %d members (%s); narrow the search to page through them", MaxPageTokenBytes, len(left), list),
+	}}}
+}
