@@ -22,7 +22,7 @@ import (
 
 // Limiter bounds the member calls in flight: limits.max_member_calls in total and
 // limits.max_member_calls_per_member to one member. A call waits for its slots
-// (calls.slots) at most as long as leaves it its least useful budget
+// (Calls.Slots) at most as long as leaves it its least useful budget
 // (limits.min_member_call_ms), a routed one at most limits.member_call_wait_ms, and
 // a routed one only once its body is in (route); one that gets none in time is never
 // sent, and says nothing of the member (its state unchanged). See docs/data-plane.md.

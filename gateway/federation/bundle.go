@@ -1,9 +1,6 @@
 package federation
 
 import (
-	"bytes"
-	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
@@ -55,101 +52,39 @@ type Bundle struct {
 	Entry [][]byte
 }
 
-// extension is a FHIR Extension with the value types the records use.
-type extension struct {
-	URL               string       `json:"url"`
-	Extension         []extension  `json:"extension,omitempty"`
-	ValueString       string       `json:"valueString,omitempty"`
-	ValueCode         string       `json:"valueCode,omitempty"`
-	ValueInteger      *int         `json:"valueInteger,omitempty"`
-	ValueUnsignedInt  *int         `json:"valueUnsignedInt,omitempty"`
-	ValueQuantityJSON *quantityOut `json:"valueQuantity,omitempty"`
-}
-
-type quantityOut struct {
-	Value  int64  `json:"value"`
-	Unit   string `json:"unit"`
-	System string `json:"system"`
-	Code   string `json:"code"`
-}
-
 // memberExtension is one record as the federation-member complex extension.
-func memberExtension(r Record) extension {
+func memberExtension(r Record) fhir.Extension {
 	entries := r.Entries
-	ext := extension{URL: MemberExtensionURL, Extension: []extension{
+	ext := fhir.Extension{URL: MemberExtensionURL, Extension: []fhir.Extension{
 		{URL: "member", ValueString: r.ID},
 		{URL: "outcome", ValueCode: string(r.Outcome)},
 	}}
 	if r.Status != 0 {
 		status := r.Status
-		ext.Extension = append(ext.Extension, extension{URL: "status", ValueInteger: &status})
+		ext.Extension = append(ext.Extension, fhir.Extension{URL: "status", ValueInteger: &status})
 	}
 	ext.Extension = append(ext.Extension,
-		extension{URL: "entries", ValueUnsignedInt: &entries},
-		extension{URL: "duration", ValueQuantityJSON: &quantityOut{Value: r.DurationMS, Unit: "ms", System: "http://unitsofmeasure.org", Code: "ms"}},
+		fhir.Extension{URL: "entries", ValueUnsignedInt: &entries},
+		fhir.Extension{URL: "duration", ValueQuantityJSON: &fhir.Quantity{Value: r.DurationMS, Unit: "ms", System: "http://unitsofmeasure.org", Code: "ms"}},
 	)
 	if r.ExcludedBy != "" {
-		ext.Extension = append(ext.Extension, extension{URL: "excluded_by", ValueCode: r.ExcludedBy})
+		ext.Extension = append(ext.Extension, fhir.Extension{URL: "excluded_by", ValueCode: r.ExcludedBy})
 	}
 	return ext
 }
 
-type bundleMeta struct {
-	LastUpdated string      `json:"lastUpdated"`
-	Extension   []extension `json:"extension,omitempty"`
-	Federation  *[]Record   `json:"federation,omitempty"`
-}
-
-// MarshalJSON writes the Bundle with its entries copied as they are: each was built
-// by the gateway from JSON it parsed, and letting encoding/json re-validate and
-// compact every entry again was most of the gateway's own cost of a federated query.
+// MarshalJSON writes the Bundle as a searchset whose meta carries the records.
 func (b Bundle) MarshalJSON() ([]byte, error) {
-	meta := bundleMeta{LastUpdated: b.LastUpdated.UTC().Format(time.RFC3339Nano)}
+	sb := fhir.Searchset{LastUpdated: b.LastUpdated, Total: b.Total, Links: b.Links, Entry: b.Entry}
 	for _, r := range b.Records {
-		meta.Extension = append(meta.Extension, memberExtension(r))
+		sb.Extension = append(sb.Extension, memberExtension(r))
 	}
 	if !b.Strict {
 		records := b.Records
 		if records == nil {
 			records = []Record{}
 		}
-		meta.Federation = &records
+		sb.Federation = &records
 	}
-	m, err := json.Marshal(meta)
-	if err != nil {
-		return nil, err
-	}
-	n := len(m) + 128 + len(b.Entry)
-	for _, e := range b.Entry {
-		n += len(e)
-	}
-	var buf bytes.Buffer
-	buf.Grow(n)
-	buf.WriteString(`{"resourceType":"Bundle","meta":`)
-	buf.Write(m)
-	buf.WriteString(`,"type":"searchset"`)
-	if b.Total != nil {
-		buf.WriteString(`,"total":`)
-		buf.WriteString(strconv.Itoa(*b.Total))
-	}
-	if len(b.Links) > 0 {
-		l, err := json.Marshal(b.Links)
-		if err != nil {
-			return nil, err
-		}
-		buf.WriteString(`,"link":`)
-		buf.Write(l)
-	}
-	if len(b.Entry) > 0 {
-		buf.WriteString(`,"entry":[`)
-		for i, e := range b.Entry {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.Write(e)
-		}
-		buf.WriteByte(']')
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	return sb.MarshalJSON()
 }

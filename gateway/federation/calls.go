@@ -39,9 +39,9 @@ type exchange struct {
 //
 // The call waits for one of m's slots (limits.max_member_calls_per_member) within
 // ctx, and never so long that less than its least useful budget would be left
-// (limits.min_member_call_ms, calls.usefulLeft): such a call is never sent, its outcome
+// (limits.min_member_call_ms, calllimit.Calls.UsefulLeft): such a call is never sent, its outcome
 // a timeout, the member's state unchanged. The caller holds a total slot already
-// (calls.fanOut). It carries cs.via.
+// (calllimit.Calls.FanOut). It carries cs.Via.
 //
 // prefer is the client's Prefer header, sent on (nil for none).
 func (c *caller) get(ctx, client context.Context, m *member, url string, cs *calls, prefer []string) exchange {
@@ -79,7 +79,7 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	if err == nil {
 		ex.call.Status = res.StatusCode
 		switch {
-		case !cs.Bytes.Take(headBytes(res)):
+		case !cs.Bytes.Take(outbound.HeadBytes(res, MaxMemberHeaderBytes)):
 			// The head counts in the request's bytes as the body does (it is read
 			// whole before the gateway sees it: at most MaxMemberHeaderBytes).
 			ex.call.Unusable = true
@@ -112,17 +112,6 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	}
 	ex.duration = time.Since(start)
 	return ex
-}
-
-// headBytes is about what res's head took on the wire: its status line and headers.
-func headBytes(res *http.Response) int64 {
-	n := int64(len(res.Proto) + len(res.Status) + 4)
-	for k, vs := range res.Header {
-		for _, v := range vs {
-			n += int64(len(k) + len(v) + 4)
-		}
-	}
-	return min(n, MaxMemberHeaderBytes)
 }
 
 // observe records the state a call observed of m's endpoint, unless the call says

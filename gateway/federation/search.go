@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
-	"github.com/ferrofed/ferrofed/gateway/scrub"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
@@ -396,7 +395,7 @@ func (s *search) readPage(p *position, ex *exchange) *fhir.Page {
 		case err != nil:
 			s.c.log.V(1).Info("Member answered a body that is not a searchset", "member", p.m.id, "error", err.Error())
 			ex.call.Unusable = true
-		case s.extras+pageExtras(pg) > s.maxExtras:
+		case s.extras+fhir.Extras(pg) > s.maxExtras:
 			// Its includes and outcomes would take the page past max_answer_entries:
 			// the member's part is left out whole, as any other unusable answer.
 			ex.call.Unusable = true
@@ -503,33 +502,7 @@ func (s *search) rewriteEntry(p *position, e fhir.Entry) (pageEntry, entryKind) 
 	if mode != "match" && mode != "include" {
 		mode = "match"
 	}
-	var b bytes.Buffer
-	b.Grow(len(e.Resource) + len(p.entryPrefix) + 96)
-	if fhir.ValidResourceType(head.ResourceType) && fhir.ValidID(head.ID) {
-		b.Write(p.entryPrefix)
-		b.WriteString(head.ResourceType)
-		b.WriteByte('/')
-		b.WriteString(head.ID)
-		b.WriteString(`","resource":`)
-	} else {
-		b.WriteString(`{"resource":`)
-	}
-	if bytes.Contains(e.Resource, p.memberBase) {
-		// An absolute reference to the member's own base (Patient.link, a subject):
-		// the member's address never reaches a client; the gateway's route to it does.
-		b.Write(bytes.ReplaceAll(e.Resource, p.memberBase, p.routedBase))
-	} else {
-		b.Write(e.Resource)
-	}
-	b.WriteString(`,"search":{"mode":"`)
-	b.WriteString(mode)
-	b.WriteByte('"')
-	if e.Search != nil && len(e.Search.Score) > 0 && string(e.Search.Score) != "null" {
-		b.WriteString(`,"score":`)
-		b.Write(e.Search.Score)
-	}
-	b.WriteString("}}")
-	pe := pageEntry{json: b.Bytes()}
+	pe := pageEntry{json: fhir.BuildEntry(e, head, mode, p.entryPrefix, p.memberBase, p.routedBase)}
 	if mode != "match" {
 		return pe, entryOther
 	}
@@ -548,63 +521,14 @@ func (s *search) memberIssues(m *member, body []byte) []fhir.Issue {
 const maxIssues = 20
 
 func memberIssues(m *member, gw string, body []byte) []fhir.Issue {
-	var oo struct {
-		ResourceType string `json:"resourceType"`
-		Issue        []struct {
-			Severity    string `json:"severity"`
-			Code        string `json:"code"`
-			Diagnostics string `json:"diagnostics"`
-			Details     *struct {
-				Text string `json:"text"`
-			} `json:"details"`
-			Expression []string `json:"expression"`
-		} `json:"issue"`
-	}
-	if len(body) == 0 || json.Unmarshal(body, &oo) != nil || oo.ResourceType != "OperationOutcome" {
-		return nil
-	}
-	var out []fhir.Issue
-	for _, i := range oo.Issue {
-		if len(out) == maxIssues {
-			break
-		}
-		is := fhir.Issue{Severity: fhir.ValidSeverity(i.Severity), Code: fhir.ValidIssueCode(i.Code), Diagnostics: scrubMember(m, gw, i.Diagnostics)}
-		if i.Details != nil && i.Details.Text != "" {
-			is.Details = &fhir.IssueDetails{Text: scrubMember(m, gw, i.Details.Text)}
-		}
-		for _, x := range i.Expression {
-			if len(is.Expression) < 8 {
-				is.Expression = append(is.Expression, scrubMember(m, gw, x))
-			}
-		}
-		out = append(out, is)
-	}
-	return out
+	return fhir.ReadIssues(body, maxIssues, func(text string) string { return scrubMember(m, gw, text) })
 }
 
-// scrubMember is text a member wrote as a client may see it: the member's own base
-// becomes the gateway's route to it and its host "member {id}", then the rule of
-// gateway/scrub takes every other URL, address and credential out.
+// scrubMember is text a member wrote as a client may see it (proxy.ScrubBackend):
+// the member's base becomes the gateway's route to it, its host "member {id}".
 func scrubMember(m *member, gw, text string) string {
-	if len(text) > scrub.MaxBytes {
-		text = text[:scrub.MaxBytes]
-	}
-	// The member's base and host are held as two private-use characters (taken out
-	// of the member's own text first) while the rule runs, each a word of its own,
-	// so that the gateway's route to the member survives the rule.
-	text = strings.NewReplacer(baseMark, "", hostMark, "").Replace(text)
-	text = strings.ReplaceAll(text, strings.TrimSuffix(m.base.String(), "/"), " "+baseMark+" ")
-	text = strings.ReplaceAll(text, m.base.Host, " "+hostMark+" ")
-	text = scrub.Text(text)
-	route, name := gw+"/nodes/"+m.id+"/fhir", "member "+m.id
-	return strings.NewReplacer(" "+baseMark+" ", route, baseMark, route, " "+hostMark+" ", name, hostMark, name).Replace(text)
+	return proxy.ScrubBackend(text, strings.TrimSuffix(m.base.String(), "/"), m.base.Host, gw+"/nodes/"+m.id+"/fhir", "member "+m.id)
 }
-
-// The marks of scrubMember.
-const (
-	baseMark = "\uE000"
-	hostMark = "\uE001"
-)
 
 // memberOutcomeEntry is a member's own OperationOutcome entry (a lenient server's
 // warning), as the gateway passes it on: the member named, its issues carried.
@@ -616,41 +540,13 @@ func (s *search) memberOutcomeEntry(p *position, resource json.RawMessage) []byt
 	return fhir.OutcomeEntry(oo)
 }
 
-// issueCodeOf is the IssueType of a member's outcome.
-func issueCodeOf(o outbound.Outcome) string {
-	switch o {
-	case outbound.Timeout:
-		return "timeout"
-	case outbound.Unreachable:
-		return "transient"
-	}
-	return "processing"
-}
-
-// describe says what happened to a member, naming it by id only.
-func describe(r Record) string {
-	switch r.Outcome {
-	case outbound.Timeout:
-		return fmt.Sprintf("member %s did not answer within the request budget", r.ID)
-	case outbound.Unreachable:
-		if r.Status != 0 {
-			return fmt.Sprintf("member %s broke its answer off (HTTP %d)", r.ID, r.Status)
-		}
-		return fmt.Sprintf("member %s is unreachable", r.ID)
-	}
-	if r.Status >= 200 && r.Status < 300 {
-		return fmt.Sprintf("member %s answered HTTP %d with a body that is not a searchset Bundle", r.ID, r.Status)
-	}
-	return fmt.Sprintf("member %s answered HTTP %d", r.ID, r.Status)
-}
-
 // describeFailure says what happened to a failed member: its exchange's reason when
 // it names a limit, else what its record says.
 func describeFailure(p *position) string {
 	if p.failure != nil && p.failure.reason != "" {
 		return p.failure.reason
 	}
-	return describe(p.record)
+	return outbound.Describe(p.record.ID, p.record.Outcome, p.record.Status)
 }
 
 // issueCodeOfFailure is issueCodeOf, too-costly for an answer past a limit.
@@ -658,21 +554,7 @@ func issueCodeOfFailure(p *position) string {
 	if p.failure != nil && p.failure.reason != "" && p.record.Status >= 200 {
 		return "too-costly"
 	}
-	return issueCodeOf(p.record.Outcome)
-}
-
-// pageExtras is how many of a page's entries are not matches (includes, outcomes):
-// the part of a member's page that is not bounded by _count.
-func pageExtras(pg *fhir.Page) int {
-	n := 0
-	for _, e := range pg.Entry {
-		if e.Search != nil && e.Search.Mode != "" && e.Search.Mode != "match" {
-			n++
-		} else if h, ok := fhir.ReadHead(e.Resource); ok && h.ResourceType == "OperationOutcome" {
-			n++
-		}
-	}
-	return n
+	return outbound.IssueCode(p.record.Outcome)
 }
 
 // failureEntry is the OperationOutcome entry of a member that is not ok.
@@ -690,7 +572,7 @@ func (s *search) failureEntry(p *position) []byte {
 // refused the search: that member's 400, its own issues carried.
 func (s *search) refusal(p *position) fhir.OperationOutcome {
 	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-		Severity: "error", Code: "processing", Diagnostics: describe(p.record) + " and the client asked for Prefer: handling=strict",
+		Severity: "error", Code: "processing", Diagnostics: outbound.Describe(p.record.ID, p.record.Outcome, p.record.Status) + " and the client asked for Prefer: handling=strict",
 	}}}
 	if p.failure != nil {
 		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)

@@ -7,6 +7,7 @@ package outbound
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -147,4 +148,44 @@ func NewClient(rt http.RoundTripper) *http.Client {
 		Transport:     rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// IssueCode is the FHIR IssueType of a member call's outcome.
+func IssueCode(o Outcome) string {
+	switch o {
+	case Timeout:
+		return "timeout"
+	case Unreachable:
+		return "transient"
+	}
+	return "processing"
+}
+
+// Describe says what a member call came to (its outcome, its status, 0 for none),
+// naming the member by id only.
+func Describe(id string, o Outcome, status int) string {
+	switch o {
+	case Timeout:
+		return fmt.Sprintf("member %s did not answer within the request budget", id)
+	case Unreachable:
+		if status != 0 {
+			return fmt.Sprintf("member %s broke its answer off (HTTP %d)", id, status)
+		}
+		return fmt.Sprintf("member %s is unreachable", id)
+	}
+	if status >= 200 && status < 300 {
+		return fmt.Sprintf("member %s answered HTTP %d with a body that is not a searchset Bundle", id, status)
+	}
+	return fmt.Sprintf("member %s answered HTTP %d", id, status)
+}
+
+// HeadBytes is about what res's head took on the wire: its status line and headers.
+func HeadBytes(res *http.Response, max int64) int64 {
+	n := int64(len(res.Proto) + len(res.Status) + 4)
+	for k, vs := range res.Header {
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + 4)
+		}
+	}
+	return min(n, max)
 }

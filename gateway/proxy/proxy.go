@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
 // NewClientBody wraps a client's request body as the transport reads it.
@@ -531,3 +532,26 @@ func ViaCarries(values []string, id string) bool {
 	}
 	return false
 }
+
+// ScrubBackend is text a backend wrote as a client may see it: the backend's own base
+// becomes route (the gateway's route to it) and its host name, then the rule of
+// gateway/scrub takes every other URL, address and credential out.
+func ScrubBackend(text, base, host, route, name string) string {
+	if len(text) > scrub.MaxBytes {
+		text = text[:scrub.MaxBytes]
+	}
+	// The member's base and host are held as two private-use characters (taken out
+	// of the member's own text first) while the rule runs, each a word of its own,
+	// so that the gateway's route to the member survives the rule.
+	text = strings.NewReplacer(baseMark, "", hostMark, "").Replace(text)
+	text = strings.ReplaceAll(text, base, " "+baseMark+" ")
+	text = strings.ReplaceAll(text, host, " "+hostMark+" ")
+	text = scrub.Text(text)
+	return strings.NewReplacer(" "+baseMark+" ", route, baseMark, route, " "+hostMark+" ", name, hostMark, name).Replace(text)
+}
+
+// The marks of ScrubBackend.
+const (
+	baseMark = "\uE000"
+	hostMark = "\uE001"
+)

@@ -211,7 +211,7 @@ func ValidCursor(c string) bool {
 	if err != nil {
 		return false
 	}
-	// The rule of every path sent to a member (memberPath): no dot segment, bare,
+	// The rule of every path sent to a member (proxy.CleanPath): no dot segment, bare,
 	// behind a ";" parameter or percent-encoded, once or more.
 	for seg := range strings.SplitSeq(path[1:], "/") {
 		if proxy.CheckSegment(seg) != nil {
