@@ -3,11 +3,14 @@ package federation
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
@@ -137,3 +140,9 @@ func decodeToken(k searchquery.Key, tok string, reg *registry, maxCount int) (se
 
 // tokenKey authenticates the page tokens of the surface's next links.
 type tokenKey = searchquery.Key
+
+// The parts New puts together, each from the package that makes it.
+func newTransport() *http.Transport               { return outbound.NewTransport(MaxMemberHeaderBytes) }
+func newClient(rt http.RoundTripper) *http.Client { return outbound.NewClient(rt) }
+func newRandomKey() (tokenKey, error)             { return searchquery.NewKey() }
+func newViaID() string                            { return proxy.NewViaID() }

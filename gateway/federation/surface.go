@@ -23,9 +23,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/health"
-	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
-	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // Options tune a Surface. The zero value is production's.
@@ -107,9 +105,9 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		opts.Logger = logr.Discard()
 	}
 	if opts.Transport == nil {
-		opts.Transport = outbound.NewTransport(MaxMemberHeaderBytes)
+		opts.Transport = newTransport()
 	}
-	own, err := searchquery.NewKey()
+	own, err := newRandomKey()
 	if err != nil {
 		return nil, fmt.Errorf("federation: make a page token key: %w", err)
 	}
@@ -122,13 +120,13 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 		tracker: dependencies.NewTracker(st.reg.endpointIDs()...),
 		opts:    opts,
 		ownKey:  own,
-		ownVia:  proxy.NewViaID(),
+		ownVia:  newViaID(),
 	}
 	s.useLimits(st.limits)
 	if st.ownKey {
 		s.log.Info("Made a page token key of its own: next links of this process are not accepted by any other; set federation.page_token_key_file to one key for every replica")
 	}
-	s.caller = &caller{client: outbound.NewClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
+	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
 	s.state.Store(st)
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.tracker.Collector()); err != nil {
