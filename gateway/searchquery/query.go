@@ -155,5 +155,3 @@ func EscapeQuery(s string) string {
 	}
 	return b.String()
 }
-
-func unescape(s string) (string, error) { return url.QueryUnescape(s) }
