@@ -66,25 +66,9 @@ func New(cfg *config.Config, log logr.Logger) (*Gateway, error) {
 	// One set of binding metrics for every binding: the trail exports it, or, without
 	// [audit], the flow's surface does.
 	metrics := bindings.NewMetrics()
-	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics})
+	trail, flow, queries, err := buildBindings(cfg, log, metrics)
 	if err != nil {
-		return nil, BuildError{fmt.Errorf("the audit trail could not be built: %w", err)}
-	}
-	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
-	// credential files are read here; each exchange is audited through the trail.
-	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: log.WithName("patient")})
-	if err != nil {
-		return nil, BuildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
-	}
-	// The stored queries ([stored_queries]): their store is read here; each exchange
-	// with a member about a stored query is audited through the trail.
-	sqOpts := storedquery.Options{Logger: log.WithName("stored_queries")}
-	if trail != nil {
-		sqOpts.Recorder = trail
-	}
-	queries, err := storedquery.New(cfg, sqOpts)
-	if err != nil {
-		return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+		return nil, err
 	}
 	fedOpts := federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow}
 	if queries != nil {
@@ -173,3 +157,29 @@ type BuildError struct{ err error }
 
 func (e BuildError) Error() string { return e.err.Error() }
 func (e BuildError) Unwrap() error { return e.err }
+
+// buildBindings builds the audit trail, the patient-scoped flow and the stored
+// queries, in that order: each later one audits its exchanges through the trail.
+func buildBindings(cfg *config.Config, log logr.Logger, metrics *bindings.Metrics) (*audit.Trail, *patient.Flow, *storedquery.Queries, error) {
+	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics})
+	if err != nil {
+		return nil, nil, nil, BuildError{fmt.Errorf("the audit trail could not be built: %w", err)}
+	}
+	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
+	// credential files are read here; each exchange is audited through the trail.
+	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: log.WithName("patient")})
+	if err != nil {
+		return nil, nil, nil, BuildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
+	}
+	// The stored queries ([stored_queries]): their store is read here; each exchange
+	// with a member about a stored query is audited through the trail.
+	sqOpts := storedquery.Options{Logger: log.WithName("stored_queries")}
+	if trail != nil {
+		sqOpts.Recorder = trail
+	}
+	queries, err := storedquery.New(cfg, sqOpts)
+	if err != nil {
+		return nil, nil, nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+	}
+	return trail, flow, queries, nil
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
 
 // Limits of ClientOptions.
@@ -204,7 +205,7 @@ func (t observed) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
-		if HeadTooLarge(err) {
+		if outbound.HeadTooLarge(err) {
 			// The service answered, with a head past MaxResponseHeaderBytes: its
 			// failure, counted and stated as a 502 of its own would be.
 			t.c.observe(true, http.StatusBadGateway, time.Since(start))

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
@@ -57,10 +55,10 @@ func (c *Client) Do(ctx context.Context, r *http.Request) Exchange {
 	if err := c.Authorize(r); err != nil {
 		return Exchange{Err: err}
 	}
-	tctx, sent := traceSent(ctx)
+	tctx, sent := outbound.TraceSent(ctx)
 	resp, err := c.HTTP.Do(r.WithContext(tctx))
 	if err != nil {
-		if HeadTooLarge(err) {
+		if outbound.HeadTooLarge(err) {
 			return Exchange{Sent: true, Answered: true, TooLarge: true, HeadTooLarge: true}
 		}
 		return Exchange{Sent: sent.Load(), Expired: expired(ctx, err), Err: err}
@@ -74,12 +72,6 @@ func (c *Client) Do(ctx context.Context, r *http.Request) Exchange {
 		return Exchange{Sent: true, Status: resp.StatusCode, Expired: expired(ctx, err), Err: err}
 	}
 	return Exchange{Sent: true, Answered: true, Status: resp.StatusCode, Header: resp.Header, Body: body}
-}
-
-// HeadTooLarge reports whether err is the transport's refusal of an answer head past
-// its MaxResponseHeaderBytes. net/http has no value for it, only its text.
-func HeadTooLarge(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 func expired(ctx context.Context, err error) bool {
@@ -114,23 +106,6 @@ func (e Exchange) Observe(tracker *dependencies.Tracker, key string, stored bool
 	if s, ok := e.State(stored); ok {
 		tracker.SetService(key, s, "")
 	}
-}
-
-// traceSent returns ctx with a trace that reports whether a request sent with it left
-// the gateway (the same rule as the member calls').
-func traceSent(ctx context.Context) (context.Context, *atomic.Bool) {
-	t := new(sentTrace)
-	t.trace = httptrace.ClientTrace{
-		DNSStart:     func(httptrace.DNSStartInfo) { t.sent.Store(true) },
-		ConnectStart: func(string, string) { t.sent.Store(true) },
-		GotConn:      func(httptrace.GotConnInfo) { t.sent.Store(true) },
-	}
-	return httptrace.WithClientTrace(ctx, &t.trace), &t.sent
-}
-
-type sentTrace struct {
-	sent  atomic.Bool
-	trace httptrace.ClientTrace
 }
 
 // Failure is a step of a patient-scoped search that could not give its answer; a

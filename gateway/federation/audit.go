@@ -9,11 +9,12 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
 // auditRefused is the answer to a request whose audit record could not be stored
 // under audit.on_failure = "refuse".
-var auditRefused = operationOutcome("transient", "the audit record of this request could not be stored, so it was not made: retry later")
+var auditRefused = fhir.Outcome("transient", "the audit record of this request could not be stored, so it was not made: retry later")
 
 // auditing starts recording the access the request makes (Options.Audit; nothing
 // without [audit]) and returns the wait for it: stored reports whether the request may
@@ -59,7 +60,7 @@ func (s *Surface) auditing(c *gin.Context, st *settings, kind audit.Kind, resour
 		if t.Refuses() {
 			s.log.Error(err, "Refused a request: its audit record could not be stored", "path", r.URL.Path)
 			c.Header("Retry-After", "5")
-			writeFHIR(c.Writer, http.StatusServiceUnavailable, auditRefused)
+			fhir.Write(c.Writer, http.StatusServiceUnavailable, auditRefused)
 			return false
 		}
 		s.log.Error(err, "Served a request without its audit record (audit.on_failure = \"serve\")", "path", r.URL.Path)

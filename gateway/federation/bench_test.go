@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -284,7 +285,7 @@ func (s stubMembers) RoundTrip(req *http.Request) (*http.Response, error) {
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        http.Header{"Content-Type": {FHIRJSON}, "Content-Length": {strconv.Itoa(len(s.body))}},
+		Header:        http.Header{"Content-Type": {fhir.MediaType}, "Content-Length": {strconv.Itoa(len(s.body))}},
 		Body:          io.NopCloser(bytes.NewReader(s.body)),
 		ContentLength: int64(len(s.body)),
 		Request:       req,

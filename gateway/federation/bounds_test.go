@@ -23,6 +23,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -47,7 +50,7 @@ func startUploadMember(t *testing.T) *uploadMember {
 			m.brokenBodies.Add(1)
 			return
 		}
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		if r.Method == http.MethodPost {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"resourceType":"Patient","id":"1"}`)
@@ -143,7 +146,7 @@ func TestAClientsBrokenRequestNeverChangesTheMembersState(t *testing.T) {
 	h.wantUp(t, gw, "node-a")
 
 	post := func(framing string) string {
-		return "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\n" + framing + "\r\n"
+		return "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\n" + framing + "\r\n"
 	}
 	cases := []struct {
 		name      string
@@ -215,7 +218,7 @@ func TestARoutedBodyThatNeverArrivesIsA408AndTheMemberIsNeverAsked(t *testing.T)
 	const timeout = 500 * time.Millisecond
 	h := newHarness(t, harnessOptions{requestTimeout: timeout}, node{id: "node-a", url: counting.URL + "/fhir"})
 	gw := serveFull(t, h)
-	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\nContent-Length: 100\r\n\r\n"
+	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
 	a := rawSend(t, gw, head, []string{`{"resource`}, 0, false, 20*timeout)
 	if a.status != http.StatusRequestTimeout || !strings.Contains(a.body, "did not arrive within server.request_timeout_ms") {
 		t.Fatalf("answered %d %s, want 408", a.status, a.body)
@@ -237,7 +240,7 @@ func TestARoutedBodyPastTheBufferThatStopsIsA408AndTheMembersConnectionIsClosed(
 	const timeout = 500 * time.Millisecond
 	h := newHarness(t, harnessOptions{requestTimeout: timeout, tables: "[limits]\nmax_routed_body_buffer_bytes = 16\n"}, node{id: "node-a", url: m.URL + "/fhir"})
 	gw := serveFull(t, h)
-	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + FHIRJSON + "\r\nContent-Length: 100\r\n\r\n"
+	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
 	a := rawSend(t, gw, head, []string{`{"resourceType":"Patient",`}, 0, false, 20*timeout)
 	if a.status != http.StatusRequestTimeout || !strings.Contains(a.body, "did not arrive within server.request_timeout_ms") {
 		t.Fatalf("answered %d %s, want 408", a.status, a.body)
@@ -305,7 +308,7 @@ func emptyEntriesMember(t *testing.T, size int) *httptest.Server {
 	const head, tail = `{"resourceType":"Bundle","type":"searchset","entry":[`, `{}]}`
 	body := []byte(head + strings.Repeat("{},", (size-len(head)-len(tail))/3) + tail)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		_, _ = w.Write(body)
 	}))
@@ -370,7 +373,7 @@ func startConcurrencyHost(t *testing.T, delay time.Duration) *concurrencyHost {
 		c.now--
 		c.perNow[id]--
 		c.mu.Unlock()
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		_, _ = io.WriteString(w, `{"resourceType":"Bundle","type":"searchset","total":0}`)
 	}))
 	t.Cleanup(c.Close)
@@ -661,7 +664,7 @@ func TestARoutedRequestNamesTheRealPeerNotWhatTheClientClaims(t *testing.T) {
 		logMu.Lock()
 		defer logMu.Unlock()
 		if !slices.ContainsFunc(logs, func(l string) bool {
-			return strings.Contains(l, `"msg"="Served request"`) && strings.Contains(l, `"route"="/api/nodes/*rest"`) && strings.Contains(l, `"peer"="127.0.0.1"`)
+			return strings.Contains(l, `"msg"="Served request"`) && strings.Contains(l, `"route"="/api/nodes/:node/fhir/*path"`) && strings.Contains(l, `"peer"="127.0.0.1"`)
 		}) {
 			t.Fatalf("no access log line names the peer: %q", logs)
 		}
@@ -786,7 +789,7 @@ func TestAQueryLongerThanTheLimitIs414BeforeAnyMemberIsAsked(t *testing.T) {
 }
 
 func TestTheSmallestQueryLimitHoldsANextLink(t *testing.T) {
-	if n := len("_page=") + MaxPageTokenBytes; n > config.MinQueryBytes {
+	if n := len("_page=") + searchquery.MaxPageTokenBytes; n > config.MinQueryBytes {
 		t.Fatalf("a next link's query is up to %d bytes, more than the lowest limits.max_query_bytes (%d)", n, config.MinQueryBytes)
 	}
 }
@@ -804,8 +807,8 @@ func TestViaCarriesReadsEveryEntry(t *testing.T) {
 		{[]string{"gw-a"}, false},
 	}
 	for _, c := range cases {
-		if got := viaCarries(c.values, "gw-a"); got != c.want {
-			t.Errorf("viaCarries(%q) = %v, want %v", c.values, got, c.want)
+		if got := proxy.ViaCarries(c.values, "gw-a"); got != c.want {
+			t.Errorf("proxy.ViaCarries(%q) = %v, want %v", c.values, got, c.want)
 		}
 	}
 }

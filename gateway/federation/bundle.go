@@ -1,50 +1,17 @@
 package federation
 
 import (
-	"bytes"
-	"encoding/json"
-	"strconv"
 	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
-
-// FHIRJSON is the content type of every FHIR body the gateway writes.
-const FHIRJSON = "application/fhir+json"
-
-// ValidResourceType reports whether t may name a FHIR resource type: FHIR's lexical
-// form, [A-Z][A-Za-z]+, at most 64 characters. Anything else in {base}/fhir/{Type} is
-// refused before a single member is asked. (A loop, not a regular expression: it runs
-// for every entry of every page.)
-func ValidResourceType(t string) bool {
-	if len(t) < 2 || len(t) > 64 || t[0] < 'A' || t[0] > 'Z' {
-		return false
-	}
-	for i := 1; i < len(t); i++ {
-		if c := t[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
-			return false
-		}
-	}
-	return true
-}
-
-// validID reports whether id is FHIR's id type, [A-Za-z0-9\-.]{1,64}: what may
-// follow {Type}/ in a fullUrl the gateway builds.
-func validID(id string) bool {
-	if len(id) < 1 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '.' {
-			return false
-		}
-	}
-	return true
-}
 
 // Record is one member's part in a federated request: an entry of meta.federation,
 // and of the probe's answer. It names the member by id only.
 type Record struct {
-	ID      string  `json:"id"`
-	Outcome Outcome `json:"outcome"`
+	ID      string           `json:"id"`
+	Outcome outbound.Outcome `json:"outcome"`
 	// Status is the member's HTTP status, absent when it did not answer.
 	Status int `json:"status,omitempty"`
 	// Entries is how many of the member's matches this page holds.
@@ -58,10 +25,10 @@ type Record struct {
 
 // ProbeRecord is one member's line in the ask-all probe's answer.
 type ProbeRecord struct {
-	ID         string  `json:"id"`
-	Outcome    Outcome `json:"outcome"`
-	Status     int     `json:"status,omitempty"`
-	DurationMS int64   `json:"duration_ms"`
+	ID         string           `json:"id"`
+	Outcome    outbound.Outcome `json:"outcome"`
+	Status     int              `json:"status,omitempty"`
+	DurationMS int64            `json:"duration_ms"`
 }
 
 func millis(d time.Duration) int64 { return d.Milliseconds() }
@@ -70,12 +37,6 @@ func millis(d time.Duration) int64 { return d.Milliseconds() }
 // Bundle.meta.extension; its StructureDefinition ships in
 // fhir/StructureDefinition-federation-member.json.
 const MemberExtensionURL = "https://ferrofed.io/fhir/StructureDefinition/federation-member"
-
-// Link is a Bundle.link.
-type Link struct {
-	Relation string `json:"relation"`
-	URL      string `json:"url"`
-}
 
 // Bundle is the federated answer: one searchset page, with a record of each member
 // asked in meta.extension (and, unless strict_fhir, meta.federation).
@@ -86,137 +47,44 @@ type Bundle struct {
 	Strict bool
 	// Total is Bundle.total, nil when not every member that answered gave one.
 	Total *int
-	Links []Link
+	Links []fhir.Link
 	// Entry holds each entry as JSON, already rewritten (fullUrl, search.mode).
 	Entry [][]byte
 }
 
-// extension is a FHIR Extension with the value types the records use.
-type extension struct {
-	URL               string       `json:"url"`
-	Extension         []extension  `json:"extension,omitempty"`
-	ValueString       string       `json:"valueString,omitempty"`
-	ValueCode         string       `json:"valueCode,omitempty"`
-	ValueInteger      *int         `json:"valueInteger,omitempty"`
-	ValueUnsignedInt  *int         `json:"valueUnsignedInt,omitempty"`
-	ValueQuantityJSON *quantityOut `json:"valueQuantity,omitempty"`
-}
-
-type quantityOut struct {
-	Value  int64  `json:"value"`
-	Unit   string `json:"unit"`
-	System string `json:"system"`
-	Code   string `json:"code"`
-}
-
 // memberExtension is one record as the federation-member complex extension.
-func memberExtension(r Record) extension {
+func memberExtension(r Record) fhir.Extension {
 	entries := r.Entries
-	ext := extension{URL: MemberExtensionURL, Extension: []extension{
+	ext := fhir.Extension{URL: MemberExtensionURL, Extension: []fhir.Extension{
 		{URL: "member", ValueString: r.ID},
 		{URL: "outcome", ValueCode: string(r.Outcome)},
 	}}
 	if r.Status != 0 {
 		status := r.Status
-		ext.Extension = append(ext.Extension, extension{URL: "status", ValueInteger: &status})
+		ext.Extension = append(ext.Extension, fhir.Extension{URL: "status", ValueInteger: &status})
 	}
 	ext.Extension = append(ext.Extension,
-		extension{URL: "entries", ValueUnsignedInt: &entries},
-		extension{URL: "duration", ValueQuantityJSON: &quantityOut{Value: r.DurationMS, Unit: "ms", System: "http://unitsofmeasure.org", Code: "ms"}},
+		fhir.Extension{URL: "entries", ValueUnsignedInt: &entries},
+		fhir.Extension{URL: "duration", ValueQuantityJSON: &fhir.Quantity{Value: r.DurationMS, Unit: "ms", System: "http://unitsofmeasure.org", Code: "ms"}},
 	)
 	if r.ExcludedBy != "" {
-		ext.Extension = append(ext.Extension, extension{URL: "excluded_by", ValueCode: r.ExcludedBy})
+		ext.Extension = append(ext.Extension, fhir.Extension{URL: "excluded_by", ValueCode: r.ExcludedBy})
 	}
 	return ext
 }
 
-type bundleMeta struct {
-	LastUpdated string      `json:"lastUpdated"`
-	Extension   []extension `json:"extension,omitempty"`
-	Federation  *[]Record   `json:"federation,omitempty"`
-}
-
-// MarshalJSON writes the Bundle with its entries copied as they are: each was built
-// by the gateway from JSON it parsed, and letting encoding/json re-validate and
-// compact every entry again was most of the gateway's own cost of a federated query.
+// MarshalJSON writes the Bundle as a searchset whose meta carries the records.
 func (b Bundle) MarshalJSON() ([]byte, error) {
-	meta := bundleMeta{LastUpdated: b.LastUpdated.UTC().Format(time.RFC3339Nano)}
+	sb := fhir.Searchset{LastUpdated: b.LastUpdated, Total: b.Total, Links: b.Links, Entry: b.Entry}
 	for _, r := range b.Records {
-		meta.Extension = append(meta.Extension, memberExtension(r))
+		sb.Extension = append(sb.Extension, memberExtension(r))
 	}
 	if !b.Strict {
 		records := b.Records
 		if records == nil {
 			records = []Record{}
 		}
-		meta.Federation = &records
+		sb.Federation = &records
 	}
-	m, err := json.Marshal(meta)
-	if err != nil {
-		return nil, err
-	}
-	n := len(m) + 128 + len(b.Entry)
-	for _, e := range b.Entry {
-		n += len(e)
-	}
-	var buf bytes.Buffer
-	buf.Grow(n)
-	buf.WriteString(`{"resourceType":"Bundle","meta":`)
-	buf.Write(m)
-	buf.WriteString(`,"type":"searchset"`)
-	if b.Total != nil {
-		buf.WriteString(`,"total":`)
-		buf.WriteString(strconv.Itoa(*b.Total))
-	}
-	if len(b.Links) > 0 {
-		l, err := json.Marshal(b.Links)
-		if err != nil {
-			return nil, err
-		}
-		buf.WriteString(`,"link":`)
-		buf.Write(l)
-	}
-	if len(b.Entry) > 0 {
-		buf.WriteString(`,"entry":[`)
-		for i, e := range b.Entry {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.Write(e)
-		}
-		buf.WriteByte(']')
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
-}
-
-// OperationOutcome is a FHIR OperationOutcome: the body of every error the data
-// plane answers itself, and of each outcome entry.
-type OperationOutcome struct {
-	ResourceType string  `json:"resourceType"`
-	Issue        []Issue `json:"issue"`
-}
-
-// Issue is one OperationOutcome issue.
-type Issue struct {
-	Severity    string        `json:"severity"`
-	Code        string        `json:"code"`
-	Details     *IssueDetails `json:"details,omitempty"`
-	Diagnostics string        `json:"diagnostics,omitempty"`
-	Expression  []string      `json:"expression,omitempty"`
-}
-
-// IssueDetails is an issue's details, as text.
-type IssueDetails struct {
-	Text string `json:"text,omitempty"`
-}
-
-func operationOutcome(code, diagnostics string) OperationOutcome {
-	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{Severity: "error", Code: code, Diagnostics: diagnostics}}}
-}
-
-// paramOutcome is a 400's body for a search parameter: the issue names it in its
-// details and its diagnostics.
-func paramOutcome(code, param, diagnostics string) OperationOutcome {
-	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{Severity: "error", Code: code, Details: &IssueDetails{Text: "search parameter " + param}, Diagnostics: diagnostics}}}
+	return sb.MarshalJSON()
 }

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptrace"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
 
 // caller sends the gateway's requests to members and records what each one observed.
@@ -24,7 +24,7 @@ type caller struct {
 
 // exchange is one finished member call: what the gateway saw, and the body it read.
 type exchange struct {
-	call     Call
+	call     outbound.Call
 	body     []byte
 	duration time.Duration
 	// reason, when set, says why a 2xx answer is unusable (a limit it would pass):
@@ -39,9 +39,9 @@ type exchange struct {
 //
 // The call waits for one of m's slots (limits.max_member_calls_per_member) within
 // ctx, and never so long that less than its least useful budget would be left
-// (limits.min_member_call_ms, calls.usefulLeft): such a call is never sent, its outcome
+// (limits.min_member_call_ms, calllimit.Calls.UsefulLeft): such a call is never sent, its outcome
 // a timeout, the member's state unchanged. The caller holds a total slot already
-// (calls.fanOut). It carries cs.via.
+// (calllimit.Calls.FanOut). It carries cs.Via.
 //
 // prefer is the client's Prefer header, sent on (nil for none).
 func (c *caller) get(ctx, client context.Context, m *member, url string, cs *calls, prefer []string) exchange {
@@ -49,9 +49,9 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	var release func()
 	ok := false
 	if deadline, has := ctx.Deadline(); has {
-		release, ok = cs.slots(ctx, m.id, deadline, false, 0)
+		release, ok = cs.Slots(ctx, m.id, deadline, false, 0)
 	} else {
-		release, ok = cs.lim.acquireMember(ctx, m.id)
+		release, ok = cs.Lim.AcquireMember(ctx, m.id)
 	}
 	if !ok {
 		ex := notSent(ctx, client)
@@ -62,16 +62,16 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	}
 	defer release()
 	ex := exchange{}
-	tctx, sent := traceSent(ctx)
+	tctx, sent := outbound.TraceSent(ctx)
 	req, err := http.NewRequestWithContext(tctx, http.MethodGet, url, nil)
 	if err != nil {
 		// A URL built from a validated registry does not fail to parse; were it to,
 		// nothing left the gateway and nothing is recorded.
-		ex.call = Call{Broken: true, ClientGone: true}
+		ex.call = outbound.Call{Broken: true, ClientGone: true}
 		return ex
 	}
-	req.Header.Set("Accept", FHIRJSON)
-	req.Header["Via"] = cs.via
+	req.Header.Set("Accept", fhir.MediaType)
+	req.Header["Via"] = cs.Via
 	if len(prefer) > 0 {
 		req.Header["Prefer"] = prefer
 	}
@@ -79,29 +79,29 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	if err == nil {
 		ex.call.Status = res.StatusCode
 		switch {
-		case !cs.bytes.take(headBytes(res)):
+		case !cs.Bytes.Take(outbound.HeadBytes(res, MaxMemberHeaderBytes)):
 			// The head counts in the request's bytes as the body does (it is read
 			// whole before the gateway sees it: at most MaxMemberHeaderBytes).
 			ex.call.Unusable = true
-			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", m.id, res.StatusCode, errSearchBytes.msg)
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", m.id, res.StatusCode, calllimit.ErrSearchBytes.Msg)
 		case res.StatusCode < http.StatusOK:
 			// An interim answer the gateway never asked for (101 Switching Protocols):
 			// the member answered, with nothing a client can use; its body is a raw
 			// connection, not read.
 			ex.reason = fmt.Sprintf("member %s answered HTTP %d, an interim answer to a request that asked for none", m.id, res.StatusCode)
 		default:
-			ex.body, err = readCapped(res, cs.maxBody, cs.bytes)
-			var costly errTooCostly
+			ex.body, err = calllimit.ReadCapped(res, cs.MaxBody, cs.Bytes)
+			var costly calllimit.TooCostly
 			if errors.As(err, &costly) {
 				ex.body, err = nil, nil
 				ex.call.Unusable = true
-				ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", m.id, res.StatusCode, costly.msg)
+				ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", m.id, res.StatusCode, costly.Msg)
 			}
 		}
 		res.Body.Close()
 	}
 	if err != nil {
-		if res == nil && headTooLarge(err) {
+		if res == nil && outbound.HeadTooLarge(err) {
 			ex.reason = fmt.Sprintf("member %s answered with headers longer than %d KiB", m.id, MaxMemberHeaderBytes>>10)
 		}
 		ex.body = nil
@@ -114,112 +114,10 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	return ex
 }
 
-// headBytes is about what res's head took on the wire: its status line and headers.
-func headBytes(res *http.Response) int64 {
-	n := int64(len(res.Proto) + len(res.Status) + 4)
-	for k, vs := range res.Header {
-		for _, v := range vs {
-			n += int64(len(k) + len(v) + 4)
-		}
-	}
-	return min(n, MaxMemberHeaderBytes)
-}
-
-var errMemberBody = errTooCostly{"its answer is larger than registry.max_member_body_bytes"}
-
-// readCapped reads res's body when it is at most max bytes and fits what is left of
-// budget, taken before it is read: an announced length is taken whole before its
-// buffer is made, an unknown one as it arrives. Past either bound it returns an
-// errTooCostly naming the limit.
-func readCapped(res *http.Response, max int64, budget *bytesBudget) ([]byte, error) {
-	if n := res.ContentLength; n >= 0 {
-		if n > max {
-			return nil, errMemberBody
-		}
-		if !budget.take(n) {
-			return nil, errSearchBytes
-		}
-		body, err := readBody(res, max)
-		if err == nil && int64(len(body)) > max {
-			return nil, errMemberBody
-		}
-		return body, err
-	}
-	br := &budgetReader{r: res.Body, b: budget}
-	body, err := io.ReadAll(io.LimitReader(br, max+1))
-	if err == nil && int64(len(body)) > max {
-		return nil, errMemberBody
-	}
-	return body, err
-}
-
-// budgetReader takes every byte it reads from b; past it, it fails.
-type budgetReader struct {
-	r io.Reader
-	b *bytesBudget
-}
-
-func (br *budgetReader) Read(p []byte) (int, error) {
-	n, err := br.r.Read(p)
-	if n > 0 && !br.b.take(int64(n)) {
-		return 0, errSearchBytes
-	}
-	return n, err
-}
-
-// readBody reads at most max+1 bytes of res's body: one more than a usable answer may
-// have, so that a larger one shows. An answer that says its length is read into one
-// buffer of that size, not into one grown (and copied) a few times on the way.
-func readBody(res *http.Response, max int64) ([]byte, error) {
-	r := io.LimitReader(res.Body, max+1)
-	n := res.ContentLength
-	if n < 0 || n > max {
-		return io.ReadAll(r)
-	}
-	// One byte more than announced, to see the end without growing the buffer.
-	buf := make([]byte, 0, n+1)
-	for {
-		m, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-		if len(buf) == cap(buf) {
-			// Longer than announced (the transport does not let that happen): read the
-			// rest as any other answer.
-			rest, err := io.ReadAll(r)
-			return append(buf, rest...), err
-		}
-	}
-}
-
-// traceSent returns ctx with a trace that reports whether a request sent with it left
-// the gateway: a name was looked up, or a connection was sought or reused. A request
-// whose budget ran out before any of that never reached the member, and says nothing
-// of it.
-func traceSent(ctx context.Context) (context.Context, *atomic.Bool) {
-	// One allocation for the flag and the trace; the three hooks share it.
-	t := new(sentTrace)
-	t.trace = httptrace.ClientTrace{
-		DNSStart:     func(httptrace.DNSStartInfo) { t.sent.Store(true) },
-		ConnectStart: func(string, string) { t.sent.Store(true) },
-		GotConn:      func(httptrace.GotConnInfo) { t.sent.Store(true) },
-	}
-	return httptrace.WithClientTrace(ctx, &t.trace), &t.sent
-}
-
-type sentTrace struct {
-	sent  atomic.Bool
-	trace httptrace.ClientTrace
-}
-
 // observe records the state a call observed of m's endpoint, unless the call says
 // nothing about the member (the client left first). It returns the call's outcome.
-func (c *caller) observe(m *member, call Call) Outcome {
-	outcome, state, record := Classify(call)
+func (c *caller) observe(m *member, call outbound.Call) outbound.Outcome {
+	outcome, state, record := outbound.Classify(call)
 	if record {
 		// A change of state is what an operator wants in the log; the same state
 		// again, on every query, is not.

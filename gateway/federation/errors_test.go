@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // outcomeOf reads an OperationOutcome answer.
-func outcomeOf(t *testing.T, body []byte) OperationOutcome {
+func outcomeOf(t *testing.T, body []byte) fhir.OperationOutcome {
 	t.Helper()
-	var oo OperationOutcome
+	var oo fhir.OperationOutcome
 	if err := json.Unmarshal(body, &oo); err != nil || oo.ResourceType != "OperationOutcome" || len(oo.Issue) == 0 {
 		t.Fatalf("not an OperationOutcome: %s", body)
 	}
@@ -67,7 +68,7 @@ func TestEveryAnswerThatIsNotASuccessIsAnOperationOutcome(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.StatusCode != c.status || res.Header.Get("Content-Type") != FHIRJSON || !strings.Contains(string(body), c.says) {
+			if res.StatusCode != c.status || res.Header.Get("Content-Type") != fhir.MediaType || !strings.Contains(string(body), c.says) {
 				t.Fatalf("%d %q %s; want %d saying %q", res.StatusCode, res.Header.Get("Content-Type"), body, c.status, c.says)
 			}
 			outcomeOf(t, body)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
@@ -228,7 +229,7 @@ func (h *harness) do(ctx context.Context, method, path, authorization string, he
 // meta.federation (docs/data-plane.md, "A federated search").
 func (h *harness) checkR4(what string, res *http.Response, body []byte) {
 	h.t.Helper()
-	if res.Header.Get("Content-Type") != FHIRJSON || len(body) == 0 || body[0] != '{' {
+	if res.Header.Get("Content-Type") != fhir.MediaType || len(body) == 0 || body[0] != '{' {
 		return
 	}
 	if !strings.Contains(string(body[:min(len(body), 64)]), `"resourceType"`) {
@@ -291,8 +292,8 @@ type searchAnswer struct {
 		Federation []Record         `json:"federation"`
 		Extension  []map[string]any `json:"extension"`
 	} `json:"meta"`
-	Total *int   `json:"total"`
-	Link  []Link `json:"link"`
+	Total *int        `json:"total"`
+	Link  []fhir.Link `json:"link"`
 	Entry []struct {
 		FullURL  string `json:"fullUrl"`
 		Resource struct {
@@ -305,7 +306,7 @@ type searchAnswer struct {
 			Name []struct {
 				Family string `json:"family"`
 			} `json:"name"`
-			Issue []Issue `json:"issue"`
+			Issue []fhir.Issue `json:"issue"`
 		} `json:"resource"`
 		Search struct {
 			Mode string `json:"mode"`

@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
 
 // bombBytes is the head a bombing member sends: under Go's default cap (10 MiB), so
@@ -105,7 +108,7 @@ func BenchmarkHeaderBombs(b *testing.B) {
 		limit int64
 	}{{"capped", MaxMemberHeaderBytes}, {"uncapped-baseline", 0}} {
 		b.Run(c.name, func(b *testing.B) {
-			tr := newTransport()
+			tr := outbound.NewTransport(MaxMemberHeaderBytes)
 			tr.MaxResponseHeaderBytes = c.limit
 			h := newHarness(b, harnessOptions{transport: tr, requestTimeout: 30 * time.Second,
 				tables: "[limits]\nmax_member_calls_per_member = 64\n"}, node{id: "bomb", url: headBomb(b)})
@@ -157,7 +160,7 @@ func TestAMembersHeadCountsInTheSearchBytes(t *testing.T) {
 	body := `{"resourceType":"Bundle","type":"searchset","entry":[]}`
 	pad := strings.Repeat("h", 4000)
 	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		if r.URL.Query().Get("pad") != "" {
 			w.Header().Set("X-Pad", pad)
 		}

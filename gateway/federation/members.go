@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
 
 // Member calls for the gateway's other parts (the stored queries, gateway/storedquery):
@@ -37,8 +40,8 @@ func (s *Surface) Members() []string {
 
 // MemberExchange is what CallMember saw of one call.
 type MemberExchange struct {
-	Call    Call
-	Outcome Outcome
+	Call    outbound.Call
+	Outcome outbound.Outcome
 	// Body is the member's answer, nil when there was none or it was over the cap
 	// (Call.Unusable).
 	Body []byte
@@ -60,14 +63,14 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	tctx, sent := traceSent(ctx)
+	tctx, sent := outbound.TraceSent(ctx)
 	req, err := http.NewRequestWithContext(tctx, method, m.url(path, ""), rd)
 	if err != nil {
 		return MemberExchange{}, err
 	}
-	req.Header.Set("Accept", FHIRJSON)
+	req.Header.Set("Accept", fhir.MediaType)
 	if body != nil {
-		req.Header.Set("Content-Type", FHIRJSON)
+		req.Header.Set("Content-Type", fhir.MediaType)
 	}
 	req.Header["Via"] = []string{"1.1 " + s.viaID(st)}
 	var ex MemberExchange

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -20,8 +22,8 @@ type capabilityAnswer struct {
 	Rest           []struct {
 		Mode     string `json:"mode"`
 		Resource []struct {
-			Type        string     `json:"type"`
-			SearchParam []capParam `json:"searchParam"`
+			Type        string             `json:"type"`
+			SearchParam []fhir.SearchParam `json:"searchParam"`
 		} `json:"resource"`
 	} `json:"rest"`
 }
@@ -55,7 +57,7 @@ func TestTheGatewaysCapabilityStatementIsWhatTheMembersHaveInCommon(t *testing.T
 		node{id: "node-down", opts: members.Options{Knobs: double.Knobs{Status: 500}}})
 	h.wantStates(map[string]string{"node-a-query": "unknown", "node-b-query": "unknown", "node-down-query": "unknown"})
 	c := h.metadata()
-	if c.ResourceType != "CapabilityStatement" || c.Kind != "instance" || c.FHIRVersion != "4.0.1" || !contains(c.Format, "json") ||
+	if c.ResourceType != "CapabilityStatement" || c.Kind != "instance" || c.FHIRVersion != "4.0.1" || !slices.Contains(c.Format, "json") ||
 		c.Implementation["url"] != h.gw.URL+testBase+"/fhir" || len(c.Rest) != 1 || c.Rest[0].Mode != "server" {
 		t.Fatalf("statement %+v", c)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -114,7 +117,7 @@ func TestFollowingNextReturnsEveryMatchExactlyOnce(t *testing.T) {
 		t.Fatalf("self link %s", self)
 	}
 	for _, u := range []string{"node-a/fhir/Patient/1", "node-b/fhir/Patient/1", "node-c/fhir/Patient/1", "node-a/fhir/Patient/62"} {
-		if !contains(urls, u) {
+		if !slices.Contains(urls, u) {
 			t.Fatalf("%s is missing", u)
 		}
 	}
@@ -239,8 +242,8 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 	}
 	_, tok, _ := strings.Cut(b.link("next"), "_page=")
 	key := h.surface.state.Load().key
-	signed := func(t pageToken) string {
-		s, err := key.encode(t)
+	signed := func(t searchquery.Token) string {
+		s, err := key.Encode(t)
 		if err != nil {
 			panic(err)
 		}
@@ -253,24 +256,24 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 		}
 		return s[:i] + string(c) + s[i+1:]
 	}
-	other, _ := newRandomKey()
-	foreign, _ := other.encode(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/Patient"}}})
+	other, _ := searchquery.NewKey()
+	foreign, _ := other.Encode(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient"}}})
 	cases := map[string]string{
 		"a byte of the content changed":        flip(tok, 5),
 		"a byte of the signature changed":      flip(tok, len(tok)-3),
 		"the signature cut off":                tok[:strings.IndexByte(tok, '.')],
 		"signed with another key":              foreign,
-		"oversized":                            strings.Repeat("A", MaxPageTokenBytes+1),
-		"a cursor that climbs out of the base": signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/../admin"}}}),
-		"a cursor that climbs out encoded":     signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/Patient%2F..%2F..%2Fadmin"}}}),
-		"a cursor naming another host":         signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "//evil.example/fhir/Patient"}}}),
-		"a cursor that is a URL":               signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "http://evil.example/x"}}}),
-		"a member that is not configured":      signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-z", Cursor: "/Patient"}}}),
-		"a member named twice":                 signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/Patient"}, {ID: "node-a", Cursor: "/Patient"}}}),
-		"a page size above max_count":          signed(pageToken{Type: "Patient", Count: 5000, Members: []tokenMember{{ID: "node-a", Cursor: "/Patient"}}}),
-		"another resource type":                signed(pageToken{Type: "Observation", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/Observation"}}}),
-		"a sort the gateway cannot merge":      signed(pageToken{Type: "Patient", Count: 10, Sort: "gender", Members: []tokenMember{{ID: "node-a", Cursor: "/Patient"}}}),
-		"a negative remaining count":           signed(pageToken{Type: "Patient", Count: 10, Members: []tokenMember{{ID: "node-a", Cursor: "/Patient", Remaining: &minusOne}}}),
+		"oversized":                            strings.Repeat("A", searchquery.MaxPageTokenBytes+1),
+		"a cursor that climbs out of the base": signed(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/../admin"}}}),
+		"a cursor that climbs out encoded":     signed(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient%2F..%2F..%2Fadmin"}}}),
+		"a cursor naming another host":         signed(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "//evil.example/fhir/Patient"}}}),
+		"a cursor that is a URL":               signed(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "http://evil.example/x"}}}),
+		"a member that is not configured":      signed(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-z", Cursor: "/Patient"}}}),
+		"a member named twice":                 signed(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient"}, {ID: "node-a", Cursor: "/Patient"}}}),
+		"a page size above max_count":          signed(searchquery.Token{Type: "Patient", Count: 5000, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient"}}}),
+		"another resource type":                signed(searchquery.Token{Type: "Observation", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Observation"}}}),
+		"a sort the gateway cannot merge":      signed(searchquery.Token{Type: "Patient", Count: 10, Sort: "gender", Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient"}}}),
+		"a negative remaining count":           signed(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient", Remaining: &minusOne}}}),
 	}
 	before := map[string]int64{}
 	for id, m := range h.members {
@@ -291,7 +294,7 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 		}
 	}
 	// The right key and a cursor under the base: the member is asked exactly there.
-	res, body := h.get("/fhir/Patient?_page=" + signed(pageToken{Type: "Patient", Count: 2, Members: []tokenMember{{ID: "node-b", Cursor: "/Patient?_count=2&_offset=1", Offset: 1}}}))
+	res, body := h.get("/fhir/Patient?_page=" + signed(searchquery.Token{Type: "Patient", Count: 2, Members: []searchquery.TokenMember{{ID: "node-b", Cursor: "/Patient?_count=2&_offset=1", Offset: 1}}}))
 	if err := json.Unmarshal(body, &b); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
@@ -383,7 +386,7 @@ func TestAPostSearchEqualsTheGet(t *testing.T) {
 			t.Fatalf("POST %s %s: %d\n%s\nGET\n%s", c.query, c.form, res.StatusCode, body, get)
 		}
 	}
-	res, body := h.postForm("/fhir/Patient/_search", `{"gender":"male"}`, FHIRJSON)
+	res, body := h.postForm("/fhir/Patient/_search", `{"gender":"male"}`, fhir.MediaType)
 	if res.StatusCode != 415 {
 		t.Fatalf("a JSON body: %d %s", res.StatusCode, body)
 	}
@@ -391,7 +394,7 @@ func TestAPostSearchEqualsTheGet(t *testing.T) {
 }
 
 func TestWithoutAKeyFileTheProcessMakesItsOwnAndSaysSo(t *testing.T) {
-	build := func(federation string) (string, tokenKey) {
+	build := func(federation string) (string, searchquery.Key) {
 		var logs strings.Builder
 		cfg, err := config.Parse([]byte("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a.test/fhir\"\n"+federation), "t.toml", config.Options{})
 		if err != nil {
@@ -427,7 +430,7 @@ func TestAMemberThatIgnoresCountIsPagedWithinItsPage(t *testing.T) {
 		for i := 1; i <= 35; i++ {
 			entries = append(entries, fmt.Sprintf(`{"resource":{"resourceType":"Patient","id":"%d"}}`, i))
 		}
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","total":35,"entry":[%s]}`, strings.Join(entries, ","))
 	}))
 	defer member.Close()

@@ -8,7 +8,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // planPatient runs the patient-scoped flow (Options.Patient, gateway/bindings/patient)
@@ -17,8 +20,8 @@ import (
 // query, and the members it dropped become excluded records. answered is true when it
 // answered the request itself: a refused patient parameter (400), or a step that
 // failed closed (its status, no member asked).
-func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings, srch *search, q searchQuery, resourceType string) (answered bool) {
-	pq := patient.Query{ResourceType: resourceType, Params: q.kept, Members: positionIDs(srch.positions)}
+func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings, srch *search, q searchquery.Query, resourceType string) (answered bool) {
+	pq := patient.Query{ResourceType: resourceType, Params: q.Kept, Members: positionIDs(srch.positions)}
 	// The requester, as the audit trail names it: the operator token's subject when
 	// the request carries one that verifies.
 	if r := c.Request; r.Header.Get("Authorization") != "" && st.verifier.Configured() {
@@ -30,10 +33,10 @@ func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings,
 	var refusal *patient.Refusal
 	switch {
 	case errors.As(err, &refusal):
-		writeFHIR(c.Writer, http.StatusBadRequest, paramOutcome("invalid", refusal.Param, refusal.Diagnostics))
+		fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", refusal.Param, refusal.Diagnostics))
 		return true
 	case err != nil:
-		writeFHIR(c.Writer, http.StatusBadGateway, operationOutcome("exception", "the patient-scoped search could not be planned"))
+		fhir.Write(c.Writer, http.StatusBadGateway, fhir.Outcome("exception", "the patient-scoped search could not be planned"))
 		return true
 	case !scoped:
 		return false
@@ -41,7 +44,7 @@ func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings,
 		if plan.Fail.Status == http.StatusServiceUnavailable {
 			c.Header("Retry-After", "5")
 		}
-		writeFHIR(c.Writer, plan.Fail.Status, operationOutcome(plan.Fail.Code, scrub.Text(plan.Fail.Diagnostics)))
+		fhir.Write(c.Writer, plan.Fail.Status, fhir.Outcome(plan.Fail.Code, scrub.Text(plan.Fail.Diagnostics)))
 		return true
 	}
 	byID := make(map[string]*position, len(srch.positions))
@@ -54,16 +57,16 @@ func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings,
 		if !ok {
 			continue
 		}
-		kept := append([]string(nil), q.kept...)
+		kept := append([]string(nil), q.Kept...)
 		kept[plan.Scope.Index] = a.Param
-		p.cursor = "/" + resourceType + "?" + searchQuery{kept: kept, count: q.count, summaryCount: q.summaryCount, sortRaw: q.sortRaw}.memberQuery()
+		p.cursor = "/" + resourceType + "?" + searchquery.Query{Kept: kept, Count: q.Count, SummaryCount: q.SummaryCount, SortRaw: q.SortRaw}.MemberQuery()
 		srch.positions = append(srch.positions, p)
 	}
 	for _, e := range plan.Excluded {
-		srch.excluded = append(srch.excluded, Record{ID: e.Member, Outcome: Excluded, ExcludedBy: e.By})
+		srch.excluded = append(srch.excluded, Record{ID: e.Member, Outcome: outbound.Excluded, ExcludedBy: e.By})
 	}
 	if nm := plan.NoMatch; nm != nil {
-		srch.flowEntries = append(srch.flowEntries, outcomeEntry(OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+		srch.flowEntries = append(srch.flowEntries, fhir.OutcomeEntry(fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 			Severity: "warning", Code: nm.Code, Diagnostics: scrub.Text(nm.Diagnostics)}}}))
 	}
 	return false

@@ -26,7 +26,7 @@ func TestAPatientScopedSearchIsAdmittedBeforeAnyBindingIsAsked(t *testing.T) {
 	const search = "/fhir/Observation?patient.identifier=urn:oid:1.2|MRN-1"
 
 	// The queue is full: other requests' calls are still to be made.
-	lim.queued.Store(lim.maxQueued)
+	release, _ := lim.Admit(int(lim.MaxQueued()))
 	res, body := h.get(search)
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != ShedRetryAfter ||
 		!strings.Contains(string(body), "limits.max_queued_member_calls") {
@@ -48,14 +48,14 @@ func TestAPatientScopedSearchIsAdmittedBeforeAnyBindingIsAsked(t *testing.T) {
 
 	// An empty queue admits it; consent permits node-a alone, and while node-a is
 	// asked the search holds one call of the queue, not three.
-	lim.queued.Store(0)
+	release()
 	during := make(chan int64, 1)
 	go func() {
 		deadline := time.Now().Add(5 * time.Second)
 		for h.members["node-a"].Requests() == 0 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		during <- lim.queued.Load()
+		during <- lim.Queued()
 	}()
 	res, body = h.get(search)
 	if q := <-during; q != 1 {
@@ -65,7 +65,7 @@ func TestAPatientScopedSearchIsAdmittedBeforeAnyBindingIsAsked(t *testing.T) {
 		h.members["node-b"].Requests() != 0 || h.members["node-c"].Requests() != 0 {
 		t.Fatalf("answered %d, the PDP asked %d times: %s", res.StatusCode, pdp.Requests(), body)
 	}
-	if q := lim.queued.Load(); q != 0 {
+	if q := lim.Queued(); q != 0 {
 		t.Fatalf("%d member calls still queued after the search was answered", q)
 	}
 	// The failing PDP answers 503 without a member call: every slot is given back too.
@@ -75,7 +75,7 @@ func TestAPatientScopedSearchIsAdmittedBeforeAnyBindingIsAsked(t *testing.T) {
 	if res, body := h.get(search); res.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), "max_queued") {
 		t.Fatalf("a failing PDP answered %d: %s", res.StatusCode, body)
 	}
-	if q := lim.queued.Load(); q != 0 {
+	if q := lim.Queued(); q != 0 {
 		t.Fatalf("%d member calls still queued after a search the flow answered", q)
 	}
 }

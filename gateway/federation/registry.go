@@ -3,13 +3,15 @@ package federation
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // member is one [[registry.members]] entry, its query endpoint parsed once.
@@ -90,46 +92,57 @@ func (r *registry) endpointIDs() []string {
 	return ids
 }
 
-// newTransport is the one connection pool every member call shares. Its limits are
-// about the gateway's own safety: a member that accepts connections and then says
-// nothing must not hold a dial or a TLS handshake past a few seconds, and keep-alive
-// connections are kept so that a fan-out does not pay a handshake per member per query.
-func newTransport() *http.Transport {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		// A routed answer goes back byte for byte as the member sent it, headers
-		// included; members sit on cluster networks where compression buys little.
-		DisableCompression: true,
-		// A member's answer head is bounded as its body is: Go's default is 10 MiB,
-		// held per call in flight (issue 30's header bomb).
-		MaxResponseHeaderBytes: MaxMemberHeaderBytes,
-	}
-}
-
 // MaxMemberHeaderBytes bounds the head (status line and headers) of a member's
 // answer; a longer one fails the call, as the member's.
 const MaxMemberHeaderBytes = 64 << 10
 
-// headTooLarge reports whether err is the transport's refusal of an answer head past
-// its MaxResponseHeaderBytes. net/http has no value for it, only its text.
-func headTooLarge(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
+// cursorOf reduces a member's next link to a cursor under m's base: same scheme and
+// host, a path under the base's. It reports false for a link anywhere else.
+func cursorOf(m *member, link string) (string, bool) {
+	u, err := url.Parse(link)
+	if err != nil || u.Fragment != "" || u.User != nil {
+		return "", false
+	}
+	if !strings.EqualFold(u.Scheme, m.base.Scheme) || !strings.EqualFold(u.Host, m.base.Host) {
+		return "", false
+	}
+	base := strings.TrimSuffix(m.base.EscapedPath(), "/")
+	rest, ok := strings.CutPrefix(u.EscapedPath(), base)
+	if !ok || !strings.HasPrefix(rest, "/") {
+		return "", false
+	}
+	c := rest
+	if u.RawQuery != "" {
+		c += "?" + u.RawQuery
+	}
+	if !searchquery.ValidCursor(c) {
+		return "", false
+	}
+	return c, true
 }
 
-// newClient wraps the transport. Redirects are not followed: a member that redirects
-// is answering, and following it could take a client's query to a host that is not a
-// member. The budget is carried by each request's context, not by Client.Timeout.
-func newClient(rt http.RoundTripper) *http.Client {
-	return &http.Client{
-		Transport:     rt,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+// cursorURL is the member URL of a cursor: its base joined with the cursor as it is
+// (already escaped).
+func (m *member) cursorURL(c string) string {
+	u := *m.base
+	u.RawQuery = ""
+	u.Fragment = ""
+	return strings.TrimSuffix(u.String(), "/") + c
 }
+
+// decodeToken decodes a continuation token whose members must be reg's.
+func decodeToken(k searchquery.Key, tok string, reg *registry, maxCount int) (searchquery.Token, error) {
+	return k.Decode(tok, len(reg.members), func(id string) bool {
+		_, ok := reg.byID[id]
+		return ok
+	}, maxCount)
+}
+
+// tokenKey authenticates the page tokens of the surface's next links.
+type tokenKey = searchquery.Key
+
+// The parts New puts together, each from the package that makes it.
+func newTransport() *http.Transport               { return outbound.NewTransport(MaxMemberHeaderBytes) }
+func newClient(rt http.RoundTripper) *http.Client { return outbound.NewClient(rt) }
+func newRandomKey() (tokenKey, error)             { return searchquery.NewKey() }
+func newViaID() string                            { return proxy.NewViaID() }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -68,7 +69,7 @@ func TestAMembersSecretsNeverReachAClient(t *testing.T) {
 				!strings.Contains(string(body), "MEMBER-BODY-node-a") {
 				t.Errorf("the member's message is not passed on scrubbed: %s", body)
 			}
-			if res.Header.Get("Content-Type") != FHIRJSON {
+			if res.Header.Get("Content-Type") != fhir.MediaType {
 				t.Errorf("Content-Type %q", res.Header.Get("Content-Type"))
 			}
 		})
@@ -87,7 +88,7 @@ func TestARoutedErrorThatIsNoOperationOutcomeIsTheGateways(t *testing.T) {
 			w.WriteHeader(http.StatusBadGateway)
 			_, _ = w.Write([]byte("<html><body>nginx: " + secrets + "</body></html>"))
 		case "gzip":
-			w.Header().Set("Content-Type", FHIRJSON)
+			w.Header().Set("Content-Type", fhir.MediaType)
 			w.Header().Set("Content-Encoding", "gzip")
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(secrets))
@@ -111,7 +112,7 @@ func TestARoutedErrorThatIsNoOperationOutcomeIsTheGateways(t *testing.T) {
 		if len(oo.Issue) != 1 || oo.Issue[0].Code != want.code || oo.Issue[0].Diagnostics != fmt.Sprintf("member node-x answered HTTP %d", want.status) {
 			t.Errorf("%s: %s", as, body)
 		}
-		if res.Header.Get("Content-Encoding") != "" || res.Header.Get("Content-Type") != FHIRJSON ||
+		if res.Header.Get("Content-Encoding") != "" || res.Header.Get("Content-Type") != fhir.MediaType ||
 			res.Header.Get("Www-Authenticate") != `Bearer realm="[url]"` || !strings.HasPrefix(res.Header.Get("X-Backend"), "backend [url] refused") {
 			t.Errorf("%s: headers %v", as, res.Header)
 		}

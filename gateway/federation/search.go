@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrofed/ferrofed/gateway/scrub"
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // maxRounds bounds how many times one page asks its members again to fill itself
@@ -25,7 +28,7 @@ type search struct {
 	reg          *registry
 	resourceType string
 	count        int
-	sort         []sortKey
+	sort         []searchquery.SortKey
 	sortRaw      string
 	summaryCount bool
 	// first is true on a search's first page (no token): every member is asked.
@@ -79,7 +82,7 @@ type position struct {
 // pageEntry is one match, rewritten, with the values it sorts by.
 type pageEntry struct {
 	json []byte
-	keys []sortValue
+	keys []searchquery.SortValue
 }
 
 // pageResult is what a page of a search came to.
@@ -91,58 +94,17 @@ type pageResult struct {
 	next string
 	// status and outcome, when status is not 200, are the answer instead of a Bundle.
 	status  int
-	outcome OperationOutcome
+	outcome fhir.OperationOutcome
 }
 
 // run builds the page.
 func (s *search) run(ctx context.Context, budget time.Duration, strictHandling bool, key tokenKey, tokenTotal *int) pageResult {
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	var out [][]byte
-	taken := make([]int, len(s.positions))
-	for round := 0; ; {
-		// A full page asks no one more: a member emptied by the last entry taken is
-		// asked on the next page, not now.
-		if round > 0 && (s.summaryCount || len(out) >= s.count) {
-			break
-		}
-		need := s.needed(s.count - len(out))
-		if len(need) > 0 {
-			if round == maxRounds {
-				break
-			}
-			round++
-			s.fetch(rctx, ctx, need)
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return pageResult{status: 499} // the client left; the handler answers nothing
-			}
-			continue
-		}
-		if s.summaryCount || len(out) >= s.count {
-			break
-		}
-		i := s.pick()
-		if i < 0 {
-			break
-		}
-		p := s.positions[i]
-		out = append(out, p.matches[0].json)
-		taken[i]++
-		if p.remaining > 0 {
-			p.remaining--
-		}
-		p.matches = p.matches[1:]
-		p.offset++
-		if len(p.matches) == 0 {
-			p.loaded = false
-			if p.next == "" {
-				p.done = true
-			} else {
-				p.cursor, p.offset, p.next = p.next, 0, ""
-			}
-		}
+	out, taken, ok := s.fill(rctx, ctx)
+	if !ok {
+		return pageResult{status: 499} // the client left; the handler answers nothing
 	}
-
 	res := pageResult{status: http.StatusOK}
 	anyOK := false
 	var failed []*position
@@ -152,7 +114,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		}
 		p.record.Entries = taken[i]
 		res.records = append(res.records, p.record)
-		if p.record.Outcome == OK {
+		if p.record.Outcome == outbound.OK {
 			anyOK = true
 		} else {
 			failed = append(failed, p)
@@ -172,50 +134,126 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		res.status, res.outcome = s.noMemberSucceeded(failed)
 		return res
 	}
-
-	res.entries = out
-	res.entries = append(res.entries, s.flowEntries...)
-	for _, p := range s.positions {
-		res.entries = append(res.entries, p.extra...)
-	}
-	for _, p := range failed {
-		res.entries = append(res.entries, s.failureEntry(p))
-	}
-	for _, p := range s.positions {
-		if p.unlinked {
-			res.entries = append(res.entries, outcomeEntry(OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
-				Severity: "warning", Code: "incomplete",
-				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
-					fmt.Sprint(maxCursorBytes) + " bytes): its further matches are not paged",
-			}}}))
-		}
-	}
+	res.entries = s.entries(out, failed)
 	if s.first {
-		total, known := 0, true
-		for _, p := range s.positions {
-			if !p.answered {
-				continue
-			}
-			if p.total == nil {
-				known = false
-				break
-			}
-			total += *p.total
-		}
-		if known && (anyOK || len(s.positions) == 0) {
-			// No member asked (the flow excluded every one) is a known total of 0.
-			res.total = &total
-		}
+		res.total = s.total(anyOK)
 	} else {
 		res.total = tokenTotal
 	}
 	if s.summaryCount {
 		return res
 	}
-	t := pageToken{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
+	s.link(&res, key)
+	return res
+}
+
+// fill takes the page's matches from the members' heads, asking the members again
+// (at most maxRounds times) until the page is full or none has more: out are the
+// matches in page order, taken how many each position gave. ok is false when the
+// client left.
+func (s *search) fill(rctx, ctx context.Context) (out [][]byte, taken []int, ok bool) {
+	taken = make([]int, len(s.positions))
+	for round := 0; ; {
+		// A full page asks no one more: a member emptied by the last entry taken is
+		// asked on the next page, not now.
+		if round > 0 && (s.summaryCount || len(out) >= s.count) {
+			break
+		}
+		need := s.needed(s.count - len(out))
+		if len(need) > 0 {
+			if round == maxRounds {
+				break
+			}
+			round++
+			s.fetch(rctx, ctx, need)
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, nil, false
+			}
+			continue
+		}
+		if s.summaryCount || len(out) >= s.count {
+			break
+		}
+		i := s.pick()
+		if i < 0 {
+			break
+		}
+		out = append(out, s.take(s.positions[i]))
+		taken[i]++
+	}
+	return out, taken, true
+}
+
+// take takes p's head match, moving p on to its next page when that was its last.
+func (s *search) take(p *position) []byte {
+	e := p.matches[0].json
+	if p.remaining > 0 {
+		p.remaining--
+	}
+	p.matches = p.matches[1:]
+	p.offset++
+	if len(p.matches) == 0 {
+		p.loaded = false
+		if p.next == "" {
+			p.done = true
+		} else {
+			p.cursor, p.offset, p.next = p.next, 0, ""
+		}
+	}
+	return e
+}
+
+// entries are the page's entries: the matches, the flow's outcomes, the members'
+// includes and outcomes, an outcome for each failed member and one for each member
+// whose next link the gateway does not follow.
+func (s *search) entries(out [][]byte, failed []*position) [][]byte {
+	entries := out
+	entries = append(entries, s.flowEntries...)
+	for _, p := range s.positions {
+		entries = append(entries, p.extra...)
+	}
+	for _, p := range failed {
+		entries = append(entries, s.failureEntry(p))
+	}
+	for _, p := range s.positions {
+		if p.unlinked {
+			entries = append(entries, fhir.OutcomeEntry(fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
+				Severity: "warning", Code: "incomplete",
+				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
+					fmt.Sprint(searchquery.MaxCursorBytes) + " bytes): its further matches are not paged",
+			}}}))
+		}
+	}
+	return entries
+}
+
+// total is a first page's Bundle.total: the sum of the members' totals, nil unless
+// every member that answered gave one.
+func (s *search) total(anyOK bool) *int {
+	total := 0
+	for _, p := range s.positions {
+		if !p.answered {
+			continue
+		}
+		if p.total == nil {
+			return nil
+		}
+		total += *p.total
+	}
+	if anyOK || len(s.positions) == 0 {
+		// No member asked (the flow excluded every one) is a known total of 0.
+		return &total
+	}
+	return nil
+}
+
+// link sets res's next token from the positions of the members that have more, and
+// the warning of a token that could not carry them all.
+func (s *search) link(res *pageResult, key tokenKey) {
+	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
 	for _, p := range s.positions {
 		if !p.done {
-			tm := tokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}
+			tm := searchquery.TokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}
 			if p.remaining > 0 {
 				r := p.remaining
 				tm.Remaining = &r
@@ -223,39 +261,19 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 			t.Members = append(t.Members, tm)
 		}
 	}
-	if len(t.Members) > 0 {
-		tok, left, err := key.encodeFitting(t)
-		if err != nil {
-			res.status = http.StatusInternalServerError
-			res.outcome = operationOutcome("exception", "the next page cannot be linked: "+err.Error())
-			return res
-		}
-		res.next = tok
-		if len(left) > 0 {
-			res.entries = append(res.entries, outcomeEntry(unlinkedOutcome(left)))
-		}
+	if len(t.Members) == 0 {
+		return
 	}
-	return res
-}
-
-// unlinkedOutcome is the warning of a page whose next link could not carry every
-// member's position: the members left out have more matches that following next will
-// not return, and the client is told which.
-func unlinkedOutcome(left []tokenMember) OperationOutcome {
-	const named = 20
-	ids := make([]string, 0, min(len(left), named))
-	for _, m := range left[:min(len(left), named)] {
-		ids = append(ids, m.ID)
+	tok, left, err := key.EncodeFitting(t)
+	if err != nil {
+		res.status = http.StatusInternalServerError
+		res.outcome = fhir.Outcome("exception", "the next page cannot be linked: "+err.Error())
+		return
 	}
-	list := strings.Join(ids, ", ")
-	if len(left) > named {
-		list += fmt.Sprintf(" and %d more", len(left)-named)
+	res.next = tok
+	if len(left) > 0 {
+		res.entries = append(res.entries, fhir.OutcomeEntry(searchquery.UnlinkedOutcome(left)))
 	}
-	return OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
-		Severity: "warning", Code: "too-costly",
-		Diagnostics: fmt.Sprintf("the next link cannot carry the position of every member that has more (a continuation token is at most %d bytes): "+
-			"following it will not return the further matches of %d members (%s); narrow the search to page through them", MaxPageTokenBytes, len(left), list),
-	}}}
 }
 
 // needed is the members to ask before the next entry can be chosen. A sorted merge
@@ -310,7 +328,7 @@ func (s *search) pick() int {
 			}
 			continue
 		}
-		if compareValues(s.sort, p.matches[0].keys, s.positions[best].matches[0].keys) < 0 {
+		if searchquery.CompareValues(s.sort, p.matches[0].keys, s.positions[best].matches[0].keys) < 0 {
 			best = i
 		}
 	}
@@ -328,7 +346,7 @@ func (s *search) fetch(rctx, client context.Context, need []*position) {
 		exchanges[i] = exchange{}
 		s.absorb(need[i], ex)
 	}
-	s.cs.fanOut(rctx, len(need), func(i int) {
+	s.cs.FanOut(rctx, len(need), func(i int) {
 		p := need[i]
 		mctx, cancel := p.m.within(rctx)
 		defer cancel()
@@ -349,28 +367,9 @@ func (s *search) absorb(p *position, ex exchange) {
 	p.record.ID = p.m.id
 	p.record.DurationMS += millis(ex.duration)
 	p.record.Status = ex.call.Status
-	var page *memberPage
-	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
-		pg, err := scanPage(ex.body, s.cs.maxEntries)
-		var costly errTooCostly
-		switch {
-		case errors.As(err, &costly):
-			ex.call.Unusable = true
-			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", p.m.id, ex.call.Status, costly.msg)
-		case err != nil:
-			s.c.log.V(1).Info("Member answered a body that is not a searchset", "member", p.m.id, "error", err.Error())
-			ex.call.Unusable = true
-		case s.extras+pageExtras(pg) > s.maxExtras:
-			// Its includes and outcomes would take the page past max_answer_entries:
-			// the member's part is left out whole, as any other unusable answer.
-			ex.call.Unusable = true
-			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but its entries would take the page past limits.max_answer_entries", p.m.id, ex.call.Status)
-		default:
-			page = pg
-		}
-	}
+	page := s.readPage(p, &ex)
 	outcome := s.c.observe(p.m, ex.call)
-	if p.record.Outcome == "" || p.record.Outcome == OK {
+	if p.record.Outcome == "" || p.record.Outcome == outbound.OK {
 		p.record.Outcome = outcome
 	}
 	if page == nil {
@@ -379,6 +378,39 @@ func (s *search) absorb(p *position, ex exchange) {
 		p.done = true
 		return
 	}
+	s.load(p, page)
+}
+
+// readPage reads a member's 2xx answer as a searchset page, nil when there is none
+// to use; an unusable one marks ex so, with the reason when it names a limit.
+func (s *search) readPage(p *position, ex *exchange) *fhir.Page {
+	var page *fhir.Page
+	if !ex.call.Broken && !ex.call.Unusable && ex.call.Status >= 200 && ex.call.Status < 300 {
+		pg, err := fhir.ScanPage(ex.body, s.cs.MaxEntries)
+		var costly calllimit.TooCostly
+		switch {
+		case errors.As(err, &costly) || errors.Is(err, fhir.ErrTooManyEntries):
+			ex.call.Unusable = true
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but %s", p.m.id, ex.call.Status, err.Error())
+		case err != nil:
+			s.c.log.V(1).Info("Member answered a body that is not a searchset", "member", p.m.id, "error", err.Error())
+			ex.call.Unusable = true
+		case s.extras+fhir.Extras(pg) > s.maxExtras:
+			// Its includes and outcomes would take the page past max_answer_entries:
+			// the member's part is left out whole, as any other unusable answer.
+			ex.call.Unusable = true
+			ex.reason = fmt.Sprintf("member %s answered HTTP %d, but its entries would take the page past limits.max_answer_entries", p.m.id, ex.call.Status)
+		default:
+			page = pg
+		}
+	}
+	return page
+}
+
+// load takes the page a member answered into its position: its total on a first
+// page, its entries rewritten (the matches past the offset, the rest kept for the
+// page), and its next link as the position's next cursor.
+func (s *search) load(p *position, page *fhir.Page) {
 	p.answered = true
 	if s.first && p.total == nil {
 		p.total = page.Total
@@ -410,8 +442,8 @@ func (s *search) absorb(p *position, ex exchange) {
 	}
 	p.loaded = true
 	p.next = ""
-	if page.next != "" && !s.summaryCount {
-		if c, ok := cursorOf(p.m, page.next); ok {
+	if page.Next != "" && !s.summaryCount {
+		if c, ok := cursorOf(p.m, page.Next); ok {
 			p.next = c
 		} else {
 			s.c.log.V(1).Info("Member's next link is not under its base: its paging stops", "member", p.m.id)
@@ -448,76 +480,6 @@ const (
 	entryDropped
 )
 
-// memberPage is what the gateway reads of a member's searchset page.
-type memberPage struct {
-	Total *int
-	Entry []memberEntry
-	next  string
-}
-
-// decodePage reads a member's searchset Bundle. A body that is not one is refused
-// whole: half a member's result merged in silence would be worse than none. A page
-// of more than maxEntries entries is refused before they are decoded.
-func decodePage(body []byte, maxEntries int) (*memberPage, error) {
-	var b struct {
-		ResourceType string         `json:"resourceType"`
-		Type         string         `json:"type"`
-		Total        *int           `json:"total"`
-		Link         []Link         `json:"link"`
-		Entry        boundedEntries `json:"entry"`
-	}
-	b.Entry.max = maxEntries
-	if err := json.Unmarshal(body, &b); err != nil {
-		var costly errTooCostly
-		if errors.As(err, &costly) {
-			return nil, costly
-		}
-		return nil, err
-	}
-	if b.ResourceType != "Bundle" || b.Type != "searchset" {
-		return nil, errNotASearchset
-	}
-	if b.Total != nil && *b.Total < 0 {
-		return nil, errNotASearchset
-	}
-	pg := &memberPage{Total: b.Total, Entry: b.Entry.entries}
-	for _, l := range b.Link {
-		if l.Relation == "next" {
-			pg.next = l.URL
-		}
-	}
-	return pg, nil
-}
-
-// boundedEntries decodes Bundle.entry after counting it: at most max entries.
-type boundedEntries struct {
-	max     int
-	entries []memberEntry
-}
-
-func (b *boundedEntries) UnmarshalJSON(v []byte) error {
-	if len(v) > 0 && v[0] == '[' && countElements(v, b.max) > b.max {
-		return errMemberEntries
-	}
-	return json.Unmarshal(v, &b.entries)
-}
-
-// memberEntry is what the gateway reads of one entry of a member's page.
-type memberEntry struct {
-	Resource json.RawMessage `json:"resource"`
-	Search   *entrySearch    `json:"search"`
-}
-
-type entrySearch struct {
-	Mode  string          `json:"mode"`
-	Score json.RawMessage `json:"score"`
-}
-
-type resourceHead struct {
-	ResourceType string `json:"resourceType"`
-	ID           string `json:"id"`
-}
-
 // rewriteEntry makes the gateway's entry of a member's: fullUrl under the gateway's
 // /nodes/{id}/fhir, search.mode set (match when the member sent none), the member's
 // own fullUrl, request and response left behind (they name the member's address).
@@ -525,8 +487,8 @@ type resourceHead struct {
 //
 // The page was decoded once, its entries' resources kept as they came; only their
 // type and id are read again here.
-func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind) {
-	head, ok := readHead(e.Resource)
+func (s *search) rewriteEntry(p *position, e fhir.Entry) (pageEntry, entryKind) {
+	head, ok := fhir.ReadHead(e.Resource)
 	if !ok {
 		return pageEntry{}, entryDropped
 	}
@@ -540,183 +502,42 @@ func (s *search) rewriteEntry(p *position, e memberEntry) (pageEntry, entryKind)
 	if mode != "match" && mode != "include" {
 		mode = "match"
 	}
-	var b bytes.Buffer
-	b.Grow(len(e.Resource) + len(p.entryPrefix) + 96)
-	if ValidResourceType(head.ResourceType) && validID(head.ID) {
-		b.Write(p.entryPrefix)
-		b.WriteString(head.ResourceType)
-		b.WriteByte('/')
-		b.WriteString(head.ID)
-		b.WriteString(`","resource":`)
-	} else {
-		b.WriteString(`{"resource":`)
-	}
-	if bytes.Contains(e.Resource, p.memberBase) {
-		// An absolute reference to the member's own base (Patient.link, a subject):
-		// the member's address never reaches a client; the gateway's route to it does.
-		b.Write(bytes.ReplaceAll(e.Resource, p.memberBase, p.routedBase))
-	} else {
-		b.Write(e.Resource)
-	}
-	b.WriteString(`,"search":{"mode":"`)
-	b.WriteString(mode)
-	b.WriteByte('"')
-	if e.Search != nil && len(e.Search.Score) > 0 && string(e.Search.Score) != "null" {
-		b.WriteString(`,"score":`)
-		b.Write(e.Search.Score)
-	}
-	b.WriteString("}}")
-	pe := pageEntry{json: b.Bytes()}
+	pe := pageEntry{json: fhir.BuildEntry(e, head, mode, p.entryPrefix, p.memberBase, p.routedBase)}
 	if mode != "match" {
 		return pe, entryOther
 	}
 	if len(s.sort) > 0 {
-		pe.keys = sortValues(e.Resource, s.sort)
+		pe.keys = searchquery.SortValues(e.Resource, s.sort)
 	}
 	return pe, entryMatch
 }
 
 // memberIssues reads the issues of a member's OperationOutcome, scrubbed of the
 // member's address, at most maxIssues.
-func (s *search) memberIssues(m *member, body []byte) []Issue {
+func (s *search) memberIssues(m *member, body []byte) []fhir.Issue {
 	return memberIssues(m, s.gw, body)
 }
 
 const maxIssues = 20
 
-func memberIssues(m *member, gw string, body []byte) []Issue {
-	var oo struct {
-		ResourceType string `json:"resourceType"`
-		Issue        []struct {
-			Severity    string `json:"severity"`
-			Code        string `json:"code"`
-			Diagnostics string `json:"diagnostics"`
-			Details     *struct {
-				Text string `json:"text"`
-			} `json:"details"`
-			Expression []string `json:"expression"`
-		} `json:"issue"`
-	}
-	if len(body) == 0 || json.Unmarshal(body, &oo) != nil || oo.ResourceType != "OperationOutcome" {
-		return nil
-	}
-	var out []Issue
-	for _, i := range oo.Issue {
-		if len(out) == maxIssues {
-			break
-		}
-		is := Issue{Severity: validSeverity(i.Severity), Code: validIssueCode(i.Code), Diagnostics: scrubMember(m, gw, i.Diagnostics)}
-		if i.Details != nil && i.Details.Text != "" {
-			is.Details = &IssueDetails{Text: scrubMember(m, gw, i.Details.Text)}
-		}
-		for _, x := range i.Expression {
-			if len(is.Expression) < 8 {
-				is.Expression = append(is.Expression, scrubMember(m, gw, x))
-			}
-		}
-		out = append(out, is)
-	}
-	return out
+func memberIssues(m *member, gw string, body []byte) []fhir.Issue {
+	return fhir.ReadIssues(body, maxIssues, func(text string) string { return scrubMember(m, gw, text) })
 }
 
-func validSeverity(s string) string {
-	switch s {
-	case "fatal", "error", "warning", "information":
-		return s
-	}
-	return "error"
-}
-
-// issueCodes is R4's IssueType value set: a member's code outside it becomes
-// "processing", so that the gateway's answer stays valid R4.
-var issueCodes = map[string]bool{
-	"invalid": true, "structure": true, "required": true, "value": true, "invariant": true, "security": true,
-	"login": true, "unknown": true, "expired": true, "forbidden": true, "suppressed": true, "processing": true,
-	"not-supported": true, "duplicate": true, "multiple-matches": true, "not-found": true, "deleted": true,
-	"too-long": true, "code-invalid": true, "extension": true, "too-costly": true, "business-rule": true,
-	"conflict": true, "transient": true, "lock-error": true, "no-store": true, "exception": true, "timeout": true,
-	"incomplete": true, "throttled": true, "informational": true,
-}
-
-func validIssueCode(c string) string {
-	if issueCodes[c] {
-		return c
-	}
-	return "processing"
-}
-
-// scrubMember is text a member wrote as a client may see it: the member's own base
-// becomes the gateway's route to it and its host "member {id}", then the rule of
-// gateway/scrub takes every other URL, address and credential out.
+// scrubMember is text a member wrote as a client may see it (proxy.ScrubBackend):
+// the member's base becomes the gateway's route to it, its host "member {id}".
 func scrubMember(m *member, gw, text string) string {
-	if len(text) > scrub.MaxBytes {
-		text = text[:scrub.MaxBytes]
-	}
-	// The member's base and host are held as two private-use characters (taken out
-	// of the member's own text first) while the rule runs, each a word of its own,
-	// so that the gateway's route to the member survives the rule.
-	text = strings.NewReplacer(baseMark, "", hostMark, "").Replace(text)
-	text = strings.ReplaceAll(text, strings.TrimSuffix(m.base.String(), "/"), " "+baseMark+" ")
-	text = strings.ReplaceAll(text, m.base.Host, " "+hostMark+" ")
-	text = scrub.Text(text)
-	route, name := gw+"/nodes/"+m.id+"/fhir", "member "+m.id
-	return strings.NewReplacer(" "+baseMark+" ", route, baseMark, route, " "+hostMark+" ", name, hostMark, name).Replace(text)
+	return proxy.ScrubBackend(text, strings.TrimSuffix(m.base.String(), "/"), m.base.Host, gw+"/nodes/"+m.id+"/fhir", "member "+m.id)
 }
-
-// The marks of scrubMember.
-const (
-	baseMark = "\uE000"
-	hostMark = "\uE001"
-)
 
 // memberOutcomeEntry is a member's own OperationOutcome entry (a lenient server's
 // warning), as the gateway passes it on: the member named, its issues carried.
 func (s *search) memberOutcomeEntry(p *position, resource json.RawMessage) []byte {
-	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 		Severity: "information", Code: "informational", Diagnostics: "member " + p.m.id + " reported on the search",
 	}}}
 	oo.Issue = append(oo.Issue, s.memberIssues(p.m, resource)...)
-	return outcomeEntry(oo)
-}
-
-func outcomeEntry(oo OperationOutcome) []byte {
-	b, _ := json.Marshal(struct {
-		Resource OperationOutcome `json:"resource"`
-		Search   struct {
-			Mode string `json:"mode"`
-		} `json:"search"`
-	}{Resource: oo, Search: struct {
-		Mode string `json:"mode"`
-	}{"outcome"}})
-	return b
-}
-
-// issueCodeOf is the IssueType of a member's outcome.
-func issueCodeOf(o Outcome) string {
-	switch o {
-	case Timeout:
-		return "timeout"
-	case Unreachable:
-		return "transient"
-	}
-	return "processing"
-}
-
-// describe says what happened to a member, naming it by id only.
-func describe(r Record) string {
-	switch r.Outcome {
-	case Timeout:
-		return fmt.Sprintf("member %s did not answer within the request budget", r.ID)
-	case Unreachable:
-		if r.Status != 0 {
-			return fmt.Sprintf("member %s broke its answer off (HTTP %d)", r.ID, r.Status)
-		}
-		return fmt.Sprintf("member %s is unreachable", r.ID)
-	}
-	if r.Status >= 200 && r.Status < 300 {
-		return fmt.Sprintf("member %s answered HTTP %d with a body that is not a searchset Bundle", r.ID, r.Status)
-	}
-	return fmt.Sprintf("member %s answered HTTP %d", r.ID, r.Status)
+	return fhir.OutcomeEntry(oo)
 }
 
 // describeFailure says what happened to a failed member: its exchange's reason when
@@ -725,7 +546,7 @@ func describeFailure(p *position) string {
 	if p.failure != nil && p.failure.reason != "" {
 		return p.failure.reason
 	}
-	return describe(p.record)
+	return outbound.Describe(p.record.ID, p.record.Outcome, p.record.Status)
 }
 
 // issueCodeOfFailure is issueCodeOf, too-costly for an answer past a limit.
@@ -733,39 +554,25 @@ func issueCodeOfFailure(p *position) string {
 	if p.failure != nil && p.failure.reason != "" && p.record.Status >= 200 {
 		return "too-costly"
 	}
-	return issueCodeOf(p.record.Outcome)
-}
-
-// pageExtras is how many of a page's entries are not matches (includes, outcomes):
-// the part of a member's page that is not bounded by _count.
-func pageExtras(pg *memberPage) int {
-	n := 0
-	for _, e := range pg.Entry {
-		if e.Search != nil && e.Search.Mode != "" && e.Search.Mode != "match" {
-			n++
-		} else if h, ok := readHead(e.Resource); ok && h.ResourceType == "OperationOutcome" {
-			n++
-		}
-	}
-	return n
+	return outbound.IssueCode(p.record.Outcome)
 }
 
 // failureEntry is the OperationOutcome entry of a member that is not ok.
 func (s *search) failureEntry(p *position) []byte {
-	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
 		Severity: "warning", Code: issueCodeOfFailure(p), Diagnostics: describeFailure(p) + "; its results are missing from this page",
 	}}}
 	if p.failure != nil {
 		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
 	}
-	return outcomeEntry(oo)
+	return fhir.OutcomeEntry(oo)
 }
 
 // refusal is the answer when the client asked for strict handling and a member
 // refused the search: that member's 400, its own issues carried.
-func (s *search) refusal(p *position) OperationOutcome {
-	oo := OperationOutcome{ResourceType: "OperationOutcome", Issue: []Issue{{
-		Severity: "error", Code: "processing", Diagnostics: describe(p.record) + " and the client asked for Prefer: handling=strict",
+func (s *search) refusal(p *position) fhir.OperationOutcome {
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
+		Severity: "error", Code: "processing", Diagnostics: outbound.Describe(p.record.ID, p.record.Outcome, p.record.Status) + " and the client asked for Prefer: handling=strict",
 	}}}
 	if p.failure != nil {
 		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
@@ -776,20 +583,20 @@ func (s *search) refusal(p *position) OperationOutcome {
 // noMemberSucceeded is the answer when no member asked succeeded: 504 when every one
 // timed out, 400 when every one refused the request (4xx), 502 otherwise; one issue
 // per member.
-func (s *search) noMemberSucceeded(failed []*position) (int, OperationOutcome) {
+func (s *search) noMemberSucceeded(failed []*position) (int, fhir.OperationOutcome) {
 	allTimeout, allRefused := true, true
-	oo := OperationOutcome{ResourceType: "OperationOutcome"}
+	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome"}
 	for _, p := range failed {
 		r := p.record
-		allTimeout = allTimeout && r.Outcome == Timeout
-		allRefused = allRefused && r.Outcome == NodeError && r.Status >= 400 && r.Status < 500
+		allTimeout = allTimeout && r.Outcome == outbound.Timeout
+		allRefused = allRefused && r.Outcome == outbound.NodeError && r.Status >= 400 && r.Status < 500
 		diag := describeFailure(p)
 		if p.failure != nil && p.failure.reason == "" {
 			if is := s.memberIssues(p.m, p.failure.body); len(is) > 0 && is[0].Diagnostics != "" {
 				diag += ": " + is[0].Diagnostics
 			}
 		}
-		oo.Issue = append(oo.Issue, Issue{Severity: "error", Code: issueCodeOfFailure(p), Diagnostics: diag})
+		oo.Issue = append(oo.Issue, fhir.Issue{Severity: "error", Code: issueCodeOfFailure(p), Diagnostics: diag})
 	}
 	switch {
 	case allTimeout:
@@ -798,17 +605,4 @@ func (s *search) noMemberSucceeded(failed []*position) (int, OperationOutcome) {
 		return http.StatusBadRequest, oo
 	}
 	return http.StatusBadGateway, oo
-}
-
-// wantsStrict reports whether the Prefer header asks for handling=strict.
-func wantsStrict(prefer []string) bool {
-	for _, v := range prefer {
-		for p := range strings.SplitSeq(v, ",") {
-			k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if strings.EqualFold(strings.TrimSpace(k), "handling") && strings.Trim(strings.TrimSpace(val), `"`) == "strict" {
-				return true
-			}
-		}
-	}
-	return false
 }

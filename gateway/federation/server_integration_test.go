@@ -23,6 +23,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -123,7 +124,7 @@ operator_scope = "ferrofed.operator"
 		defer res.Body.Close()
 		body, _ := io.ReadAll(res.Body)
 		// Every FHIR answer of the gateway is valid R4 but for meta.federation.
-		if res.Header.Get("Content-Type") == federation.FHIRJSON {
+		if res.Header.Get("Content-Type") == fhir.MediaType {
 			if err := fhirschema.ValidateFederated(body); err != nil {
 				t.Errorf("%s %s: not valid R4: %v", method, path, err)
 			}

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +18,12 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/health"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
 )
 
 // Options tune a Surface. The zero value is production's.
@@ -321,23 +321,16 @@ func (s *Surface) Checks() []health.Check {
 	return checks
 }
 
-// RegisterDataPlane registers the federated search and the routed requests. The
-// group carries the server's readiness gate and request deadline.
+// RegisterDataPlane registers the federated search and the routed requests, one
+// route per interaction (dataplane.go). The group carries the server's readiness gate
+// and request deadline.
 //
 // Every path under /fhir and /nodes is the surface's, so that whatever is not a
 // success there is an OperationOutcome (docs/data-plane.md): an unknown route a 404, a
 // method a 405, XML a 406.
 func (s *Surface) RegisterDataPlane(g *gin.RouterGroup) {
-	g.Any("/fhir", s.handleFHIR)
-	g.Any("/fhir/*rest", s.handleFHIR)
-	g.Any("/nodes", s.handleNodes)
-	g.Any("/nodes/*rest", s.handleNodes)
-}
-
-// The FHIR REST methods only: CONNECT and TRACE have no business at a member.
-
-var routedMethods = []string{
-	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+	s.registerFHIR(g)
+	s.registerNodes(g)
 }
 
 // RegisterOperator registers the dependency report and the ask-all probe, each behind
@@ -349,271 +342,19 @@ func (s *Surface) RegisterOperator(g *gin.RouterGroup) {
 	op.POST("/probe", s.handleProbe)
 }
 
-// budget is how long the members of one request may take: the request timeout,
-// bounded by the client request's own deadline (the server sets one), less a small
-// reserve so that the merged answer is written before that deadline and not after.
-func budget(ctx context.Context, requestTimeout time.Duration) time.Duration {
-	d := requestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		if rem := time.Until(dl); rem < d {
-			d = rem
-		}
-	}
-	return d - min(d/10, 100*time.Millisecond)
-}
-
-func writeFHIR(w http.ResponseWriter, status int, v any) {
-	var body []byte
-	var err error
-	if m, ok := v.(json.Marshaler); ok {
-		// Called directly: json.Marshal would re-scan what MarshalJSON wrote.
-		body, err = m.MarshalJSON()
-	} else {
-		body, err = json.Marshal(v)
-	}
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"exception"}]}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", FHIRJSON)
-	// With its length known the answer goes out as one body, not as chunks written
-	// (and read) piecemeal plus a last one of its own.
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body) //nolint:errcheck // the client may be gone.
-}
-
-var errNoRegistry = operationOutcome("not-supported", "federation not configured: no [[registry.members]]")
-
-// handleFHIR answers every path under {base}/fhir.
-func (s *Surface) handleFHIR(c *gin.Context) {
-	st := s.state.Load()
-	r := c.Request
-	if s.looped(c.Writer, r, st) {
-		return
-	}
-	if len(st.reg.members) == 0 {
-		writeFHIR(c.Writer, http.StatusNotImplemented, errNoRegistry)
-		return
-	}
-	if !acceptable(r, false) {
-		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
-		return
-	}
-	// The same rule as a routed path's: no dot segment, however hidden.
-	rest, err := memberPath(c.Param("rest"))
-	if err != nil {
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
-		return
-	}
-	rest = strings.TrimPrefix(rest, "/")
-	segs := strings.Split(rest, "/")
-	switch {
-	case rest == "":
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no route at the FHIR base: search {base}/fhir/{type}, or read {base}/fhir/metadata"))
-	case len(segs) == 1 && segs[0] == "metadata":
-		if r.Method != http.MethodGet {
-			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/metadata")
-			return
-		}
-		s.handleMetadata(c, st)
-	case !ValidResourceType(segs[0]):
-		if len(segs) == 1 {
-			writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", "the resource type must match [A-Z][A-Za-z]+"))
-			return
-		}
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /fhir"))
-	case len(segs) == 1:
-		if r.Method != http.MethodGet {
-			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0])
-			return
-		}
-		s.handleSearch(c, st, segs[0], r.URL.RawQuery)
-	case len(segs) == 2 && segs[1] == "_search":
-		if r.Method != http.MethodPost {
-			methodNotAllowed(c.Writer, http.MethodPost, "/fhir/"+segs[0]+"/_search")
-			return
-		}
-		raw, ok := readForm(c.Writer, r, st.limits.MaxQueryBytes)
-		if !ok {
-			return
-		}
-		s.handleSearch(c, st, segs[0], raw)
-	case len(segs) == 2:
-		if r.Method != http.MethodGet {
-			methodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0]+"/"+segs[1])
-			return
-		}
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("not-supported", fmt.Sprintf(
-			"a resource is read from the member that holds it: GET %s/nodes/{id}/fhir/%s/%s, with {id} the member's id (an entry's fullUrl names it)",
-			gatewayBase(r, st.cfg.Server.BasePath), segs[0], segs[1])))
-	default:
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /fhir"))
-	}
-}
+var errNoRegistry = fhir.Outcome("not-supported", "federation not configured: no [[registry.members]]")
 
 // looped answers 508 Loop Detected a request that has been through this gateway
 // already: its Via names the gateway's own id, which every member request carries.
 // A member that is the gateway (or leads back to it) then costs one nested request,
 // not thousands.
 func (s *Surface) looped(w http.ResponseWriter, r *http.Request, st *settings) bool {
-	if !viaCarries(r.Header.Values("Via"), s.viaID(st)) {
+	if !proxy.ViaCarries(r.Header.Values("Via"), s.viaID(st)) {
 		return false
 	}
-	writeFHIR(w, http.StatusLoopDetected, operationOutcome("processing",
+	fhir.Write(w, http.StatusLoopDetected, fhir.Outcome("processing",
 		"the request has been through this gateway already (its Via names "+s.viaID(st)+"): a member leads back to the gateway"))
 	return true
-}
-
-// readForm reads a form-encoded POST _search body of at most maxFormBytes, joined
-// after the URL's query (FHIR allows parameters in both). Anything else is answered
-// here; a body that does not arrive within the request's deadline is a 408.
-func readForm(w http.ResponseWriter, r *http.Request, maxFormBytes int) (string, bool) {
-	ct := r.Header.Get("Content-Type")
-	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/x-www-form-urlencoded" {
-		writeFHIR(w, http.StatusUnsupportedMediaType, operationOutcome("not-supported", "POST _search takes a form-encoded body (application/x-www-form-urlencoded)"))
-		return "", false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(maxFormBytes)+1))
-	if err != nil {
-		w.Header().Set("Connection", "close") // the rest of the body is never read
-		if bodyTimedOut(r.Context(), err) {
-			writeFHIR(w, http.StatusRequestTimeout, operationOutcome("timeout", "the form body did not arrive within server.request_timeout_ms"))
-			return "", false
-		}
-		writeFHIR(w, http.StatusBadRequest, operationOutcome("invalid", "the form body could not be read"))
-		return "", false
-	}
-	if len(body) > maxFormBytes {
-		writeFHIR(w, http.StatusRequestEntityTooLarge, operationOutcome("too-long", fmt.Sprintf("the form body is longer than limits.max_query_bytes (%d bytes)", maxFormBytes)))
-		return "", false
-	}
-	raw := strings.TrimSpace(string(body))
-	if q := r.URL.RawQuery; q != "" {
-		if raw == "" {
-			return q, true
-		}
-		raw = q + "&" + raw
-	}
-	return raw, true
-}
-
-// handleSearch answers one page of a federated search of resourceType with the raw
-// query (or form) raw.
-func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw string) {
-	r := c.Request
-	if x := s.opts.StoredQueries; x != nil {
-		expanded, status, msg := x.Expand(resourceType, raw)
-		if status != 0 {
-			code := "invalid"
-			if status == http.StatusNotFound {
-				code = "not-found"
-			}
-			writeFHIR(c.Writer, status, paramOutcome(code, "_query", msg))
-			return
-		}
-		raw = expanded
-	}
-	q, qerr := parseSearch(resourceType, raw, st.fed.DefaultCount, st.fed.MaxCount, st.limits.MaxQueryBytes)
-	if qerr != nil {
-		writeFHIR(c.Writer, qerr.status, qerr.outcome)
-		return
-	}
-	gw := gatewayBase(r, st.cfg.Server.BasePath)
-	prefer := r.Header.Values("Prefer")
-	ctx := r.Context()
-	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
-	var tokenTotal *int
-	var self string
-	// admitted is true once the request holds its place in the member-call queue.
-	admitted := false
-	if q.page != "" {
-		t, err := st.key.decode(q.page, st.reg, st.fed.MaxCount)
-		if err == nil && t.Type != resourceType {
-			err = errBadToken{"it continues a search of another resource type"}
-		}
-		if err != nil {
-			writeFHIR(c.Writer, http.StatusBadRequest, paramOutcome("invalid", "_page", err.Error()))
-			return
-		}
-		srch.count, srch.sortRaw = t.Count, t.Sort
-		srch.sort, _ = parseSort(resourceType, t.Sort)
-		tokenTotal = t.Total
-		for _, tm := range t.Members {
-			p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1}
-			if tm.Remaining != nil {
-				p.remaining = *tm.Remaining
-			}
-			srch.positions = append(srch.positions, p)
-		}
-		// Positions are served in registry order, whatever order the token lists.
-		sortPositions(st.reg, srch.positions)
-		self = "_page=" + escapeQuery(q.page)
-	} else {
-		srch.first = true
-		srch.count, srch.sort, srch.sortRaw, srch.summaryCount = q.count, q.sort, q.sortRaw, q.summaryCount
-		mq := q.memberQuery()
-		cursor := "/" + resourceType
-		if mq != "" {
-			cursor += "?" + mq
-		}
-		for _, m := range st.reg.members {
-			srch.positions = append(srch.positions, &position{m: m, cursor: cursor, remaining: -1})
-		}
-		self = mq
-		if s.opts.Patient != nil {
-			// A patient-scoped search is admitted by the fan-out it would have without
-			// the flow, before the flow spends a binding call: a request the queue
-			// sheds costs no exchange. What the flow drops is given back at once.
-			all := len(srch.positions)
-			release, ok := srch.cs.lim.admit(all)
-			if !ok {
-				shed(c.Writer, all, srch.cs.lim)
-				return
-			}
-			defer func() { release() }()
-			// The flow and the fan-out share the request's budget: the fan-out gets
-			// what the flow left.
-			pctx, cancel := context.WithTimeout(ctx, st.requestTimeout)
-			defer cancel()
-			ctx = pctx
-			if s.planPatient(ctx, c, st, srch, q, resourceType) {
-				return
-			}
-			release = srch.cs.lim.keep(all, len(srch.positions))
-			admitted = true
-		}
-	}
-	srch.maxExtras = st.limits.MaxAnswerEntries - srch.count
-	if !admitted {
-		done, ok := srch.cs.lim.admit(len(srch.positions))
-		if !ok {
-			shed(c.Writer, len(srch.positions), srch.cs.lim)
-			return
-		}
-		defer done()
-	}
-	stored := s.auditing(c, st, audit.Search, resourceType, raw, positionIDs(srch.positions))
-	res := srch.run(ctx, budget(ctx, st.requestTimeout), wantsStrict(prefer), st.key, tokenTotal)
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return // the client left: nobody to answer.
-	}
-	if !stored() {
-		return
-	}
-	if res.status != http.StatusOK {
-		writeFHIR(c.Writer, res.status, res.outcome)
-		return
-	}
-	selfURL := gw + "/fhir/" + resourceType
-	if self != "" {
-		selfURL += "?" + self
-	}
-	b := Bundle{LastUpdated: time.Now(), Records: res.records, Strict: st.fed.StrictFHIR, Total: res.total, Links: []Link{{Relation: "self", URL: selfURL}}, Entry: res.entries}
-	if res.next != "" {
-		b.Links = append(b.Links, Link{Relation: "next", URL: gw + "/fhir/" + resourceType + "?_page=" + res.next})
-	}
-	writeFHIR(c.Writer, http.StatusOK, b)
 }
 
 func sortPositions(reg *registry, ps []*position) {
@@ -631,12 +372,12 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 	common, answered, ok := s.caps.cached(st.reg, st.fed.CapabilityTTL(), now)
 	if !ok {
 		cs := s.newCalls(st, c.Request.Header.Values("Via"))
-		done, ok := cs.lim.admit(len(st.reg.members))
+		done, ok := cs.Lim.Admit(len(st.reg.members))
 		if !ok {
-			shed(c.Writer, len(st.reg.members), cs.lim)
+			calllimit.Shed(c.Writer, len(st.reg.members), cs.Lim)
 			return
 		}
-		_, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
+		_, statements := s.caller.metadata(ctx, cs, st.reg, calllimit.Budget(ctx, st.requestTimeout))
 		done()
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return
@@ -644,62 +385,7 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 		s.caps.store(st.reg, statements, now)
 		common, answered, _ = s.caps.cached(st.reg, time.Hour, now)
 	}
-	writeFHIR(c.Writer, http.StatusOK, capabilityStatement(gatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), now))
-}
-
-// handleNodes answers every path under {base}/nodes: {id}/fhir/* is routed to the
-// member, anything else is a FHIR 404.
-func (s *Surface) handleNodes(c *gin.Context) {
-	st := s.state.Load()
-	if s.looped(c.Writer, c.Request, st) {
-		return
-	}
-	id, after, _ := strings.Cut(strings.TrimPrefix(c.Param("rest"), "/"), "/")
-	path, ok := strings.CutPrefix(after, "fhir")
-	if id == "" || !ok || (path != "" && path[0] != '/') {
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no such route under /nodes: a member's FHIR API is /nodes/{id}/fhir/"))
-		return
-	}
-	if !slices.Contains(routedMethods, c.Request.Method) {
-		methodNotAllowed(c.Writer, strings.Join(routedMethods, ", "), "/nodes/{id}/fhir")
-		return
-	}
-	if len(st.reg.members) == 0 {
-		writeFHIR(c.Writer, http.StatusNotImplemented, errNoRegistry)
-		return
-	}
-	m, ok := st.reg.byID[id]
-	if !ok {
-		writeFHIR(c.Writer, http.StatusNotFound, operationOutcome("not-found", "no member has this id"))
-		return
-	}
-	if !acceptable(c.Request, true) {
-		writeFHIR(c.Writer, http.StatusNotAcceptable, notAcceptable)
-		return
-	}
-	path, err := memberPath(path)
-	if err != nil {
-		writeFHIR(c.Writer, http.StatusBadRequest, operationOutcome("invalid", err.Error()))
-		return
-	}
-	cs := s.newCalls(st, nil)
-	done, ok := cs.lim.admit(1)
-	if !ok {
-		shed(c.Writer, 1, cs.lim)
-		return
-	}
-	defer done()
-	// A routed answer is streamed as it comes: its record is stored before the member
-	// is asked.
-	if !s.auditing(c, st, audit.Routed, strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0], c.Request.URL.RawQuery, []string{m.id})() {
-		return
-	}
-	s.caller.route(c.Writer, c.Request, m, path, budget(c.Request.Context(), st.requestTimeout), routedBase{
-		gateway: gatewayBase(c.Request, st.cfg.Server.BasePath),
-		prefix:  strings.TrimSuffix(st.cfg.Server.BasePath, "/") + "/nodes/" + m.id + "/fhir",
-		calls:   cs,
-		trusted: st.trusted,
-	})
+	fhir.Write(c.Writer, http.StatusOK, fhir.GatewayCapabilityStatement(fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), sortKeyDocAll(), now))
 }
 
 func (s *Surface) handleDependencies(c *gin.Context) {
@@ -721,13 +407,13 @@ func (s *Surface) handleProbe(c *gin.Context) {
 	st := s.state.Load()
 	ctx := c.Request.Context()
 	cs := s.newCalls(st, c.Request.Header.Values("Via"))
-	done, ok := cs.lim.admit(len(st.reg.members))
+	done, ok := cs.Lim.Admit(len(st.reg.members))
 	if !ok {
-		shed(c.Writer, len(st.reg.members), cs.lim)
+		calllimit.Shed(c.Writer, len(st.reg.members), cs.Lim)
 		return
 	}
 	defer done()
-	records, statements := s.caller.metadata(ctx, cs, st.reg, budget(ctx, st.requestTimeout))
+	records, statements := s.caller.metadata(ctx, cs, st.reg, calllimit.Budget(ctx, st.requestTimeout))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}

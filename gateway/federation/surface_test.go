@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -44,7 +47,7 @@ func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) 
 	start := time.Now()
 	res, body := h.get("/fhir/Patient?name=smith&_count=10")
 	took := time.Since(start)
-	if res.StatusCode != 200 || res.Header.Get("Content-Type") != FHIRJSON {
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != fhir.MediaType {
 		t.Fatalf("status %d, content type %q: %s", res.StatusCode, res.Header.Get("Content-Type"), body)
 	}
 	// The hanging member, which would never answer, is given up at the budget; the
@@ -60,13 +63,13 @@ func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) 
 		t.Fatalf("not a searchset: %s", body)
 	}
 	want := []Record{
-		{ID: "node-ok", Outcome: OK, Status: 200, Entries: 2},
-		{ID: "node-400", Outcome: NodeError, Status: 400},
-		{ID: "node-500", Outcome: NodeError, Status: 500},
-		{ID: "node-hang", Outcome: Timeout},
-		{ID: "node-refused", Outcome: Unreachable},
-		{ID: "node-reset", Outcome: Unreachable, Status: 200},
-		{ID: "node-late", Outcome: OK, Status: 200, Entries: 1},
+		{ID: "node-ok", Outcome: outbound.OK, Status: 200, Entries: 2},
+		{ID: "node-400", Outcome: outbound.NodeError, Status: 400},
+		{ID: "node-500", Outcome: outbound.NodeError, Status: 500},
+		{ID: "node-hang", Outcome: outbound.Timeout},
+		{ID: "node-refused", Outcome: outbound.Unreachable},
+		{ID: "node-reset", Outcome: outbound.Unreachable, Status: 200},
+		{ID: "node-late", Outcome: outbound.OK, Status: 200, Entries: 1},
 	}
 	if len(b.Meta.Federation) != len(want) {
 		t.Fatalf("meta.federation %+v", b.Meta.Federation)
@@ -147,7 +150,7 @@ func TestARequestThatNeverLeftTheGatewayChangesNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
 	for _, path := range []string{"/fhir/patient", "/fhir/Pat1ent", "/fhir/P", "/fhir/Patient_"} {
 		res, body := h.get(path)
-		if res.StatusCode != 400 || res.Header.Get("Content-Type") != FHIRJSON || !strings.Contains(string(body), `"resourceType":"OperationOutcome"`) {
+		if res.StatusCode != 400 || res.Header.Get("Content-Type") != fhir.MediaType || !strings.Contains(string(body), `"resourceType":"OperationOutcome"`) {
 			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
 		}
 	}
@@ -196,13 +199,13 @@ func TestARoutedRequestIsStreamedBackWithoutTheClientsCredentials(t *testing.T) 
 		"Connection": {"X-Hop"},
 		"X-Hop":      {"1"},
 		"X-Keep":     {"kept"},
-		"Accept":     {FHIRJSON},
+		"Accept":     {fhir.MediaType},
 	}
 	res, body, err := h.do(context.Background(), http.MethodGet, "/nodes/node-a/fhir/Patient/node-a-7?_elements=id", "Bearer "+h.token, header)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StatusCode != 200 || res.Header.Get("Content-Type") != FHIRJSON || !strings.Contains(string(body), `"id":"node-a-7"`) {
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != fhir.MediaType || !strings.Contains(string(body), `"id":"node-a-7"`) {
 		t.Fatalf("status %d %q %s", res.StatusCode, res.Header.Get("Content-Type"), body)
 	}
 	got := h.members["node-a"].LastRequest()
@@ -214,7 +217,7 @@ func TestARoutedRequestIsStreamedBackWithoutTheClientsCredentials(t *testing.T) 
 			t.Errorf("the member got %s: %q", k, v)
 		}
 	}
-	if got.Header.Get("X-Keep") != "kept" || got.Header.Get("Accept") != FHIRJSON {
+	if got.Header.Get("X-Keep") != "kept" || got.Header.Get("Accept") != fhir.MediaType {
 		t.Errorf("end-to-end headers were dropped: %v", got.Header)
 	}
 	h.wantStates(map[string]string{"node-a-query": "up"})
@@ -257,7 +260,7 @@ func TestRoutedRequestsReportTheMembersState(t *testing.T) {
 func TestARoutedAnswerIsFlushedAsItArrives(t *testing.T) {
 	release := make(chan struct{})
 	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		w.Header().Set("Set-Cookie", "member=1")
 		w.Header().Set("Connection", "X-Member-Hop")
 		w.Header().Set("X-Member-Hop", "1")
@@ -315,13 +318,13 @@ func TestTheProbeAsksEveryMembersMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ProbeRecord{
-		{ID: "node-ok", Outcome: OK, Status: 200},
-		{ID: "node-400", Outcome: NodeError, Status: 400},
-		{ID: "node-500", Outcome: NodeError, Status: 500},
-		{ID: "node-hang", Outcome: Timeout},
-		{ID: "node-refused", Outcome: Unreachable},
-		{ID: "node-reset", Outcome: Unreachable, Status: 200},
-		{ID: "node-late", Outcome: OK, Status: 200},
+		{ID: "node-ok", Outcome: outbound.OK, Status: 200},
+		{ID: "node-400", Outcome: outbound.NodeError, Status: 400},
+		{ID: "node-500", Outcome: outbound.NodeError, Status: 500},
+		{ID: "node-hang", Outcome: outbound.Timeout},
+		{ID: "node-refused", Outcome: outbound.Unreachable},
+		{ID: "node-reset", Outcome: outbound.Unreachable, Status: 200},
+		{ID: "node-late", Outcome: outbound.OK, Status: 200},
 	}
 	if len(answer.Members) != len(want) {
 		t.Fatalf("probe %s", body)
@@ -393,9 +396,9 @@ func TestUnusableMemberAnswersAreNodeErrorsOfMembersThatAreUp(t *testing.T) {
 		t.Fatalf("%v: %s", err, body)
 	}
 	want := []Record{
-		{ID: "node-big", Outcome: NodeError, Status: 200},
-		{ID: "node-html", Outcome: NodeError, Status: 200},
-		{ID: "node-ok", Outcome: OK, Status: 200, Entries: 1},
+		{ID: "node-big", Outcome: outbound.NodeError, Status: 200},
+		{ID: "node-html", Outcome: outbound.NodeError, Status: 200},
+		{ID: "node-ok", Outcome: outbound.OK, Status: 200, Entries: 1},
 	}
 	for i, w := range want {
 		got := b.Meta.Federation[i]
@@ -502,8 +505,8 @@ func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
 	for _, m := range st.reg.members {
 		srch.positions = append(srch.positions, &position{m: m, cursor: "/Patient", remaining: -1})
 	}
-	res := srch.run(ctx, budget(ctx, time.Second), false, st.key, nil)
-	if res.status != http.StatusGatewayTimeout || len(res.records) != 1 || res.records[0].Outcome != Timeout {
+	res := srch.run(ctx, calllimit.Budget(ctx, time.Second), false, st.key, nil)
+	if res.status != http.StatusGatewayTimeout || len(res.records) != 1 || res.records[0].Outcome != outbound.Timeout {
 		t.Fatalf("page %+v", res)
 	}
 	if n := h.members["node-a"].Requests(); n != 0 {
@@ -525,7 +528,7 @@ func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
 	if err := json.Unmarshal(body, &b); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
-	if b.Meta.Federation[0].Outcome != Timeout || b.Meta.Federation[1].Outcome != OK {
+	if b.Meta.Federation[0].Outcome != outbound.Timeout || b.Meta.Federation[1].Outcome != outbound.OK {
 		t.Fatalf("records %+v", b.Meta.Federation)
 	}
 	start = time.Now()
@@ -538,7 +541,7 @@ func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
 func TestARoutedPostCarriesItsBody(t *testing.T) {
 	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		w.Header().Set("Location", "Patient/new")
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"method":%q,"path":%q,"type":%q,"body":%s}`, r.Method, r.URL.Path, r.Header.Get("Content-Type"), body)
@@ -546,7 +549,7 @@ func TestARoutedPostCarriesItsBody(t *testing.T) {
 	defer member.Close()
 	h := newHarness(t, harnessOptions{}, node{id: "node-w", url: member.URL + "/fhir"})
 	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+testBase+"/nodes/node-w/fhir/Patient", strings.NewReader(`{"resourceType":"Patient"}`))
-	req.Header.Set("Content-Type", FHIRJSON)
+	req.Header.Set("Content-Type", fhir.MediaType)
 	res, err := h.gw.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

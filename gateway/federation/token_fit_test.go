@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
 // longCursorMember is a member whose every page has one Patient and a next link with a
@@ -22,7 +24,7 @@ func longCursorMember(t *testing.T, id string) string {
 			page = 1
 		}
 		next := fmt.Sprintf("%s/fhir/Patient?page=%d&state=%s", srv.URL, page+1, strings.Repeat("s", 1500))
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","total":5,"link":[{"relation":"next","url":%q}],`+
 			`"entry":[{"fullUrl":"%s/fhir/Patient/%d-%s","resource":{"resourceType":"Patient","id":"%d-%s"},"search":{"mode":"match"}}]}`,
 			next, srv.URL, page, id, page, id)
@@ -104,7 +106,7 @@ func TestAPageWhoseTokenCannotCarryEveryMemberSaysWhichWereLeftOut(t *testing.T)
 func TestAnUnfollowedNextLinkIsNamedOnThePage(t *testing.T) {
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", FHIRJSON)
+		w.Header().Set("Content-Type", fhir.MediaType)
 		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","link":[{"relation":"next","url":"http://elsewhere.invalid/fhir/Patient?page=2"}],`+
 			`"entry":[{"fullUrl":"%s/fhir/Patient/a","resource":{"resourceType":"Patient","id":"a"},"search":{"mode":"match"}}]}`, srv.URL)
 	}))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
 // FuzzPageToken feeds the page token decoder what a client can send: any string as
@@ -32,7 +33,7 @@ func FuzzPageToken(f *testing.F) {
 	} {
 		f.Add(seed.s, seed.sign)
 	}
-	key := tokenKey("fuzz-key-0123456789abcdef0123456789abcdef")
+	key := searchquery.Key("fuzz-key-0123456789abcdef0123456789abcdef")
 	reg, err := loadRegistry(config.Registry{Members: []config.Member{
 		{ID: "a", QueryEndpoint: "http://a.test/fhir"},
 		{ID: "b", QueryEndpoint: "https://b.test:8443/base/fhir/"},
@@ -44,9 +45,9 @@ func FuzzPageToken(f *testing.F) {
 		tok := s
 		if sign {
 			payload := base64.RawURLEncoding.EncodeToString([]byte(s))
-			tok = payload + "." + base64.RawURLEncoding.EncodeToString(key.mac(payload))
+			tok = payload + "." + base64.RawURLEncoding.EncodeToString(key.MAC(payload))
 		}
-		pt, err := key.decode(tok, reg, 1000)
+		pt, err := decodeToken(key, tok, reg, 1000)
 		if err != nil {
 			return
 		}
@@ -61,11 +62,11 @@ func FuzzPageToken(f *testing.F) {
 				t.Fatalf("an accepted token asks %s, outside %s", u, mem.base)
 			}
 		}
-		again, err := key.encode(pt)
+		again, err := key.Encode(pt)
 		if err != nil {
 			t.Fatalf("an accepted token does not encode again: %v", err)
 		}
-		if _, err := key.decode(again, reg, 1000); err != nil {
+		if _, err := decodeToken(key, again, reg, 1000); err != nil {
 			t.Fatalf("a token the gateway made is refused: %v", err)
 		}
 	})

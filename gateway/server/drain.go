@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
@@ -130,34 +131,8 @@ func (s *Server) Run(ctx context.Context) error {
 	hardCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
 	s.run.conns = map[net.Conn]http.ConnState{}
-	srv := &http.Server{
-		Handler:           s.front,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout(),
-		// A request head is read whole before any handler sees it: bounded by the
-		// query limit plus room for headers, not net/http's default of 1 MiB, so that
-		// a flood of oversized queries costs what the limit allows (bounds.go).
-		MaxHeaderBytes: MaxHeaderBytes(cfg),
-		// An idle keep-alive connection is closed after this; clients reconnect.
-		IdleTimeout: 2 * time.Minute,
-		TLSConfig:   tlsConfig,
-		BaseContext: func(net.Listener) context.Context { return hardCtx },
-		ConnState:   s.trackConn,
-		ErrorLog:    log.New(logWriter{s.log.V(1)}, "", 0),
-	}
-
-	serveErr := make(chan error, 1)
-	go func() {
-		var err error
-		if tlsConfig != nil {
-			err = srv.ServeTLS(tracked, "", "")
-		} else {
-			err = srv.Serve(tracked)
-		}
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil // Shutdown's doing: not an error
-		}
-		serveErr <- err
-	}()
+	srv := s.httpServer(cfg, tlsConfig, hardCtx)
+	serveErr := serve(srv, tracked, tlsConfig != nil)
 	s.log.Info("Serving", "address", ln.Addr().String(), "basePath", cfg.Server.BasePath, "tls", tlsConfig != nil)
 
 	bootCtx, stopBoot := context.WithCancel(ctx)
@@ -182,6 +157,44 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// httpServer is the net/http server of one Run: every request's base context is
+// hardCtx.
+func (s *Server) httpServer(cfg *config.Config, tlsConfig *tls.Config, hardCtx context.Context) *http.Server {
+	return &http.Server{
+		Handler:           s.front,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout(),
+		// A request head is read whole before any handler sees it: bounded by the
+		// query limit plus room for headers, not net/http's default of 1 MiB, so that
+		// a flood of oversized queries costs what the limit allows (bounds.go).
+		MaxHeaderBytes: MaxHeaderBytes(cfg),
+		// An idle keep-alive connection is closed after this; clients reconnect.
+		IdleTimeout: 2 * time.Minute,
+		TLSConfig:   tlsConfig,
+		BaseContext: func(net.Listener) context.Context { return hardCtx },
+		ConnState:   s.trackConn,
+		ErrorLog:    log.New(logWriter{s.log.V(1)}, "", 0),
+	}
+}
+
+// serve serves ln with srv on a goroutine of its own; the channel gets what serving
+// ended with, nil when Shutdown ended it.
+func serve(srv *http.Server, ln net.Listener, useTLS bool) <-chan error {
+	serveErr := make(chan error, 1)
+	go func() {
+		var err error
+		if useTLS {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil // Shutdown's doing: not an error
+		}
+		serveErr <- err
+	}()
+	return serveErr
 }
 
 // boot re-evaluates readiness while booting so that the gate opens the first time every

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
 
 // Members is how the stored queries reach the members: the federation surface's
@@ -143,7 +144,7 @@ func call(ctx context.Context, m Members, id, method, path string, body []byte, 
 	ex, err := m.CallMember(cctx, id, method, path, body, maxBody)
 	if err != nil {
 		// The member left the registry meanwhile: nothing was sent.
-		return exchange{MemberExchange: federation.MemberExchange{Call: federation.Call{Broken: true, NotSent: true}}}
+		return exchange{MemberExchange: federation.MemberExchange{Call: outbound.Call{Broken: true, NotSent: true}}}
 	}
 	out := exchange{MemberExchange: ex}
 	r, ok := m.(recording)
@@ -168,7 +169,7 @@ func call(ctx context.Context, m Members, id, method, path string, body []byte, 
 
 // auditOutcome is the AuditEvent.outcome of a member call: "0" when answered below
 // 400, "4" for another answer or an unusable body, "8" for none or a 5xx.
-func auditOutcome(c federation.Call) string {
+func auditOutcome(c outbound.Call) string {
 	switch {
 	case c.Broken || c.Status == 0 || c.Status >= 500:
 		return "8"

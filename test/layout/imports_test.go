@@ -26,8 +26,15 @@ var allowed = map[string][]string{
 	"gateway/auth":         {"gateway/config"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
-	"gateway/federation":   {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},
-	"gateway/storedquery":  {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health"},
+	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/config",
+		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery"},
+	"gateway/storedquery": {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health", "gateway/outbound"},
+	// The parts the data plane is built from (split out of gateway/federation).
+	"gateway/fhir":        {},
+	"gateway/outbound":    {"gateway/dependencies"},
+	"gateway/proxy":       {"gateway/fhir", "gateway/scrub"},
+	"gateway/searchquery": {"gateway/fhir", "gateway/proxy"},
+	"gateway/calllimit":   {"gateway/config", "gateway/fhir", "gateway/proxy"},
 	// The API is types only (api_test.go, TestTheAPIIsTypesOnly); what maps a spec
 	// onto the gateway is internal/gatewayspec, the webhook serving it internal/webhook.
 	"api/v1alpha1":         {},
@@ -39,7 +46,7 @@ var allowed = map[string][]string{
 	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle", "internal/gatewayspec", "internal/webhook"},
 
 	// The bindings (gateway/bindings/<binding>/...).
-	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},
+	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health", "gateway/outbound", "gateway/scrub"},
 	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool",
 		"gateway/config", "gateway/dependencies", "gateway/health"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
@@ -48,9 +55,9 @@ var allowed = map[string][]string{
 	"gateway/bindings/pdqm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/authzen":       {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/xcpd":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
-	"gateway/bindings/pmir":          {"gateway/auth", "gateway/bindings", "gateway/config", "gateway/dependencies"},
+	"gateway/bindings/pmir":          {"gateway/auth", "gateway/bindings", "gateway/config", "gateway/dependencies", "gateway/fhir"},
 	"gateway/bindings/patient": {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm",
-		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies", "gateway/scrub"},
+		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies", "gateway/fhir", "gateway/scrub"},
 	"gateway/bindings/mcsd": {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 }
 

@@ -152,6 +152,14 @@ func Event(a Access, src Source, eventID string) ([]byte, error) {
 	b = appendString(b, action)
 	b = append(b, `,"recorded":"`...)
 	b = a.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = appendAgents(b, a, observer)
+	b = appendSourceAndEntity(b, a, src, observer)
+	return b, nil
+}
+
+// appendAgents appends the event's agents to b: the client (Source Role ID), the
+// gateway (Application) and each member asked (Destination Role ID).
+func appendAgents(b []byte, a Access, observer string) []byte {
 	b = append(b, `","agent":[{"type":{"coding":[{"system":"`+systemDCM+`","code":"110153","display":"Source Role ID"}]},"who":{`...)
 	if a.Subject != "" {
 		b = append(b, `"identifier":{`...)
@@ -182,6 +190,12 @@ func Event(a Access, src Source, eventID string) ([]byte, error) {
 		b = appendString(b, m)
 		b = append(b, `}},"requestor":false}`...)
 	}
+	return b
+}
+
+// appendSourceAndEntity appends the event's source (the observer) and its entity
+// (what was read: a query, or a path) to b, closing the event.
+func appendSourceAndEntity(b []byte, a Access, src Source, observer string) []byte {
 	b = append(b, `],"source":{`...)
 	if src.Site != "" {
 		b = append(b, `"site":`...)
@@ -211,7 +225,7 @@ func Event(a Access, src Source, eventID string) ([]byte, error) {
 		b = append(b, '"')
 	}
 	b = append(b, `}]}`...)
-	return b, nil
+	return b
 }
 
 // eventSize is a bound of an event's length for the usual values (no escaping), so

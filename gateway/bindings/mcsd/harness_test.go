@@ -26,6 +26,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -295,7 +296,7 @@ func (g *gateway) asked() []string {
 	}
 	var ids []string
 	for _, r := range b.Meta.Federation {
-		if r.Outcome == federation.OK {
+		if r.Outcome == outbound.OK {
 			ids = append(ids, r.ID)
 		}
 	}

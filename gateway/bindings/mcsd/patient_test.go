@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
 	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
@@ -117,7 +118,7 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 			continue
 		}
 		if ref, want := asked[id]; want {
-			if r.Outcome != federation.OK || int64(m.Requests()) != before[id]+1 {
+			if r.Outcome != outbound.OK || int64(m.Requests()) != before[id]+1 {
 				g.t.Errorf("member %s: outcome %q, asked %d times, want asked once", id, r.Outcome, int64(m.Requests())-before[id])
 				continue
 			}
@@ -130,7 +131,7 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 		if int64(m.Requests()) != before[id] {
 			g.t.Errorf("member %s was asked, want it excluded by %s", id, excluded[id])
 		}
-		if r.Outcome != federation.Excluded || r.ExcludedBy != excluded[id] {
+		if r.Outcome != outbound.Excluded || r.ExcludedBy != excluded[id] {
 			g.t.Errorf("member %s: outcome %q excluded_by %q, want excluded by %q", id, r.Outcome, r.ExcludedBy, excluded[id])
 		}
 	}

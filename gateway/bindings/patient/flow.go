@@ -61,6 +61,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/xcpd"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
@@ -297,26 +298,9 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		return Plan{}, true, &Refusal{Param: s.Name, Diagnostics: "the resolver and the consent pre-filter know the patient by identifier: name it as patient.identifier=system|value"}
 	}
 	if f.demographics != nil {
-		res, err := f.demographics.Lookup(ctx, pdqm.Criteria{System: s.System, Value: s.Value, ID: s.ID})
-		if err != nil {
-			return f.failed(ByDemographics, s, err), true, nil
-		}
-		switch res.Kind {
-		case pdqm.NoMatch:
-			return excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "not-found",
-				Diagnostics: "no patient matches the search's " + s.Name + " at the demographics supplier: no member was asked"}), true, nil
-		case pdqm.Ambiguous:
-			return excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "multiple-matches",
-				Diagnostics: "more than one patient matches the search's " + s.Name + " at the demographics supplier: no member was asked; name the patient by an identifier that is unique"}), true, nil
-		}
-		if !s.Identified() {
-			if len(res.Identifiers) == 0 && (f.resolver != nil || f.consent != nil) {
-				return f.failed(ByDemographics, s, &bindings.Failure{Status: http.StatusBadGateway, Code: "transient",
-					Diagnostics: "the demographics match carries no identifier the resolver or the consent pre-filter could be asked with"}), true, nil
-			}
-			if len(res.Identifiers) > 0 {
-				system, value = res.Identifiers[0].System, res.Identifiers[0].Value
-			}
+		var done *Plan
+		if system, value, done = f.identify(ctx, s, candidates); done != nil {
+			return *done, true, nil
 		}
 	}
 	if f.resolver != nil {
@@ -324,8 +308,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		if err != nil {
 			return f.failed(ByResolver, s, err), true, nil
 		}
-		var kept []string
-		for _, id := range candidates {
+		candidates = plan.keep(candidates, ByResolver, func(id string) bool {
 			domain, ok := keys.domain[id]
 			local, mapped := mapping[domain]
 			if ok && domain == system {
@@ -333,14 +316,12 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 				// never echoes.
 				local, mapped = value, true
 			}
-			if !ok || !mapped || !validID(local) {
-				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByResolver})
-				continue
+			if !ok || !mapped || !fhir.ValidID(local) {
+				return false
 			}
 			asks[id] = s.memberParam(local)
-			kept = append(kept, id)
-		}
-		candidates = kept
+			return true
+		})
 	}
 	if f.consent != nil && len(candidates) > 0 {
 		permitted, err := f.consent.Evaluate(ctx, authzen.Request{Issuer: q.Issuer, Subject: q.Subject, PatientSystem: system, PatientValue: value,
@@ -348,31 +329,61 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 		if err != nil {
 			return f.failed(ByConsent, s, err), true, nil
 		}
-		var kept []string
-		for _, id := range candidates {
-			if !permitted[id] {
-				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByConsent})
-				continue
-			}
-			kept = append(kept, id)
-		}
-		candidates = kept
+		candidates = plan.keep(candidates, ByConsent, func(id string) bool { return permitted[id] })
 	}
 	if holds := f.localize(ctx, keys, system, value, len(candidates) > 0); holds != nil {
-		var kept []string
-		for _, id := range candidates {
-			if !holds(id) {
-				plan.Excluded = append(plan.Excluded, Excluded{Member: id, By: ByLocalizer})
-				continue
-			}
-			kept = append(kept, id)
-		}
-		candidates = kept
+		candidates = plan.keep(candidates, ByLocalizer, holds)
 	}
 	for _, id := range candidates {
 		plan.Asks = append(plan.Asks, Ask{Member: id, Param: asks[id]})
 	}
 	return plan, true, nil
+}
+
+// identify is the demographics step: the patient's identifier the later steps ask
+// by (the scope's own when it names one), or, in done, the plan when the step
+// decides the search (no match, more than one, a failure).
+func (f *Flow) identify(ctx context.Context, s Scope, candidates []string) (system, value string, done *Plan) {
+	system, value = s.System, s.Value
+	res, err := f.demographics.Lookup(ctx, pdqm.Criteria{System: s.System, Value: s.Value, ID: s.ID})
+	if err != nil {
+		p := f.failed(ByDemographics, s, err)
+		return "", "", &p
+	}
+	switch res.Kind {
+	case pdqm.NoMatch:
+		p := excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "not-found",
+			Diagnostics: "no patient matches the search's " + s.Name + " at the demographics supplier: no member was asked"})
+		return "", "", &p
+	case pdqm.Ambiguous:
+		p := excludeAll(s, candidates, ByDemographics, &NoMatch{Code: "multiple-matches",
+			Diagnostics: "more than one patient matches the search's " + s.Name + " at the demographics supplier: no member was asked; name the patient by an identifier that is unique"})
+		return "", "", &p
+	}
+	if !s.Identified() {
+		if len(res.Identifiers) == 0 && (f.resolver != nil || f.consent != nil) {
+			p := f.failed(ByDemographics, s, &bindings.Failure{Status: http.StatusBadGateway, Code: "transient",
+				Diagnostics: "the demographics match carries no identifier the resolver or the consent pre-filter could be asked with"})
+			return "", "", &p
+		}
+		if len(res.Identifiers) > 0 {
+			system, value = res.Identifiers[0].System, res.Identifiers[0].Value
+		}
+	}
+	return system, value, nil
+}
+
+// keep is the candidates ok keeps, in order; each one it drops is excluded by step.
+func (p *Plan) keep(candidates []string, step string, ok func(id string) bool) []string {
+	var kept []string
+	for _, id := range candidates {
+		if !ok(id) {
+			p.Excluded = append(p.Excluded, Excluded{Member: id, By: step})
+			continue
+		}
+		kept = append(kept, id)
+	}
+	return kept
 }
 
 // localize asks the localizer which members hold the patient; nil when it is not

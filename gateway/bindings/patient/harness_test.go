@@ -31,6 +31,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/crashfs"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -228,11 +229,11 @@ type answer struct {
 				} `json:"extension"`
 			} `json:"extension"`
 		} `json:"meta"`
-		Issue []federation.Issue `json:"issue"`
+		Issue []fhir.Issue `json:"issue"`
 		Entry []struct {
 			Resource struct {
-				ResourceType string             `json:"resourceType"`
-				Issue        []federation.Issue `json:"issue"`
+				ResourceType string       `json:"resourceType"`
+				Issue        []fhir.Issue `json:"issue"`
 			} `json:"resource"`
 		} `json:"entry"`
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
 // Limits of the patient a search names: it goes into every binding's query.
@@ -91,23 +93,10 @@ func referenceID(v string) (string, string) {
 		return "", "a patient-scoped search names the patient as Patient/<id> or by patient.identifier=system|value, never by a URL"
 	}
 	id := strings.TrimPrefix(v, "Patient/")
-	if !validID(id) {
+	if !fhir.ValidID(id) {
 		return "", "the patient reference must be Patient/<id> with a FHIR id (A-Z, a-z, 0-9, '-', '.', at most 64)"
 	}
 	return id, ""
-}
-
-// validID is FHIR's id type, [A-Za-z0-9\-.]{1,64}.
-func validID(id string) bool {
-	if len(id) < 1 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '.' {
-			return false
-		}
-	}
-	return true
 }
 
 func visible(s string) bool {

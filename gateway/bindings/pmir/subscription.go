@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
 // Subscription is what the gateway reads of an R4 Subscription.
@@ -85,12 +85,9 @@ func answerState(ex bindings.Exchange) (s dependencies.State, fault string, ok b
 	return "", "", true
 }
 
-// idPattern is FHIR's id.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
-
 // validID reports whether id is a FHIR id the gateway puts in a URL: "." and ".."
 // match FHIR's pattern but would name another path.
-func validID(id string) bool { return idPattern.MatchString(id) && strings.Trim(id, ".") != "" }
+func validID(id string) bool { return fhir.ValidID(id) && strings.Trim(id, ".") != "" }
 
 // adopt searches for subscriptions of this gateway a previous instance left: the
 // first in requested or active is held, every other is deleted. It returns false

@@ -26,6 +26,45 @@ const seqLimit = math.MaxUint64 >> 1
 // recover reads the folder: the cursor, the segments (truncating a torn tail,
 // quarantining corrupt records, unlinking stale segments) and the quarantine count.
 func (s *Spool) recover() error {
+	if err := s.makeDirs(); err != nil {
+		return err
+	}
+	entries, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("spool: read %s: %w", s.dir, err)
+	}
+	segs, maxName := s.listSegments(entries)
+	s.watermark = s.readCursor()
+	s.durableWM = s.watermark
+	slices.SortFunc(segs, func(a, b *segment) int {
+		switch {
+		case a.first < b.first:
+			return -1
+		case a.first > b.first:
+			return 1
+		}
+		return 0
+	})
+	for _, g := range segs {
+		if err := s.sizeSegment(g); err != nil {
+			s.problemf("segment %s: %v: left alone", g.name, err)
+			g.keep = true
+		}
+	}
+	kept, prev := s.scanSegments(segs)
+	s.segs = kept
+	s.leftover = s.report.Pending
+	s.leftoverMax = prev
+	s.nextSeq = max(prev, s.watermark, maxName) + 1
+	if len(kept) > 0 {
+		s.switchReaderLocked(kept[0])
+	}
+	s.quarantined = s.countQuarantine()
+	return nil
+}
+
+// makeDirs creates the spool's directory and its quarantine directory.
+func (s *Spool) makeDirs() error {
 	if err := s.fs.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("spool: create %s: %w", s.dir, err)
 	}
@@ -38,12 +77,13 @@ func (s *Spool) recover() error {
 			return fmt.Errorf("spool: create %s: %w", s.qdir, err)
 		}
 	}
-	entries, err := s.fs.ReadDir(s.dir)
-	if err != nil {
-		return fmt.Errorf("spool: read %s: %w", s.dir, err)
-	}
-	var segs []*segment
-	var maxName uint64
+	return nil
+}
+
+// listSegments sorts the spool directory's entries: the segment files found (in no
+// order), and the highest seq any segment's name gives, a file left alone included.
+// Everything else is set aside or reported.
+func (s *Spool) listSegments(entries []fs.DirEntry) (segs []*segment, maxName uint64) {
 	for _, e := range entries {
 		name := e.Name()
 		switch name {
@@ -72,31 +112,19 @@ func (s *Spool) recover() error {
 			}
 		}
 	}
-	s.watermark = s.readCursor()
-	s.durableWM = s.watermark
-	slices.SortFunc(segs, func(a, b *segment) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
-		}
-		return 0
-	})
-	for _, g := range segs {
-		if err := s.sizeSegment(g); err != nil {
-			s.problemf("segment %s: %v: left alone", g.name, err)
-			g.keep = true
-		}
-	}
+	return segs, maxName
+}
+
+// scanSegments scans the sized segments in order, counting what waits into
+// s.report.Pending and s.diskBytes: it returns the segments kept and the last seq
+// seen. An oversize segment is quarantined, a stale one removed.
+func (s *Spool) scanSegments(segs []*segment) (kept []*segment, prev uint64) {
 	lastWithData := -1
 	for i, g := range segs {
 		if g.size > 0 && !g.keep && !g.blank {
 			lastWithData = i
 		}
 	}
-	var prev uint64
-	var kept []*segment
 	var buf []byte
 	for i, g := range segs {
 		if g.keep {
@@ -127,15 +155,7 @@ func (s *Spool) recover() error {
 		kept = append(kept, g)
 		s.diskBytes += g.size
 	}
-	s.segs = kept
-	s.leftover = s.report.Pending
-	s.leftoverMax = prev
-	s.nextSeq = max(prev, s.watermark, maxName) + 1
-	if len(kept) > 0 {
-		s.switchReaderLocked(kept[0])
-	}
-	s.quarantined = s.countQuarantine()
-	return nil
+	return kept, prev
 }
 
 // readCursor is the durable watermark; 0 when the cursor is missing or unreadable

@@ -1,4 +1,4 @@
-package federation
+package proxy
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ const maxPathDecodings = 4
 // maxShownSegment bounds the segment an error message quotes back.
 const maxShownSegment = 64
 
-// memberPath normalises p, a path the gateway may send on to a member, and checks it:
+// CleanPath normalises p, a path the gateway may send on to a member, and checks it:
 // the path under {base}/nodes/{id}/fhir of a routed request, and the path under
 // {base}/fhir of a federated one, each as net/http decoded it (r.URL.Path). The
 // normalised path has no empty segment (runs of "/" are one) and is "" for the FHIR
@@ -33,7 +33,7 @@ const maxShownSegment = 64
 //
 // A dot segment would walk the member's URL out of its FHIR API (../admin), and a
 // member's own path cleaning is not the gateway's to rely on.
-func memberPath(p string) (string, error) {
+func CleanPath(p string) (string, error) {
 	if p == "" {
 		p = "/"
 	}
@@ -46,7 +46,7 @@ func memberPath(p string) (string, error) {
 		if seg == "" {
 			continue
 		}
-		if err := checkSegment(seg); err != nil {
+		if err := CheckSegment(seg); err != nil {
 			return "", err
 		}
 		b.WriteByte('/')
@@ -63,8 +63,8 @@ type pathError struct{ reason string }
 
 func (e pathError) Error() string { return e.reason }
 
-// checkSegment refuses a segment that is, or decodes to, a dot segment.
-func checkSegment(seg string) error {
+// CheckSegment refuses a segment that is, or decodes to, a dot segment.
+func CheckSegment(seg string) error {
 	s := seg
 	for decodings := 0; ; decodings++ {
 		for piece := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == '/' || r == '\\' }) {

@@ -1,4 +1,4 @@
-package federation
+package searchquery
 
 import (
 	"net/url"
@@ -26,20 +26,20 @@ func FuzzParseSearch(f *testing.F) {
 	}
 	const defCount, maxCount = config.DefaultCount, config.DefaultMaxCount
 	f.Fuzz(func(t *testing.T, raw string) {
-		q, qerr := parseSearch("Patient", raw, defCount, maxCount, config.DefaultMaxQueryBytes)
+		q, qerr := Parse("Patient", raw, defCount, maxCount, config.DefaultMaxQueryBytes)
 		if qerr != nil {
-			if qerr.status != 400 || len(qerr.outcome.Issue) == 0 || qerr.outcome.Issue[0].Diagnostics == "" {
-				t.Fatalf("a refusal of %q is %d %+v", raw, qerr.status, qerr.outcome)
+			if qerr.Status != 400 || len(qerr.Outcome.Issue) == 0 || qerr.Outcome.Issue[0].Diagnostics == "" {
+				t.Fatalf("a refusal of %q is %d %+v", raw, qerr.Status, qerr.Outcome)
 			}
 			return
 		}
 		if len(raw) > config.DefaultMaxQueryBytes {
 			t.Fatalf("a query of %d bytes was accepted", len(raw))
 		}
-		if q.count < 1 || q.count > maxCount {
-			t.Fatalf("%q resolved _count to %d", raw, q.count)
+		if q.Count < 1 || q.Count > maxCount {
+			t.Fatalf("%q resolved _count to %d", raw, q.Count)
 		}
-		mq := q.memberQuery()
+		mq := q.MemberQuery()
 		// Every byte is escaped to at most three, plus the gateway's own _count,
 		// _sort and _summary.
 		if len(mq) > 3*len(raw)+64 {
@@ -51,12 +51,12 @@ func FuzzParseSearch(f *testing.F) {
 		// The client's parameters, read again, are what they were: the member gets
 		// them re-escaped once, never altered (the gateway's own _count and _sort come
 		// on top, and may take a query of 100 parameters to 102).
-		kept := strings.Join(q.kept, "&")
-		again, aerr := parseSearch("Patient", kept, defCount, maxCount, 4*config.DefaultMaxQueryBytes)
+		kept := strings.Join(q.Kept, "&")
+		again, aerr := Parse("Patient", kept, defCount, maxCount, 4*config.DefaultMaxQueryBytes)
 		if aerr != nil {
-			t.Fatalf("the kept parameters %q of %q are refused: %+v", kept, raw, aerr.outcome)
+			t.Fatalf("the kept parameters %q of %q are refused: %+v", kept, raw, aerr.Outcome)
 		}
-		if strings.Join(again.kept, "&") != kept || again.summaryCount != q.summaryCount {
+		if strings.Join(again.Kept, "&") != kept || again.SummaryCount != q.SummaryCount {
 			t.Fatalf("%q reads as %+v, its kept parameters %q as %+v", raw, q, kept, again)
 		}
 	})

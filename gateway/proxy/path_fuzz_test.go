@@ -1,4 +1,4 @@
-package federation
+package proxy
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ func FuzzMemberPath(f *testing.F) {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		got, err := memberPath(p)
+		got, err := CleanPath(p)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatalf("memberPath(%q) refused without a reason", p)
@@ -24,9 +24,9 @@ func FuzzMemberPath(f *testing.F) {
 		if seg, ok := hiddenDotSegment(got); ok {
 			t.Fatalf("memberPath(%q) accepted %q, which holds the dot segment %q", p, got, seg)
 		}
-		again, err := memberPath(got)
+		again, err := CleanPath(got)
 		if err != nil || again != got {
-			t.Fatalf("memberPath(%q) = %q, but memberPath(%q) = %q, %v", p, got, got, again, err)
+			t.Fatalf("memberPath(%q) = %q, but CleanPath(%q) = %q, %v", p, got, got, again, err)
 		}
 		if got != "" && (!strings.HasPrefix(got, "/") || strings.Contains(got, "//")) {
 			t.Fatalf("memberPath(%q) = %q is not a normal form", p, got)
@@ -34,7 +34,7 @@ func FuzzMemberPath(f *testing.F) {
 	})
 }
 
-// hiddenDotSegment is the oracle, written apart from memberPath: it decodes the whole
+// hiddenDotSegment is the oracle, written apart from CleanPath: it decodes the whole
 // path again and again (as lenient a decoder as a member might run) and looks at every
 // segment of every decoding.
 func hiddenDotSegment(p string) (string, bool) {
@@ -53,7 +53,7 @@ func hiddenDotSegment(p string) (string, bool) {
 		}
 		p = next
 	}
-	return p, true // still decoding after 64 rounds: memberPath must not accept that
+	return p, true // still decoding after 64 rounds: CleanPath must not accept that
 }
 
 func lenientUnescape(s string) string {

@@ -1,4 +1,4 @@
-package federation
+package proxy
 
 import (
 	"net/http"
@@ -28,7 +28,7 @@ func TestCopyHeaders(t *testing.T) {
 			http.Header{"X-Keep": {"3"}}},
 		{"dropped headers are left behind",
 			http.Header{"Authorization": {"Bearer t"}, "Cookie": {"s=1"}, "Accept": {"a"}},
-			clientCredentials,
+			ClientCredentials,
 			http.Header{"Accept": {"a"}}},
 		{"a header without values stays without values",
 			http.Header{"User-Agent": nil},
@@ -37,7 +37,7 @@ func TestCopyHeaders(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dst := http.Header{}
-			copyHeaders(dst, c.src, c.drop...)
+			CopyHeaders(dst, c.src, c.drop...)
 			if !reflect.DeepEqual(dst, c.want) {
 				t.Fatalf("got %v, want %v", dst, c.want)
 			}
@@ -48,7 +48,7 @@ func TestCopyHeaders(t *testing.T) {
 func TestCopiedHeadersShareNoValues(t *testing.T) {
 	src := http.Header{"A": {"1"}, "B": {"2"}, "C": {"3", "4"}}
 	dst := http.Header{}
-	copyHeaders(dst, src)
+	CopyHeaders(dst, src)
 	// Appending to one copied header must neither write over another's value nor
 	// reach back into the source.
 	dst["A"] = append(dst["A"], "x")
@@ -65,13 +65,13 @@ func TestCopyingHeadersAllocatesOneArray(t *testing.T) {
 	src := http.Header{"Accept": {"a"}, "Accept-Encoding": {"gzip"}, "User-Agent": {"u"}, "Connection": {"keep-alive"}, "Authorization": {"t"}}
 	dst := http.Header{"Accept": nil, "Accept-Encoding": nil, "User-Agent": nil}
 	// The destination's keys exist already, so that the map does not grow: what is left
-	// is copyHeaders' own.
-	if n := testing.AllocsPerRun(100, func() { copyHeaders(dst, src, clientCredentials...) }); n > 2 {
+	// is CopyHeaders' own.
+	if n := testing.AllocsPerRun(100, func() { CopyHeaders(dst, src, ClientCredentials...) }); n > 2 {
 		t.Fatalf("copyHeaders allocates %v times per call, want at most 2 (the values, the Connection names)", n)
 	}
 }
 
-// readPrefix reads the whole body when it fits the buffer, else the buffer's worth
+// ReadPrefix reads the whole body when it fits the buffer, else the buffer's worth
 // (a chunked body one byte more, to tell), and fails a body shorter than announced.
 func TestReadPrefixReadsTheBodyOrItsBufferedPrefix(t *testing.T) {
 	cases := []struct {
@@ -93,7 +93,7 @@ func TestReadPrefixReadsTheBodyOrItsBufferedPrefix(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, whole, err := readPrefix(strings.NewReader(c.body), c.length, c.limit)
+			got, whole, err := ReadPrefix(strings.NewReader(c.body), c.length, c.limit)
 			if (err != nil) != c.fails || string(got) != c.want || whole != c.whole {
 				t.Fatalf("readPrefix = %q, whole %v, err %v; want %q, whole %v, fails %v", got, whole, err, c.want, c.whole, c.fails)
 			}

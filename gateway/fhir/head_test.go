@@ -1,4 +1,4 @@
-package federation
+package fhir
 
 import (
 	"encoding/json"
@@ -19,12 +19,12 @@ func TestReadHeadAgreesWithEncodingJSON(t *testing.T) {
 		`[]`,
 		`{"resourceType":7,"id":"1"}`,
 	} {
-		var want resourceHead
+		var want Head
 		err := json.Unmarshal([]byte(raw), &want)
 		wantOK := err == nil && want.ResourceType != ""
-		got, ok := readHead([]byte(raw))
+		got, ok := ReadHead([]byte(raw))
 		if ok != wantOK || (ok && got != want) {
-			t.Errorf("readHead(%s) = %+v, %v; encoding/json reads %+v, %v", raw, got, ok, want, wantOK)
+			t.Errorf("ReadHead(%s) = %+v, %v; encoding/json reads %+v, %v", raw, got, ok, want, wantOK)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package federation
+package fhir
 
 import (
 	"bytes"
@@ -7,22 +7,22 @@ import (
 	"strconv"
 )
 
-// scanPage reads a member's searchset page as decodePage does, without decoding it
+// ScanPage reads a member's searchset page as DecodePage does, without decoding it
 // into structs: the body is checked to be JSON once, then its top-level keys and its
 // entries' keys are walked, each entry's resource kept as a slice of the body.
 // Decoding every page whole (every resource copied, every value visited by
 // reflection) was most of the gateway's own cost of a federated page. A key written
-// with an escape sends the page to decodePage, which reads such keys.
+// with an escape sends the page to DecodePage, which reads such keys.
 //
-// A page of more than maxEntries entries is refused (errTooCostly) as soon as the
+// A page of more than maxEntries entries is refused (ErrTooManyEntries) as soon as the
 // one past it is seen: an answer of millions of `{}` is a few MiB of body, but every
 // entry kept would cost far more than its three bytes.
-func scanPage(body []byte, maxEntries int) (*memberPage, error) {
+func ScanPage(body []byte, maxEntries int) (*Page, error) {
 	if !json.Valid(body) {
 		return nil, errors.New("the member's answer is not JSON")
 	}
 	var resourceType, bundleType string
-	var pg memberPage
+	var pg Page
 	var links []byte
 	err := eachKey(body, func(key []byte, v []byte) error {
 		var err error
@@ -41,13 +41,13 @@ func scanPage(body []byte, maxEntries int) (*memberPage, error) {
 		return err
 	})
 	if errors.Is(err, errEscapedKey) {
-		return decodePage(body, maxEntries)
+		return DecodePage(body, maxEntries)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if resourceType != "Bundle" || bundleType != "searchset" || (pg.Total != nil && *pg.Total < 0) {
-		return nil, errNotASearchset
+		return nil, ErrNotASearchset
 	}
 	if links != nil && !bytes.Equal(links, []byte("null")) {
 		var ls []Link
@@ -56,14 +56,12 @@ func scanPage(body []byte, maxEntries int) (*memberPage, error) {
 		}
 		for _, l := range ls {
 			if l.Relation == "next" {
-				pg.next = l.URL
+				pg.Next = l.URL
 			}
 		}
 	}
 	return &pg, nil
 }
-
-var errMemberEntries = errTooCostly{"its page holds more entries than limits.max_member_entries"}
 
 // countElements is how many elements the array at v[0] (valid JSON) holds, counting
 // no further than limit+1.
@@ -71,14 +69,14 @@ func countElements(v []byte, limit int) int {
 	n := 0
 	_ = eachElement(v, func([]byte) error {
 		if n++; n > limit {
-			return errMemberEntries
+			return ErrTooManyEntries
 		}
 		return nil
 	})
 	return n
 }
 
-func scanEntries(v []byte, maxEntries int) ([]memberEntry, error) {
+func scanEntries(v []byte, maxEntries int) ([]Entry, error) {
 	if bytes.Equal(v, []byte("null")) {
 		return nil, nil
 	}
@@ -88,18 +86,18 @@ func scanEntries(v []byte, maxEntries int) ([]memberEntry, error) {
 	// Counted before anything is kept: the slice is then made once, of its size.
 	n := countElements(v, maxEntries)
 	if n > maxEntries {
-		return nil, errMemberEntries
+		return nil, ErrTooManyEntries
 	}
-	out := make([]memberEntry, 0, n)
+	out := make([]Entry, 0, n)
 	err := eachElement(v, func(el []byte) error {
 		if el[0] != '{' {
 			if bytes.Equal(el, []byte("null")) {
-				out = append(out, memberEntry{})
+				out = append(out, Entry{})
 				return nil
 			}
 			return errors.New("a Bundle.entry is not an object")
 		}
-		var e memberEntry
+		var e Entry
 		err := eachKey(el, func(key []byte, v []byte) error {
 			switch string(key) {
 			case "resource":
@@ -112,7 +110,7 @@ func scanEntries(v []byte, maxEntries int) ([]memberEntry, error) {
 				if v[0] != '{' {
 					return errors.New("a Bundle.entry.search is not an object")
 				}
-				e.Search = new(entrySearch)
+				e.Search = new(EntrySearch)
 				return eachKey(v, func(key []byte, v []byte) error {
 					var err error
 					switch string(key) {

@@ -1,4 +1,4 @@
-package federation
+package fhir
 
 import (
 	"bytes"
@@ -7,30 +7,30 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
-// pagesAgree reports whether scanPage and decodePage read body alike.
+// pagesAgree reports whether ScanPage and DecodePage read body alike.
 func pagesAgree(t *testing.T, body []byte) {
 	t.Helper()
 	if caseVariantKey(body) {
 		// FHIR's JSON keys are case-sensitive: "resourcetype" is no resourceType.
-		// encoding/json matches keys without case; scanPage, rightly, does not.
+		// encoding/json matches keys without case; ScanPage, rightly, does not.
 		return
 	}
-	want, werr := decodePage(body, config.DefaultMaxMemberEntries)
-	got, gerr := scanPage(body, config.DefaultMaxMemberEntries)
+	want, werr := DecodePage(body, config.DefaultMaxMemberEntries)
+	got, gerr := ScanPage(body, config.DefaultMaxMemberEntries)
 	if (werr != nil) != (gerr != nil) {
-		t.Fatalf("%s: decodePage error %v, scanPage error %v", body, werr, gerr)
+		t.Fatalf("%s: DecodePage error %v, ScanPage error %v", body, werr, gerr)
 	}
 	if werr != nil {
 		return
 	}
-	if (want.Total == nil) != (got.Total == nil) || (want.Total != nil && *want.Total != *got.Total) || want.next != got.next || len(want.Entry) != len(got.Entry) {
-		t.Fatalf("%s: decodePage %+v, scanPage %+v", body, want, got)
+	if (want.Total == nil) != (got.Total == nil) || (want.Total != nil && *want.Total != *got.Total) || want.Next != got.Next || len(want.Entry) != len(got.Entry) {
+		t.Fatalf("%s: DecodePage %+v, ScanPage %+v", body, want, got)
 	}
 	for i := range want.Entry {
 		w, g := want.Entry[i], got.Entry[i]
 		if !bytes.Equal(w.Resource, g.Resource) || (w.Search == nil) != (g.Search == nil) ||
 			(w.Search != nil && (w.Search.Mode != g.Search.Mode || !bytes.Equal(w.Search.Score, g.Search.Score))) {
-			t.Fatalf("%s: entry %d: decodePage %+v, scanPage %+v", body, i, w, g)
+			t.Fatalf("%s: entry %d: DecodePage %+v, ScanPage %+v", body, i, w, g)
 		}
 	}
 }
@@ -81,7 +81,7 @@ func TestScanPageReadsAPageAsDecodingItDoes(t *testing.T) {
 	}
 }
 
-// FuzzScanPage checks that scanPage reads every body as decodePage does.
+// FuzzScanPage checks that ScanPage reads every body as DecodePage does.
 func FuzzScanPage(f *testing.F) {
 	for _, s := range pageSeeds {
 		f.Add(s)
@@ -90,10 +90,10 @@ func FuzzScanPage(f *testing.F) {
 }
 
 func TestScanPageReadsKeysWithTheirCase(t *testing.T) {
-	if _, err := scanPage([]byte(`{"resourcetype":"Bundle","type":"searchset"}`), config.DefaultMaxMemberEntries); err == nil {
+	if _, err := ScanPage([]byte(`{"resourcetype":"Bundle","type":"searchset"}`), config.DefaultMaxMemberEntries); err == nil {
 		t.Fatal("a resourcetype key was read as resourceType")
 	}
-	pg, err := scanPage([]byte(`{"resourceType":"Bundle","type":"searchset","Entry":[{"resource":{}}]}`), config.DefaultMaxMemberEntries)
+	pg, err := ScanPage([]byte(`{"resourceType":"Bundle","type":"searchset","Entry":[{"resource":{}}]}`), config.DefaultMaxMemberEntries)
 	if err != nil || len(pg.Entry) != 0 {
 		t.Fatalf("an Entry key was read as entry: %+v %v", pg, err)
 	}

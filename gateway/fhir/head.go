@@ -1,14 +1,14 @@
-package federation
+package fhir
 
 import "encoding/json"
 
-// readHead reads a resource's resourceType and id, the two values every entry's
+// ReadHead reads a resource's resourceType and id, the two values every entry's
 // fullUrl needs, by walking the resource's top-level keys without decoding the rest:
 // decoding every resource of every page into a struct to read two strings was a
 // third of the gateway's own cost of a federated page. raw is valid JSON (the page it
 // came from was decoded). A value with an escape is left to encoding/json.
-func readHead(raw []byte) (resourceHead, bool) {
-	var h resourceHead
+func ReadHead(raw []byte) (Head, bool) {
+	var h Head
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return h, false
@@ -59,8 +59,8 @@ func readHead(raw []byte) (resourceHead, bool) {
 	}
 }
 
-func headByDecoding(raw []byte) (resourceHead, bool) {
-	var h resourceHead
+func headByDecoding(raw []byte) (Head, bool) {
+	var h Head
 	err := json.Unmarshal(raw, &h)
 	return h, err == nil && h.ResourceType != ""
 }

@@ -1,4 +1,4 @@
-package federation
+package searchquery
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ import (
 //
 // A resource without the value sorts after every resource with one, in either
 // direction; equal values keep the members' registry order.
-type sortKey struct {
+type SortKey struct {
 	name string
 	desc bool
 }
@@ -47,8 +47,8 @@ func SortKeys() []string {
 	return []string{"_id", "_lastUpdated", "birthdate", "family", "given", "date"}
 }
 
-// parseSort reads a _sort value; "" is no sort.
-func parseSort(resourceType, v string) ([]sortKey, error) {
+// ParseSort reads a _sort value; "" is no sort.
+func ParseSort(resourceType, v string) ([]SortKey, error) {
 	if v == "" {
 		return nil, nil
 	}
@@ -56,15 +56,15 @@ func parseSort(resourceType, v string) ([]sortKey, error) {
 	if len(parts) > maxSortKeys {
 		return nil, fmt.Errorf("_sort: at most %d keys", maxSortKeys)
 	}
-	keys := make([]sortKey, 0, len(parts))
+	keys := make([]SortKey, 0, len(parts))
 	for _, p := range parts {
-		k := sortKey{name: strings.TrimSpace(p)}
+		k := SortKey{name: strings.TrimSpace(p)}
 		if n, ok := strings.CutPrefix(k.name, "-"); ok {
 			k.name, k.desc = n, true
 		}
 		types, known := sortTypes[k.name]
 		if !known || (types != nil && !contains(types, resourceType)) {
-			return nil, fmt.Errorf("_sort: the gateway cannot merge %s results sorted by %q; it merges %s", resourceType, p, sortKeyDoc(resourceType))
+			return nil, fmt.Errorf("_sort: the gateway cannot merge %s results sorted by %q; it merges %s", resourceType, p, SortKeyDoc(resourceType))
 		}
 		keys = append(keys, k)
 	}
@@ -80,7 +80,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func sortKeyDoc(resourceType string) string {
+func SortKeyDoc(resourceType string) string {
 	var ok []string
 	for _, k := range SortKeys() {
 		if t := sortTypes[k]; t == nil || contains(t, resourceType) {
@@ -111,19 +111,19 @@ type sortFields struct {
 	} `json:"period"`
 }
 
-// sortValue is one key's value of one resource: text, or a time in Unix
+// SortValue is one key's value of one resource: text, or a time in Unix
 // nanoseconds; ok is false when the resource has none.
-type sortValue struct {
+type SortValue struct {
 	text string
 	at   int64
 	ok   bool
 }
 
-// sortValues reads the keys' values from a resource.
-func sortValues(resource json.RawMessage, keys []sortKey) []sortValue {
+// SortValues reads the keys' values from a resource.
+func SortValues(resource json.RawMessage, keys []SortKey) []SortValue {
 	var f sortFields
 	_ = json.Unmarshal(resource, &f) // a resource without the fields sorts last
-	out := make([]sortValue, len(keys))
+	out := make([]SortValue, len(keys))
 	for i, k := range keys {
 		switch k.name {
 		case "_id":
@@ -156,14 +156,14 @@ func firstOf(vs ...string) string {
 	return ""
 }
 
-func textValue(s string, fold bool) sortValue {
+func textValue(s string, fold bool) SortValue {
 	if s == "" {
-		return sortValue{}
+		return SortValue{}
 	}
 	if fold {
 		s = strings.ToLower(s)
 	}
-	return sortValue{text: s, ok: true}
+	return SortValue{text: s, ok: true}
 }
 
 // dateLayouts are FHIR's date, dateTime and instant forms, most precise first.
@@ -171,21 +171,21 @@ var dateLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", time.DateOnl
 
 // timeValue reads a FHIR date, dateTime or instant. A partial date sorts at its
 // start ("2020" with 2020-01-01); a value without a zone is taken as UTC.
-func timeValue(s string) sortValue {
+func timeValue(s string) SortValue {
 	if s == "" {
-		return sortValue{}
+		return SortValue{}
 	}
 	for _, l := range dateLayouts {
 		if t, err := time.Parse(l, s); err == nil {
-			return sortValue{at: t.UnixNano(), ok: true}
+			return SortValue{at: t.UnixNano(), ok: true}
 		}
 	}
-	return sortValue{}
+	return SortValue{}
 }
 
-// compareValues orders two resources' values by the keys: negative when a comes
+// CompareValues orders two resources' values by the keys: negative when a comes
 // first. A missing value comes last whatever the direction.
-func compareValues(keys []sortKey, a, b []sortValue) int {
+func CompareValues(keys []SortKey, a, b []SortValue) int {
 	for i, k := range keys {
 		x, y := a[i], b[i]
 		switch {

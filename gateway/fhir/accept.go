@@ -1,14 +1,13 @@
-package federation
+package fhir
 
 import (
-	"errors"
 	"mime"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
-
-var errNotASearchset = errors.New("not a searchset Bundle")
 
 // xmlTypes are the media types of FHIR XML.
 var xmlTypes = []string{"application/fhir+xml", "application/xml+fhir", "application/xml", "text/xml", "xml"}
@@ -16,20 +15,20 @@ var xmlTypes = []string{"application/fhir+xml", "application/xml+fhir", "applica
 // jsonTypes are the media types (and _format values) of FHIR JSON.
 var jsonTypes = []string{"application/fhir+json", "application/json+fhir", "application/json", "json", "*/*", "application/*"}
 
-// acceptable reports whether the client can take FHIR JSON (docs/data-plane.md: the data
+// Acceptable reports whether the client can take FHIR JSON (docs/data-plane.md: the data
 // plane is JSON, XML is a 406). _format wins over Accept, as FHIR says. anyType makes
 // only an XML-only request unacceptable (the routed path, where a member may answer
 // a Binary of any type); otherwise an Accept must allow JSON.
-func acceptable(r *http.Request, anyType bool) bool {
+func Acceptable(r *http.Request, anyType bool) bool {
 	if f := formatParam(r.URL.RawQuery); f != "" {
 		mt := strings.ToLower(strings.TrimSpace(f))
 		if base, _, err := mime.ParseMediaType(mt); err == nil {
 			mt = base
 		}
-		if contains(xmlTypes, mt) {
+		if slices.Contains(xmlTypes, mt) {
 			return false
 		}
-		return anyType || contains(jsonTypes, mt)
+		return anyType || slices.Contains(jsonTypes, mt)
 	}
 	accept := r.Header.Values("Accept")
 	if len(accept) == 0 {
@@ -53,9 +52,9 @@ func acceptable(r *http.Request, anyType bool) bool {
 				}
 			}
 			switch {
-			case contains(jsonTypes, mt):
+			case slices.Contains(jsonTypes, mt):
 				return true
-			case contains(xmlTypes, mt):
+			case slices.Contains(xmlTypes, mt):
 				sawXML = true
 			default:
 				sawOther = true
@@ -76,7 +75,7 @@ func formatParam(raw string) string {
 	}
 	for pair := range strings.SplitSeq(raw, "&") {
 		if v, ok := strings.CutPrefix(pair, "_format="); ok {
-			if u, err := unescape(v); err == nil {
+			if u, err := url.QueryUnescape(v); err == nil {
 				return u
 			}
 			return v
@@ -85,19 +84,20 @@ func formatParam(raw string) string {
 	return ""
 }
 
-var notAcceptable = operationOutcome("not-supported", "the data plane answers FHIR JSON only (application/fhir+json); XML is not supported")
+var NotAcceptable = Outcome("not-supported", "the data plane answers FHIR JSON only (application/fhir+json); XML is not supported")
 
-// gatewayBase is the gateway's base URL as the client reached it: the scheme of the
+// MethodNotAllowed answers 405 for route, which answers allow only.
+func MethodNotAllowed(w http.ResponseWriter, allow, route string) {
+	w.Header().Set("Allow", allow)
+	Write(w, http.StatusMethodNotAllowed, Outcome("not-supported", route+" answers "+allow+" only"))
+}
+
+// GatewayBase is the gateway's base URL as the client reached it: the scheme of the
 // connection, the Host it asked for, server.base_path.
-func gatewayBase(r *http.Request, basePath string) string {
+func GatewayBase(r *http.Request, basePath string) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host + strings.TrimSuffix(basePath, "/")
-}
-
-func methodNotAllowed(w http.ResponseWriter, allow, route string) {
-	w.Header().Set("Allow", allow)
-	writeFHIR(w, http.StatusMethodNotAllowed, operationOutcome("not-supported", route+" answers "+allow+" only"))
 }

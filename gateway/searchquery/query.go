@@ -1,10 +1,12 @@
-package federation
+package searchquery
 
 import (
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
 // Query limits: every input bounded.
@@ -13,41 +15,41 @@ const (
 	maxQueryParams = 100
 )
 
-// searchQuery is a federated search as the client asked it.
-type searchQuery struct {
-	// kept are the parameters sent to every member as they came, each "name=value"
+// Query is a federated search as the client asked it.
+type Query struct {
+	// Kept are the parameters sent to every member as they came, each "name=value"
 	// re-escaped, in the client's order.
-	kept []string
-	// count is the page size: _count, or federation.default_count, at most
+	Kept []string
+	// Count is the page size: _count, or federation.default_count, at most
 	// federation.max_count.
-	count int
-	// sortRaw is _sort as given, sort the same parsed.
-	sortRaw string
-	sort    []sortKey
-	// summaryCount is _summary=count (or _count=0): totals only.
-	summaryCount bool
-	// page is the continuation token of a next link, "" on a first page.
-	page string
+	Count int
+	// SortRaw is _sort as given, Sort the same parsed.
+	SortRaw string
+	Sort    []SortKey
+	// SummaryCount is _summary=count (or _count=0): totals only.
+	SummaryCount bool
+	// Page is the continuation token of a next link, "" on a first page.
+	Page string
 }
 
-// queryError is a refused query: the OperationOutcome says which parameter and why.
-type queryError struct {
-	status  int
-	outcome OperationOutcome
+// Error is a refused query: the OperationOutcome says which parameter and why.
+type Error struct {
+	Status  int
+	Outcome fhir.OperationOutcome
 }
 
-func badParam(param, format string, args ...any) *queryError {
-	return &queryError{status: 400, outcome: paramOutcome("invalid", param, fmt.Sprintf(format, args...))}
+func badParam(param, format string, args ...any) *Error {
+	return &Error{Status: 400, Outcome: fhir.ParamOutcome("invalid", param, fmt.Sprintf(format, args...))}
 }
 
-// parseSearch reads a search query (the URL's, or a form body joined to it). It keeps
+// Parse reads a search query (the URL's, or a form body joined to it). It keeps
 // the order of the client's parameters; the gateway's own (_count, _sort, _page,
 // _format) are taken out and resolved.
 //
 // maxQueryBytes is limits.max_query_bytes: the URL's query alone was held to it
 // before (414), this holds the query and a form body joined.
-func parseSearch(resourceType, raw string, defCount, maxCount, maxQueryBytes int) (searchQuery, *queryError) {
-	q := searchQuery{count: defCount}
+func Parse(resourceType, raw string, defCount, maxCount, maxQueryBytes int) (Query, *Error) {
+	q := Query{Count: defCount}
 	if len(raw) > maxQueryBytes {
 		return q, badParam("(query)", "the query is longer than %d bytes", maxQueryBytes)
 	}
@@ -77,36 +79,36 @@ func parseSearch(resourceType, raw string, defCount, maxCount, maxQueryBytes int
 				return q, badParam("_count", "_count must be a whole number from 0 (totals only) to %d, not %q", maxCount, value)
 			}
 			if c == 0 {
-				q.summaryCount = true
+				q.SummaryCount = true
 			}
-			q.count = min(max(c, 1), maxCount)
+			q.Count = min(max(c, 1), maxCount)
 		case "_sort":
 			if seenSort {
 				return q, badParam("_sort", "_sort is given more than once")
 			}
 			seenSort = true
-			keys, err := parseSort(resourceType, value)
+			keys, err := ParseSort(resourceType, value)
 			if err != nil {
-				return q, &queryError{status: 400, outcome: paramOutcome("not-supported", "_sort", err.Error())}
+				return q, &Error{Status: 400, Outcome: fhir.ParamOutcome("not-supported", "_sort", err.Error())}
 			}
-			q.sortRaw, q.sort = value, keys
+			q.SortRaw, q.Sort = value, keys
 		case "_page":
 			if seenPage {
 				return q, badParam("_page", "_page is given more than once")
 			}
 			seenPage = true
-			q.page = value
+			q.Page = value
 		case "_format":
 			// The gateway asks its members for JSON; an XML _format was refused before.
 		default:
 			if name == "_summary" && value == "count" {
-				q.summaryCount = true
+				q.SummaryCount = true
 			}
-			q.kept = append(q.kept, escapeQuery(name)+"="+escapeQuery(value))
+			q.Kept = append(q.Kept, EscapeQuery(name)+"="+EscapeQuery(value))
 		}
 	}
-	if q.summaryCount && !containsPair(q.kept, "_summary=count") {
-		q.kept = append(q.kept, "_summary=count")
+	if q.SummaryCount && !containsPair(q.Kept, "_summary=count") {
+		q.Kept = append(q.Kept, "_summary=count")
 	}
 	return q, nil
 }
@@ -120,22 +122,22 @@ func containsPair(kept []string, p string) bool {
 	return false
 }
 
-// memberQuery is the query a first page sends to every member: the kept parameters,
+// MemberQuery is the query a first page sends to every member: the kept parameters,
 // then _count and _sort as the gateway resolved them.
-func (q searchQuery) memberQuery() string {
-	parts := append([]string(nil), q.kept...)
-	if !q.summaryCount {
-		parts = append(parts, "_count="+strconv.Itoa(q.count))
+func (q Query) MemberQuery() string {
+	parts := append([]string(nil), q.Kept...)
+	if !q.SummaryCount {
+		parts = append(parts, "_count="+strconv.Itoa(q.Count))
 	}
-	if q.sortRaw != "" {
-		parts = append(parts, "_sort="+escapeQuery(q.sortRaw))
+	if q.SortRaw != "" {
+		parts = append(parts, "_sort="+EscapeQuery(q.SortRaw))
 	}
 	return strings.Join(parts, "&")
 }
 
 // escapeQuery escapes a query name or value for a URL, leaving readable the
 // characters FHIR searches are made of (":", ",", "|", "$", "/", "@").
-func escapeQuery(s string) string {
+func EscapeQuery(s string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
 	b.Grow(len(s))
@@ -153,5 +155,3 @@ func escapeQuery(s string) string {
 	}
 	return b.String()
 }
-
-func unescape(s string) (string, error) { return url.QueryUnescape(s) }

@@ -1,4 +1,4 @@
-package federation
+package searchquery
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
 )
 
 // The continuation token of a federated search's next link (docs/data-plane.md): each
@@ -30,7 +33,7 @@ const (
 	MaxPageTokenBytes = 8192
 	// maxCursorBytes bounds one member's cursor; a member whose next link is longer
 	// stops being paged.
-	maxCursorBytes = 2048
+	MaxCursorBytes = 2048
 	// maxOffset bounds a position's offset: the entries of one member page already
 	// served (a member may answer more than the _count it was asked for).
 	maxOffset = 1 << 20
@@ -38,8 +41,8 @@ const (
 	tokenContext = "ferrofed-page-token-v1\x00"
 )
 
-// pageToken is a continuation token's content.
-type pageToken struct {
+// Token is a continuation token's content.
+type Token struct {
 	V int `json:"v"`
 	// Type is the searched resource type.
 	Type string `json:"t"`
@@ -51,10 +54,10 @@ type pageToken struct {
 	Total *int `json:"tot,omitempty"`
 	// Members are the positions of the members that have more to give, in registry
 	// order.
-	Members []tokenMember `json:"m"`
+	Members []TokenMember `json:"m"`
 }
 
-type tokenMember struct {
+type TokenMember struct {
 	ID     string `json:"id"`
 	Cursor string `json:"c"`
 	Offset int    `json:"o,omitempty"`
@@ -63,11 +66,11 @@ type tokenMember struct {
 	Remaining *int `json:"r,omitempty"`
 }
 
-// tokenKey signs and checks tokens.
-type tokenKey []byte
+// Key signs and checks tokens.
+type Key []byte
 
-// newRandomKey makes a key for a process that was given none.
-func newRandomKey() (tokenKey, error) {
+// NewKey makes a key for a process that was given none.
+func NewKey() (Key, error) {
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
 		return nil, err
@@ -75,7 +78,8 @@ func newRandomKey() (tokenKey, error) {
 	return k, nil
 }
 
-func (k tokenKey) mac(payload string) []byte {
+// MAC is the HMAC-SHA256 of payload under k, bound to this use of the key.
+func (k Key) MAC(payload string) []byte {
 	h := hmac.New(sha256.New, k)
 	h.Write([]byte(tokenContext))
 	h.Write([]byte(payload))
@@ -84,26 +88,26 @@ func (k tokenKey) mac(payload string) []byte {
 
 var errTokenTooLong = errors.New("the continuation token would be longer than the gateway accepts")
 
-// encode signs t: base64url(JSON) "." base64url(HMAC-SHA256).
-func (k tokenKey) encode(t pageToken) (string, error) {
+// Encode signs t: base64url(JSON) "." base64url(HMAC-SHA256).
+func (k Key) Encode(t Token) (string, error) {
 	t.V = tokenVersion
 	body, err := json.Marshal(t)
 	if err != nil {
 		return "", err
 	}
 	payload := base64.RawURLEncoding.EncodeToString(body)
-	tok := payload + "." + base64.RawURLEncoding.EncodeToString(k.mac(payload))
+	tok := payload + "." + base64.RawURLEncoding.EncodeToString(k.MAC(payload))
 	if len(tok) > MaxPageTokenBytes {
 		return "", errTokenTooLong
 	}
 	return tok, nil
 }
 
-// encodeFitting signs t with as many of its members, in registry order, as a token of
+// EncodeFitting signs t with as many of its members, in registry order, as a token of
 // at most MaxPageTokenBytes can carry, and returns the members left out (none when
 // all fit). It fails only when not even one member fits, or on an encoding error.
-func (k tokenKey) encodeFitting(t pageToken) (string, []tokenMember, error) {
-	tok, err := k.encode(t)
+func (k Key) EncodeFitting(t Token) (string, []TokenMember, error) {
+	tok, err := k.Encode(t)
 	if !errors.Is(err, errTokenTooLong) {
 		return tok, nil, err
 	}
@@ -113,7 +117,7 @@ func (k tokenKey) encodeFitting(t pageToken) (string, []tokenMember, error) {
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
 		t.Members = all[:mid]
-		if _, err := k.encode(t); err == nil {
+		if _, err := k.Encode(t); err == nil {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -123,78 +127,78 @@ func (k tokenKey) encodeFitting(t pageToken) (string, []tokenMember, error) {
 		return "", nil, errTokenTooLong
 	}
 	t.Members = all[:lo]
-	tok, err = k.encode(t)
+	tok, err = k.Encode(t)
 	return tok, all[lo:], err
 }
 
-// errBadToken is every refused token's error: which check failed is the gateway's
+// BadToken is every refused token's error: which check failed is the gateway's
 // business, not a forger's.
-type errBadToken struct{ reason string }
+type BadToken struct{ Reason string }
 
-func (e errBadToken) Error() string { return "the _page continuation token is not valid: " + e.reason }
+func (e BadToken) Error() string { return "the _page continuation token is not valid: " + e.Reason }
 
-// decode checks a token's size, MAC and content and returns it. Its members are
-// checked against reg: each is configured, named once, with a cursor that stays
-// under its base.
-func (k tokenKey) decode(tok string, reg *registry, maxCount int) (pageToken, error) {
-	var t pageToken
+// Decode checks a token's size, MAC and content and returns it. Its members are
+// checked against the registry's (members of them; known tells whether an id is
+// one): each is configured, named once, with a cursor that stays under its base.
+func (k Key) Decode(tok string, members int, known func(id string) bool, maxCount int) (Token, error) {
+	var t Token
 	if len(tok) > MaxPageTokenBytes {
-		return t, errBadToken{"it is longer than " + fmt.Sprint(MaxPageTokenBytes) + " bytes"}
+		return t, BadToken{"it is longer than " + fmt.Sprint(MaxPageTokenBytes) + " bytes"}
 	}
 	payload, sig, ok := strings.Cut(tok, ".")
 	if !ok {
-		return t, errBadToken{"it is malformed"}
+		return t, BadToken{"it is malformed"}
 	}
 	mac, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(mac, k.mac(payload)) {
-		return t, errBadToken{"it was not made by this gateway (or was altered)"}
+	if err != nil || !hmac.Equal(mac, k.MAC(payload)) {
+		return t, BadToken{"it was not made by this gateway (or was altered)"}
 	}
 	body, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil {
-		return t, errBadToken{"it is malformed"}
+		return t, BadToken{"it is malformed"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&t); err != nil {
-		return t, errBadToken{"it is malformed"}
+		return t, BadToken{"it is malformed"}
 	}
 	switch {
 	case t.V != tokenVersion:
-		return t, errBadToken{"it is of another version"}
-	case !ValidResourceType(t.Type):
-		return t, errBadToken{"it names no resource type"}
+		return t, BadToken{"it is of another version"}
+	case !fhir.ValidResourceType(t.Type):
+		return t, BadToken{"it names no resource type"}
 	case t.Count < 1 || t.Count > maxCount:
-		return t, errBadToken{"its page size is out of range"}
+		return t, BadToken{"its page size is out of range"}
 	case t.Total != nil && *t.Total < 0:
-		return t, errBadToken{"its total is negative"}
-	case len(t.Members) == 0 || len(t.Members) > len(reg.members):
-		return t, errBadToken{"it names no or too many members"}
+		return t, BadToken{"its total is negative"}
+	case len(t.Members) == 0 || len(t.Members) > members:
+		return t, BadToken{"it names no or too many members"}
 	}
-	if _, err := parseSort(t.Type, t.Sort); err != nil {
-		return t, errBadToken{"its sort is not supported"}
+	if _, err := ParseSort(t.Type, t.Sort); err != nil {
+		return t, BadToken{"its sort is not supported"}
 	}
 	seen := make(map[string]bool, len(t.Members))
 	for _, m := range t.Members {
-		if _, ok := reg.byID[m.ID]; !ok || seen[m.ID] {
-			return t, errBadToken{"it names a member that is not configured"}
+		if !known(m.ID) || seen[m.ID] {
+			return t, BadToken{"it names a member that is not configured"}
 		}
 		seen[m.ID] = true
 		if m.Remaining != nil && *m.Remaining < 0 {
-			return t, errBadToken{"it holds a negative count"}
+			return t, BadToken{"it holds a negative count"}
 		}
-		if !validCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxOffset {
-			return t, errBadToken{"it holds a position that is not under a member's base"}
+		if !ValidCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxOffset {
+			return t, BadToken{"it holds a position that is not under a member's base"}
 		}
 	}
 	return t, nil
 }
 
-// validCursor reports whether c is a path and query that, joined to a member's base,
+// ValidCursor reports whether c is a path and query that, joined to a member's base,
 // stays under it: an absolute path without dot segments (raw, percent-encoded or
 // behind a ";" parameter), no authority, no fragment, no backslash, nothing outside
 // printable ASCII.
-func validCursor(c string) bool {
-	if len(c) < 2 || len(c) > maxCursorBytes || c[0] != '/' || c[1] == '/' {
+func ValidCursor(c string) bool {
+	if len(c) < 2 || len(c) > MaxCursorBytes || c[0] != '/' || c[1] == '/' {
 		return false
 	}
 	for i := 0; i < len(c); i++ {
@@ -207,46 +211,32 @@ func validCursor(c string) bool {
 	if err != nil {
 		return false
 	}
-	// The rule of every path sent to a member (memberPath): no dot segment, bare,
+	// The rule of every path sent to a member (proxy.CleanPath): no dot segment, bare,
 	// behind a ";" parameter or percent-encoded, once or more.
 	for seg := range strings.SplitSeq(path[1:], "/") {
-		if checkSegment(seg) != nil {
+		if proxy.CheckSegment(seg) != nil {
 			return false
 		}
 	}
 	return !strings.Contains(dec, "\\") && !strings.HasPrefix(dec, "//")
 }
 
-// cursorOf reduces a member's next link to a cursor under m's base: same scheme and
-// host, a path under the base's. It reports false for a link anywhere else.
-func cursorOf(m *member, link string) (string, bool) {
-	u, err := url.Parse(link)
-	if err != nil || u.Fragment != "" || u.User != nil {
-		return "", false
+// UnlinkedOutcome is the warning of a page whose next link could not carry every
+// member's position: the members left out have more matches that following next will
+// not return, and the client is told which.
+func UnlinkedOutcome(left []TokenMember) fhir.OperationOutcome {
+	const named = 20
+	ids := make([]string, 0, min(len(left), named))
+	for _, m := range left[:min(len(left), named)] {
+		ids = append(ids, m.ID)
 	}
-	if !strings.EqualFold(u.Scheme, m.base.Scheme) || !strings.EqualFold(u.Host, m.base.Host) {
-		return "", false
+	list := strings.Join(ids, ", ")
+	if len(left) > named {
+		list += fmt.Sprintf(" and %d more", len(left)-named)
 	}
-	base := strings.TrimSuffix(m.base.EscapedPath(), "/")
-	rest, ok := strings.CutPrefix(u.EscapedPath(), base)
-	if !ok || !strings.HasPrefix(rest, "/") {
-		return "", false
-	}
-	c := rest
-	if u.RawQuery != "" {
-		c += "?" + u.RawQuery
-	}
-	if !validCursor(c) {
-		return "", false
-	}
-	return c, true
-}
-
-// cursorURL is the member URL of a cursor: its base joined with the cursor as it is
-// (already escaped).
-func (m *member) cursorURL(c string) string {
-	u := *m.base
-	u.RawQuery = ""
-	u.Fragment = ""
-	return strings.TrimSuffix(u.String(), "/") + c
+	return fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
+		Severity: "warning", Code: "too-costly",
+		Diagnostics: fmt.Sprintf("the next link cannot carry the position of every member that has more (a continuation token is at most %d bytes): "+
+			"following it will not return the further matches of %d members (%s); narrow the search to page through them", MaxPageTokenBytes, len(left), list),
+	}}}
 }

@@ -1,4 +1,4 @@
-package federation
+package proxy
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ func TestReadBody(t *testing.T) {
 		{"an answer that breaks off returns what came and the error", &brokenReader{strings.NewReader("012")}, 10, "012", errReset},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := readBody(&http.Response{Body: io.NopCloser(c.body), ContentLength: c.length}, max)
+			got, err := ReadBody(&http.Response{Body: io.NopCloser(c.body), ContentLength: c.length}, max)
 			if string(got) != c.want || !errors.Is(err, c.wantErr) {
 				t.Fatalf("got %q, %v; want %q, %v", got, err, c.want, c.wantErr)
 			}
