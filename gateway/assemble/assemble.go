@@ -7,20 +7,23 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
 )
 
 // Gateway is a gateway put together from its configuration file: every file the
-// configuration names read and checked, the surfaces and the server built, nothing
+// configuration names read and checked, the parts and the server built, nothing
 // listening and nothing sent.
 type Gateway struct {
 	// Config is the configuration it was built from.
@@ -28,18 +31,11 @@ type Gateway struct {
 	// Server is the server that listens and drains.
 	Server *server.Server
 
-	// audit is the audit trail; nil without [audit]. Its spools are opened by start,
-	// never by assemble: `config check` must not touch a running gateway's spool.
-	audit *audit.Trail
-	// directory reads the registry from [registry.mcsd]; nil without it. Its refresh
-	// loop is started by start, never by assemble.
-	directory *mcsd.Directory
-	// feed is the PMIR identity feed; nil without [pmir]. start starts its
-	// subscription, never assemble.
-	feed *pmir.Feed
-	// queries are the stored queries; nil without [stored_queries]. Their drift check
-	// is started by start.
-	queries *storedquery.Queries
+	// starts are the parts' processes, in the order Start starts them: the audit
+	// spools (opened by Start, never by New: `config check` must not touch a running
+	// gateway's spool), the directory's refresh loop, the stored queries' drift check
+	// and the PMIR subscription. A part that is switched off has none.
+	starts []func() error
 }
 
 // Load loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -58,114 +54,149 @@ func Load(path string, log logr.Logger) (*Gateway, error) {
 // New builds the gateway from a loaded configuration: every file it names read, nothing
 // listening and nothing sent. The error is a BuildError naming the part that could not
 // be built.
+//
+// What every part shares is made first and handed to each constructor: the dependency
+// report, the operator-token check, the binding metrics and the audit recorder. A part
+// the configuration switches off is not built, and nothing of it is registered.
 func New(cfg *config.Config, log logr.Logger) (*Gateway, error) {
-	// The federation surface: the data plane, the operator routes and the dependency
-	// report; its metrics reach the server's registry through server.Collected.
-	// The audit trail ([audit]): its credential files are read here; the federation
-	// records every access through it before the access is made.
-	// One set of binding metrics for every binding: the trail exports it, or, without
-	// [audit], the flow's surface does.
+	tracker := dependencies.NewTracker()
+	// The operator-token check of every {base}/operator/* route: [[auth.issuers]],
+	// their key files read here; the federation's reload swaps it.
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
+	if err != nil {
+		return nil, BuildError{fmt.Errorf("the federation surface could not be built: federation: %w", err)}
+	}
+	authorize := operators.Middleware()
 	metrics := bindings.NewMetrics()
-	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics})
+	g := &Gateway{Config: cfg}
+	var parts []server.Registration
+	var stoppers []bindings.Stopper
+
+	// The audit trail ([audit]): its credential files are read here; the federation
+	// and every binding record each access and exchange through it before it is used.
+	// Without it, nothing is recorded.
+	var rec bindings.Recorder = bindings.NoRecorder{}
+	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics, Tracker: tracker, Authorize: authorize})
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the audit trail could not be built: %w", err)}
 	}
+	if trail != nil {
+		rec = trail
+	}
 	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
-	// credential files are read here; each exchange is audited through the trail.
-	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: log.WithName("patient")})
+	// credential files are read here.
+	flow, err := patient.New(cfg, patient.Options{Recorder: rec, Metrics: metrics, Tracker: tracker, Logger: log.WithName("patient")})
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
 	}
-	// The stored queries ([stored_queries]): their store is read here; each exchange
-	// with a member about a stored query is audited through the trail.
-	sqOpts := storedquery.Options{Logger: log.WithName("stored_queries")}
-	if trail != nil {
-		sqOpts.Recorder = trail
-	}
-	queries, err := storedquery.New(cfg, sqOpts)
+	// The stored queries' store ([stored_queries]), read here: the federation expands
+	// `_query` searches with it.
+	expander, err := storedquery.Load(cfg, log.WithName("stored_queries"))
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
 	}
-	fedOpts := federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow}
-	if queries != nil {
-		fedOpts.StoredQueries = queries
+	fedOpts := federation.Options{Logger: log.WithName("federation"), Tracker: tracker, Operators: operators, Patient: flow}
+	if trail != nil {
+		fedOpts.Audit = trail
+	}
+	if expander != nil {
+		fedOpts.StoredQueries = expander
 	}
 	fed, err := federation.New(cfg, fedOpts)
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
+	parts = append(parts, server.Registration{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
+		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{tracker.Collector()}})
+	// The stored queries reach the members through the federation; each exchange
+	// with a member about a stored query is audited.
+	var queries *storedquery.Queries
+	if expander != nil {
+		sqOpts := storedquery.Options{Logger: log.WithName("stored_queries"), Members: fed, Authorize: authorize}
+		if trail != nil {
+			sqOpts.Recorder = trail
+		}
+		if queries, err = storedquery.New(cfg, expander, sqOpts); err != nil {
+			return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+		}
+		parts = append(parts, server.Registration{Name: "stored_queries", Operator: queries.RegisterOperator,
+			Checks: queries.Checks(), Stop: queries.Stop, Reload: queries.PrepareReload})
+	}
 	// The identity feed ([pmir]): its merges and updates clear the flow's caches.
-	// One surface registers the binding metrics: the trail's, else the flow's, else
-	// the feed's, else the directory's.
-	feedExports := trail == nil && flow == nil
-	feed, err := pmir.New(cfg, pmir.Options{Logger: log.WithName("pmir"), Recorder: trail, Metrics: metrics,
-		ExportMetrics: feedExports, Invalidate: flow.InvalidateCaches})
-	if err != nil {
-		return nil, BuildError{fmt.Errorf("the identity feed could not be built: %w", err)}
-	}
-	// The bindings report into the federation's dependency report, and their
-	// operator routes take the same operator token.
-	trail.Attach(fed.Tracker(), fed.Authorize())
-	flow.Attach(fed.Tracker())
-	feed.Attach(fed.Tracker())
-	surfaces := []server.Surface{fed}
-	if queries != nil {
-		queries.Attach(fed, fed.Authorize())
-		surfaces = append(surfaces, queries)
-	}
-	// The audit destinations close their spools once the feed deleted its
-	// subscription, so that the delete is audited too.
-	for _, b := range feed.StopBefore(trail.Surfaces()) {
-		surfaces = append(surfaces, b)
-	}
-	exported := trail != nil || (feed != nil && feedExports)
-	if trail == nil {
-		if b := flow.Surface(metrics); b != nil {
-			surfaces = append(surfaces, b)
-			exported = true
+	var feed *pmir.Feed
+	if cfg.PMIR != nil {
+		pmirOpts := pmir.Options{Logger: log.WithName("pmir"), Recorder: rec, Metrics: metrics, Tracker: tracker}
+		if flow != nil {
+			pmirOpts.Invalidate = flow.InvalidateCaches
+		}
+		if feed, err = pmir.New(cfg, pmirOpts); err != nil {
+			return nil, BuildError{fmt.Errorf("the identity feed could not be built: %w", err)}
 		}
 	}
+	if trail != nil {
+		parts = append(parts, server.Registration{Name: "audit", Operator: trail.RegisterOperator, Reload: trail.PrepareReload,
+			Collectors: []prometheus.Collector{trail.Collector()}})
+		stoppers = trail.Stoppers()
+		// The audit destinations close their spools once the feed deleted its
+		// subscription, so that the delete is audited too.
+		if feed != nil {
+			stoppers = feed.StopBefore(stoppers)
+		}
+	}
+	for _, s := range stoppers {
+		parts = append(parts, server.Registration{Name: s.Name, Stop: s.Stop, StopReport: s.Report})
+	}
+	// The binding metrics, registered once for every binding.
+	parts = append(parts, server.Registration{Name: "bindings", Collectors: []prometheus.Collector{metrics}})
 	// The registry from an mCSD directory ([registry.mcsd]): swapped into the
-	// federation surface, its exchanges audited through the trail.
+	// federation surface, its exchanges audited.
 	var dir *mcsd.Directory
 	if cfg.Registry.MCSD != nil {
-		dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: fed, Recorder: trail, Metrics: metrics, Logger: log.WithName("directory")})
+		dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: fed, Recorder: rec, Metrics: metrics, Tracker: tracker, Logger: log.WithName("directory")})
 		if err != nil {
 			return nil, BuildError{fmt.Errorf("the directory could not be built: %w", err)}
 		}
-		dir.Attach(fed.Tracker())
-		var m *bindings.Metrics
-		if !exported {
-			m = metrics
-		}
-		surfaces = append(surfaces, dir.Surface(m))
+		parts = append(parts, server.Registration{Name: mcsd.Key, Stop: dir.Stop, Reload: dir.PrepareReload})
 	}
-	if b := feed.Surface(); b != nil {
-		surfaces = append(surfaces, b)
+	if feed != nil {
+		parts = append(parts, server.Registration{Name: pmir.Key, DataPlane: feed.RegisterDataPlane, Stop: feed.Stop,
+			StopReport: feed.StopReport, Reload: feed.PrepareReload})
 	}
-	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
+	srv, err := server.New(cfg, log, server.WithRegistrations(parts...))
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &Gateway{Config: cfg, Server: srv, audit: trail, directory: dir, feed: feed, queries: queries}, nil
+	g.Server = srv
+	// Start order: the audit spools first (every other start's exchanges are
+	// audited), the directory (which first serves its cache file), the stored
+	// queries' drift check, the PMIR subscription last.
+	if trail != nil {
+		g.starts = append(g.starts, trail.Start)
+	}
+	if dir != nil {
+		g.starts = append(g.starts, dir.Start)
+	}
+	if queries != nil {
+		g.starts = append(g.starts, func() error { queries.Start(); return nil })
+	}
+	if feed != nil {
+		g.starts = append(g.starts, feed.Start)
+	}
+	return g, nil
 }
 
-// Start starts the bindings' processes (the audit spools and their deliveries, the
-// directory's refresh loop, which first serves its cache file, the PMIR
-// subscription, whose exchanges are audited, and the stored queries' drift check);
-// serve calls it once the listener is bound and before the first request is served.
-// Drain step 4 stops them.
+// Start starts the parts' processes (the audit spools and their deliveries, the
+// directory's refresh loop, which first serves its cache file, the stored queries'
+// drift check and the PMIR subscription, whose exchanges are audited); serve calls it
+// once the listener is bound and before the first request is served. Drain step 4
+// stops them.
 func (g *Gateway) Start() error {
-	if err := g.audit.Start(); err != nil {
-		return err
-	}
-	if g.directory != nil {
-		if err := g.directory.Start(); err != nil {
+	for _, start := range g.starts {
+		if err := start(); err != nil {
 			return err
 		}
 	}
-	g.queries.Start()
-	return g.feed.Start()
+	return nil
 }
 
 // BuildError is a configuration config.Load accepted but a part of the gateway refused.

@@ -14,13 +14,12 @@ import (
 
 func consumer(t *testing.T, url string) (*pixm.Consumer, *dependencies.Tracker) {
 	t.Helper()
+	tr := dependencies.NewTracker()
 	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: url}, DefaultTimeoutMS: 2000,
-		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}})
+		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, Tracker: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := dependencies.NewTracker()
-	c.Attach(tr)
 	return c, tr
 }
 
