@@ -14,7 +14,7 @@ import (
 // published reads one of the guide's examples (test/doubles/identityregistry/testdata/ihe).
 func published(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "test", "pmir", "testdata", "ihe", name))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "test", "doubles", "identityregistry", "testdata", "ihe", name))
 	if err != nil {
 		t.Fatal(err)
 	}
