@@ -366,3 +366,14 @@ func (h *harness) registration() server.Registration {
 	return server.Registration{Name: "federation", DataPlane: s.RegisterDataPlane, Operator: s.RegisterOperator,
 		Checks: s.Checks(), Stop: s.Stop, Reload: s.PrepareReload, Collectors: []prometheus.Collector{s.tracker.Collector()}}
 }
+
+// operatorsOf is the operator-token check of cfg's issuers, as the composition root
+// makes it.
+func operatorsOf(t testing.TB, cfg *config.Config) *auth.Operators {
+	t.Helper()
+	o, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -397,7 +398,8 @@ func TestWithoutAKeyFileTheProcessMakesItsOwnAndSaysSo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(cfg, Options{Logger: funcr.New(func(prefix, args string) { logs.WriteString(args + "\n") }, funcr.Options{})})
+		s, err := New(cfg, Options{Logger: funcr.New(func(prefix, args string) { logs.WriteString(args + "\n") }, funcr.Options{}),
+			Tracker: dependencies.NewTracker(), Operators: operatorsOf(t, cfg)})
 		if err != nil {
 			t.Fatal(err)
 		}

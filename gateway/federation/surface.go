@@ -192,7 +192,7 @@ func buildSettings(cfg *config.Config, verifier func() (*auth.Verifier, error), 
 // and its issuers (their key files read), and applies nothing; the function it returns
 // applies it: a member kept keeps its state in the report, a new one is unknown, a
 // removed one leaves it. On error the surface keeps what it had. It is the surface's
-// half of the server's all-or-nothing reload (server.Reloader).
+// half of the server's all-or-nothing reload (the Reload hook of its server.Registration).
 func (s *Surface) PrepareReload(cfg *config.Config) (func(), error) {
 	if ms := s.directory.Load(); ms != nil && cfg.Registry.MCSD != nil {
 		withDir := *cfg

@@ -30,14 +30,14 @@ var allowed = map[string][]string{
 	"gateway/storedquery":  {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health"},
 	"api/v1alpha1":         {"gateway/config", "gateway/lifecycle"},
 	// The composition root: every part of the gateway, made and put together.
-	"gateway/assemble": {"gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
-		"gateway/bindings/pmir", "gateway/config", "gateway/federation", "gateway/server", "gateway/storedquery"},
+	"gateway/assemble": {"gateway/auth", "gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
+		"gateway/bindings/pmir", "gateway/config", "gateway/dependencies", "gateway/federation", "gateway/server", "gateway/storedquery"},
 	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 
 	// The bindings (gateway/bindings/<binding>/...).
-	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health", "gateway/scrub"},
+	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/scrub"},
 	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool",
-		"gateway/config", "gateway/dependencies", "gateway/health"},
+		"gateway/config", "gateway/dependencies"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
 	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},
 	"gateway/bindings/pixm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},

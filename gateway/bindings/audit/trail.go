@@ -54,7 +54,7 @@ type Options struct {
 }
 
 // Trail is the audit trail of one gateway: Record stores an event, Start opens the
-// spools and starts their deliveries, and the process surfaces stop them in drain
+// spools and starts their deliveries, and its stoppers stop them in drain
 // step 4. A gateway without [audit] has none.
 type Trail struct {
 	log     logr.Logger
