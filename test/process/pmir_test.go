@@ -120,7 +120,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func pmirExample(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "pmir", "testdata", "ihe", name))
+	b, err := os.ReadFile(filepath.Join("..", "doubles", "identityregistry", "testdata", "ihe", name))
 	if err != nil {
 		t.Fatal(err)
 	}
