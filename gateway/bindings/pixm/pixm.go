@@ -117,7 +117,6 @@ func (c *Consumer) UseDomains(domains []string) {
 // Key is the consumer's report key.
 func (c *Consumer) Key() string { return c.key }
 
-
 // Invalidate drops every cached mapping (a PMIR merge or update).
 func (c *Consumer) Invalidate() { c.cache.Clear() }
 
