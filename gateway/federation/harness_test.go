@@ -147,10 +147,12 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(cfg, Options{Registerer: h.registry, Transport: o.transport, Patient: flow, Tracker: tracker, Operators: operators})
+	s, err := New(cfg, Options{Transport: o.transport, Patient: flow, Tracker: tracker, Operators: operators})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The dependency states, registered as the composition root registers them.
+	h.registry.MustRegister(tracker.Collector())
 	h.surface = s
 	h.cfg = cfg
 	gin.SetMode(gin.TestMode)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
@@ -30,9 +29,6 @@ import (
 type Options struct {
 	// Logger receives the surface's logs; default logr.Discard().
 	Logger logr.Logger
-	// Registerer, when set, gets the ferrofed_dependency_state collector. Without it,
-	// register Collector() where the metrics are served.
-	Registerer prometheus.Registerer
 	// Transport carries every member call; default a pooled transport of the surface's
 	// own (closed by Stop).
 	Transport http.RoundTripper
@@ -144,11 +140,6 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	}
 	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
 	s.state.Store(st)
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(s.tracker.Collector()); err != nil {
-			return nil, fmt.Errorf("federation: register the dependency metric: %w", err)
-		}
-	}
 	return s, nil
 }
 
