@@ -6,9 +6,9 @@
 // # Routes (all under server.base_path; every other path answers 404)
 //
 //	/health                     liveness: 200 {"status":"alive"}, depends on nothing
-//	/health/readiness           readiness: AND of the checks ("config", then the surfaces')
+//	/health/readiness           readiness: AND of the checks ("config", then the parts')
 //	/health/readiness/{check}   one check alone
-//	/operator/*                 the surfaces' operator routes: no gate, their own auth
+//	/operator/*                 the parts' operator routes: no gate, their own auth
 //	/fhir/*, /nodes/{id}/fhir/* the data plane: behind the readiness gate (503, Retry-After: 5)
 //	{metrics.path}              Prometheus metrics (default /metrics), unless metrics.disabled
 //
