@@ -113,8 +113,12 @@ func (e Exchange) State(stored bool) (s dependencies.State, ok bool) {
 	return dependencies.FromHTTP(e.Answered, e.Status), true
 }
 
-// Observe puts the exchange's state under key in tracker.
+// Observe puts the exchange's state under key in tracker (nil: nowhere; the directory
+// sets its state once a whole refresh is done).
 func (e Exchange) Observe(tracker *dependencies.Tracker, key string, stored bool) {
+	if tracker == nil {
+		return
+	}
 	if s, ok := e.State(stored); ok {
 		tracker.SetService(key, s, "")
 	}
