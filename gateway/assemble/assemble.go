@@ -7,20 +7,23 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
 )
 
 // Gateway is a gateway put together from its configuration file: every file the
-// configuration names read and checked, the surfaces and the server built, nothing
+// configuration names read and checked, the parts and the server built, nothing
 // listening and nothing sent.
 type Gateway struct {
 	// Config is the configuration it was built from.
@@ -28,18 +31,18 @@ type Gateway struct {
 	// Server is the server that listens and drains.
 	Server *server.Server
 
-	// audit is the audit trail; nil without [audit]. Its spools are opened by start,
-	// never by assemble: `config check` must not touch a running gateway's spool.
-	audit *audit.Trail
-	// directory reads the registry from [registry.mcsd]; nil without it. Its refresh
-	// loop is started by start, never by assemble.
+	// The parts a configuration may switch off: nil when their table is absent.
+	audit     *audit.Trail
+	flow      *patient.Flow
+	queries   *storedquery.Queries
+	feed      *pmir.Feed
 	directory *mcsd.Directory
-	// feed is the PMIR identity feed; nil without [pmir]. start starts its
-	// subscription, never assemble.
-	feed *pmir.Feed
-	// queries are the stored queries; nil without [stored_queries]. Their drift check
-	// is started by start.
-	queries *storedquery.Queries
+
+	// starts are the parts' processes, in the order Start starts them: the audit
+	// spools (opened by Start, never by New: `config check` must not touch a running
+	// gateway's spool), the directory's refresh loop, the stored queries' drift check
+	// and the PMIR subscription. A part that is switched off has none.
+	starts []func() error
 }
 
 // Load loads path and builds the gateway from it, exactly as serve runs it. It is
@@ -55,101 +58,194 @@ func Load(path string, log logr.Logger) (*Gateway, error) {
 	return New(cfg, log)
 }
 
+// shared is what every part is handed by its constructor, made before any part: the
+// dependency report, the operator-token check, the binding metrics and the audit
+// recorder (bindings.NoRecorder without [audit]).
+type shared struct {
+	cfg       *config.Config
+	log       logr.Logger
+	tracker   *dependencies.Tracker
+	operators *auth.Operators
+	metrics   *bindings.Metrics
+	rec       bindings.Recorder
+}
+
 // New builds the gateway from a loaded configuration: every file it names read, nothing
 // listening and nothing sent. The error is a BuildError naming the part that could not
 // be built.
+//
+// What every part shares is made first and handed to each constructor. A part the
+// configuration switches off is not built, and nothing of it is registered.
 func New(cfg *config.Config, log logr.Logger) (*Gateway, error) {
-	// The federation surface: the data plane, the operator routes and the dependency
-	// report; its metrics reach the server's registry through server.Collected.
-	// The audit trail ([audit]): its credential files are read here; the federation
-	// records every access through it before the access is made.
-	// One set of binding metrics for every binding: the trail exports it, or, without
-	// [audit], the flow's surface does.
-	metrics := bindings.NewMetrics()
-	trail, flow, queries, err := buildBindings(cfg, log, metrics)
+	// The operator-token check of every {base}/operator/* route: [[auth.issuers]],
+	// their key files read here; the federation's reload swaps it.
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
+	if err != nil {
+		return nil, BuildError{fmt.Errorf("the federation surface could not be built: federation: %w", err)}
+	}
+	sh := shared{cfg: cfg, log: log, tracker: dependencies.NewTracker(), operators: operators,
+		metrics: bindings.NewMetrics(), rec: bindings.NoRecorder{}}
+	g := &Gateway{Config: cfg}
+	if err := g.buildBindings(&sh); err != nil {
+		return nil, err
+	}
+	parts, err := g.buildParts(sh)
 	if err != nil {
 		return nil, err
 	}
-	fedOpts := federation.Options{Logger: log.WithName("federation"), Audit: trail, Patient: flow}
-	if queries != nil {
-		fedOpts.StoredQueries = queries
-	}
-	fed, err := federation.New(cfg, fedOpts)
-	if err != nil {
-		return nil, BuildError{fmt.Errorf("the federation surface could not be built: %w", err)}
-	}
-	// The identity feed ([pmir]): its merges and updates clear the flow's caches.
-	// One surface registers the binding metrics: the trail's, else the flow's, else
-	// the feed's, else the directory's.
-	feedExports := trail == nil && flow == nil
-	feed, err := pmir.New(cfg, pmir.Options{Logger: log.WithName("pmir"), Recorder: trail, Metrics: metrics,
-		ExportMetrics: feedExports, Invalidate: flow.InvalidateCaches})
-	if err != nil {
-		return nil, BuildError{fmt.Errorf("the identity feed could not be built: %w", err)}
-	}
-	// The bindings report into the federation's dependency report, and their
-	// operator routes take the same operator token.
-	trail.Attach(fed.Tracker(), fed.Authorize())
-	flow.Attach(fed.Tracker())
-	feed.Attach(fed.Tracker())
-	surfaces := []server.Surface{fed}
-	if queries != nil {
-		queries.Attach(fed, fed.Authorize())
-		surfaces = append(surfaces, queries)
-	}
-	// The audit destinations close their spools once the feed deleted its
-	// subscription, so that the delete is audited too.
-	for _, b := range feed.StopBefore(trail.Surfaces()) {
-		surfaces = append(surfaces, b)
-	}
-	exported := trail != nil || (feed != nil && feedExports)
-	if trail == nil {
-		if b := flow.Surface(metrics); b != nil {
-			surfaces = append(surfaces, b)
-			exported = true
-		}
-	}
-	// The registry from an mCSD directory ([registry.mcsd]): swapped into the
-	// federation surface, its exchanges audited through the trail.
-	var dir *mcsd.Directory
-	if cfg.Registry.MCSD != nil {
-		dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: fed, Recorder: trail, Metrics: metrics, Logger: log.WithName("directory")})
-		if err != nil {
-			return nil, BuildError{fmt.Errorf("the directory could not be built: %w", err)}
-		}
-		dir.Attach(fed.Tracker())
-		var m *bindings.Metrics
-		if !exported {
-			m = metrics
-		}
-		surfaces = append(surfaces, dir.Surface(m))
-	}
-	if b := feed.Surface(); b != nil {
-		surfaces = append(surfaces, b)
-	}
-	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
+	srv, err := server.New(cfg, log, server.WithRegistrations(parts...))
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
-	return &Gateway{Config: cfg, Server: srv, audit: trail, directory: dir, feed: feed, queries: queries}, nil
-}
-
-// Start starts the bindings' processes (the audit spools and their deliveries, the
-// directory's refresh loop, which first serves its cache file, the PMIR
-// subscription, whose exchanges are audited, and the stored queries' drift check);
-// serve calls it once the listener is bound and before the first request is served.
-// Drain step 4 stops them.
-func (g *Gateway) Start() error {
-	if err := g.audit.Start(); err != nil {
-		return err
+	g.Server = srv
+	// Start order: the audit spools first (every other start's exchanges are
+	// audited), the directory (which first serves its cache file), the stored
+	// queries' drift check, the PMIR subscription last.
+	if g.audit != nil {
+		g.starts = append(g.starts, g.audit.Start)
 	}
 	if g.directory != nil {
-		if err := g.directory.Start(); err != nil {
+		g.starts = append(g.starts, g.directory.Start)
+	}
+	if g.queries != nil {
+		g.starts = append(g.starts, func() error { g.queries.Start(); return nil })
+	}
+	if g.feed != nil {
+		g.starts = append(g.starts, g.feed.Start)
+	}
+	return g, nil
+}
+
+// buildBindings builds the parts the federation is handed: the audit trail, whose
+// recorder every later part records through, and the patient-scoped flow.
+func (g *Gateway) buildBindings(sh *shared) error {
+	// The audit trail ([audit]): its credential files are read here; the federation
+	// and every binding record each access and exchange through it before it is used.
+	// Without it, nothing is recorded.
+	trail, err := audit.New(sh.cfg, audit.Options{Logger: sh.log.WithName("audit"), Metrics: sh.metrics, Tracker: sh.tracker,
+		Authorize: sh.operators.Middleware()})
+	if err != nil {
+		return BuildError{fmt.Errorf("the audit trail could not be built: %w", err)}
+	}
+	if trail != nil {
+		g.audit, sh.rec = trail, trail
+	}
+	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
+	// credential files are read here.
+	g.flow, err = patient.New(sh.cfg, patient.Options{Recorder: sh.rec, Metrics: sh.metrics, Tracker: sh.tracker,
+		Logger: sh.log.WithName("patient")})
+	if err != nil {
+		return BuildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
+	}
+	return nil
+}
+
+// buildParts builds the federation and the parts that reach the members through it,
+// and returns what each registers with the server, in the order the server runs them.
+func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
+	// The stored queries' store ([stored_queries]), read here: the federation expands
+	// `_query` searches with it.
+	expander, err := storedquery.Load(sh.cfg, sh.log.WithName("stored_queries"))
+	if err != nil {
+		return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+	}
+	fedOpts := federation.Options{Logger: sh.log.WithName("federation"), Tracker: sh.tracker, Operators: sh.operators, Patient: g.flow}
+	if g.audit != nil {
+		fedOpts.Audit = g.audit
+	}
+	if expander != nil {
+		fedOpts.StoredQueries = expander
+	}
+	fed, err := federation.New(sh.cfg, fedOpts)
+	if err != nil {
+		return nil, BuildError{fmt.Errorf("the federation surface could not be built: %w", err)}
+	}
+	parts := []server.Registration{{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
+		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}}}
+	// The stored queries reach the members through the federation; each exchange
+	// with a member about a stored query is audited.
+	if expander != nil {
+		sqOpts := storedquery.Options{Logger: sh.log.WithName("stored_queries"), Members: fed, Authorize: sh.operators.Middleware()}
+		if g.audit != nil {
+			sqOpts.Recorder = g.audit
+		}
+		if g.queries, err = storedquery.New(sh.cfg, expander, sqOpts); err != nil {
+			return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
+		}
+		parts = append(parts, server.Registration{Name: "stored_queries", Operator: g.queries.RegisterOperator,
+			Checks: g.queries.Checks(), Stop: g.queries.Stop, Reload: g.queries.PrepareReload})
+	}
+	if err := g.buildFeed(sh); err != nil {
+		return nil, err
+	}
+	parts = append(parts, g.auditParts()...)
+	// The binding metrics, registered once for every binding.
+	parts = append(parts, server.Registration{Name: "bindings", Collectors: []prometheus.Collector{sh.metrics}})
+	// The registry from an mCSD directory ([registry.mcsd]): swapped into the
+	// federation surface, its exchanges audited.
+	if sh.cfg.Registry.MCSD != nil {
+		g.directory, err = mcsd.New(mcsd.Options{Config: sh.cfg, Registry: fed, Recorder: sh.rec, Metrics: sh.metrics,
+			Tracker: sh.tracker, Logger: sh.log.WithName("directory")})
+		if err != nil {
+			return nil, BuildError{fmt.Errorf("the directory could not be built: %w", err)}
+		}
+		parts = append(parts, server.Registration{Name: mcsd.Key, Stop: g.directory.Stop, Reload: g.directory.PrepareReload})
+	}
+	if g.feed != nil {
+		parts = append(parts, server.Registration{Name: pmir.Key, DataPlane: g.feed.RegisterDataPlane, Stop: g.feed.Stop,
+			StopReport: g.feed.StopReport, Reload: g.feed.PrepareReload})
+	}
+	return parts, nil
+}
+
+// buildFeed builds the identity feed ([pmir]): its merges and updates clear the
+// flow's caches.
+func (g *Gateway) buildFeed(sh shared) error {
+	if sh.cfg.PMIR == nil {
+		return nil
+	}
+	opts := pmir.Options{Logger: sh.log.WithName("pmir"), Recorder: sh.rec, Metrics: sh.metrics, Tracker: sh.tracker}
+	if g.flow != nil {
+		opts.Invalidate = g.flow.InvalidateCaches
+	}
+	var err error
+	if g.feed, err = pmir.New(sh.cfg, opts); err != nil {
+		return BuildError{fmt.Errorf("the identity feed could not be built: %w", err)}
+	}
+	return nil
+}
+
+// auditParts are the audit trail's registrations: its operator routes, reload and
+// collector, and a stopper per destination, which closes its spool once the feed
+// deleted its subscription, so that the delete is audited too.
+func (g *Gateway) auditParts() []server.Registration {
+	if g.audit == nil {
+		return nil
+	}
+	parts := []server.Registration{{Name: "audit", Operator: g.audit.RegisterOperator, Reload: g.audit.PrepareReload,
+		Collectors: []prometheus.Collector{g.audit.Collector()}}}
+	stoppers := g.audit.Stoppers()
+	if g.feed != nil {
+		stoppers = g.feed.StopBefore(stoppers)
+	}
+	for _, s := range stoppers {
+		parts = append(parts, server.Registration{Name: s.Name, Stop: s.Stop, StopReport: s.Report})
+	}
+	return parts
+}
+
+// Start starts the parts' processes (the audit spools and their deliveries, the
+// directory's refresh loop, which first serves its cache file, the stored queries'
+// drift check and the PMIR subscription, whose exchanges are audited); serve calls it
+// once the listener is bound and before the first request is served. Drain step 4
+// stops them.
+func (g *Gateway) Start() error {
+	for _, start := range g.starts {
+		if err := start(); err != nil {
 			return err
 		}
 	}
-	g.queries.Start()
-	return g.feed.Start()
+	return nil
 }
 
 // BuildError is a configuration config.Load accepted but a part of the gateway refused.
@@ -157,29 +253,3 @@ type BuildError struct{ err error }
 
 func (e BuildError) Error() string { return e.err.Error() }
 func (e BuildError) Unwrap() error { return e.err }
-
-// buildBindings builds the audit trail, the patient-scoped flow and the stored
-// queries, in that order: each later one audits its exchanges through the trail.
-func buildBindings(cfg *config.Config, log logr.Logger, metrics *bindings.Metrics) (*audit.Trail, *patient.Flow, *storedquery.Queries, error) {
-	trail, err := audit.New(cfg, audit.Options{Logger: log.WithName("audit"), Metrics: metrics})
-	if err != nil {
-		return nil, nil, nil, BuildError{fmt.Errorf("the audit trail could not be built: %w", err)}
-	}
-	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
-	// credential files are read here; each exchange is audited through the trail.
-	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: log.WithName("patient")})
-	if err != nil {
-		return nil, nil, nil, BuildError{fmt.Errorf("the patient-scoped bindings could not be built: %w", err)}
-	}
-	// The stored queries ([stored_queries]): their store is read here; each exchange
-	// with a member about a stored query is audited through the trail.
-	sqOpts := storedquery.Options{Logger: log.WithName("stored_queries")}
-	if trail != nil {
-		sqOpts.Recorder = trail
-	}
-	queries, err := storedquery.New(cfg, sqOpts)
-	if err != nil {
-		return nil, nil, nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
-	}
-	return trail, flow, queries, nil
-}

@@ -13,11 +13,18 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/scrub"
 )
 
-// Recorder stores one AuditEvent and returns once it is stored; *audit.Trail is one
-// (a nil trail stores nothing and never fails).
+// Recorder stores one AuditEvent and returns once it is stored; *audit.Trail is one,
+// NoRecorder the one of a gateway without [audit].
 type Recorder interface {
 	Record(ctx context.Context, event []byte) error
 }
+
+// NoRecorder stores nothing and never fails: the recorder of a gateway without
+// [audit].
+type NoRecorder struct{}
+
+// Record stores nothing.
+func (NoRecorder) Record(context.Context, []byte) error { return nil }
 
 // Exchange is what one request of a patient-scoped binding to its service came to.
 type Exchange struct {
@@ -98,7 +105,8 @@ func (e Exchange) State(stored bool) (s dependencies.State, ok bool) {
 	return dependencies.FromHTTP(e.Answered, e.Status), true
 }
 
-// Observe puts the exchange's state under key in tracker (nil: nowhere).
+// Observe puts the exchange's state under key in tracker (nil: nowhere; the directory
+// sets its state once a whole refresh is done).
 func (e Exchange) Observe(tracker *dependencies.Tracker, key string, stored bool) {
 	if tracker == nil {
 		return

@@ -39,7 +39,7 @@ func serveFull(b testing.TB, h *harness) string {
 // serveWith is serveFull with the server's logger.
 func serveWith(b testing.TB, h *harness, log logr.Logger) string {
 	b.Helper()
-	srv, err := server.New(h.cfg, log, server.WithSurfaces(h.surface))
+	srv, err := server.New(h.cfg, log, server.WithRegistrations(h.registration()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func BenchmarkGatewayOwnCost(b *testing.B) {
 				nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), url: fmt.Sprintf("http://member-%d.invalid/fhir", i)})
 			}
 			h := newHarness(b, harnessOptions{transport: stubMembers{body: body}}, nodes...)
-			srv, err := server.New(h.cfg, logr.Discard(), server.WithSurfaces(h.surface))
+			srv, err := server.New(h.cfg, logr.Discard(), server.WithRegistrations(h.registration()))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,9 +21,12 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
@@ -134,17 +137,23 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		t.Fatal(err)
 	}
 	h.registry = prometheus.NewPedanticRegistry()
-	var flow *patient.Flow
-	if o.patient {
-		if flow, err = patient.New(cfg, patient.Options{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := New(cfg, Options{Registerer: h.registry, Transport: o.transport, Patient: flow})
+	tracker := dependencies.NewTracker()
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow.Attach(s.Tracker())
+	var flow *patient.Flow
+	if o.patient {
+		if flow, err = patient.New(cfg, patient.Options{Tracker: tracker}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(cfg, Options{Transport: o.transport, Patient: flow, Tracker: tracker, Operators: operators})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dependency states, registered as the composition root registers them.
+	h.registry.MustRegister(tracker.Collector())
 	h.surface = s
 	h.cfg = cfg
 	gin.SetMode(gin.TestMode)
@@ -352,4 +361,22 @@ func (h *harness) postForm(path, body, contentType string) (*reply, []byte) {
 	}
 	h.checkR4("POST "+path, res, b)
 	return replyOf(res), b
+}
+
+// registration is h's surface as the composition root registers it with the server.
+func (h *harness) registration() server.Registration {
+	s := h.surface
+	return server.Registration{Name: "federation", DataPlane: s.RegisterDataPlane, Operator: s.RegisterOperator,
+		Checks: s.Checks(), Stop: s.Stop, Reload: s.PrepareReload, Collectors: []prometheus.Collector{s.tracker.Collector()}}
+}
+
+// operatorsOf is the operator-token check of cfg's issuers, as the composition root
+// makes it.
+func operatorsOf(t testing.TB, cfg *config.Config) *auth.Operators {
+	t.Helper()
+	o, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

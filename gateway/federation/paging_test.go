@@ -17,6 +17,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -400,7 +401,8 @@ func TestWithoutAKeyFileTheProcessMakesItsOwnAndSaysSo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(cfg, Options{Logger: funcr.New(func(prefix, args string) { logs.WriteString(args + "\n") }, funcr.Options{})})
+		s, err := New(cfg, Options{Logger: funcr.New(func(prefix, args string) { logs.WriteString(args + "\n") }, funcr.Options{}),
+			Tracker: dependencies.NewTracker(), Operators: operatorsOf(t, cfg)})
 		if err != nil {
 			t.Fatal(err)
 		}

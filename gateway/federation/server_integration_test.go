@@ -21,7 +21,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/server"
@@ -30,11 +32,10 @@ import (
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
-// The surface plugs into the server as it is, and applies reloads.
-var (
-	_ server.Surface  = (*federation.Surface)(nil)
-	_ server.Reloader = (*federation.Surface)(nil)
-)
+// The surface's methods are the hooks of its server registration, reloads included.
+var _ = func(s *federation.Surface) server.Registration {
+	return server.Registration{DataPlane: s.RegisterDataPlane, Operator: s.RegisterOperator, Checks: s.Checks(), Stop: s.Stop, Reload: s.PrepareReload}
+}
 
 func TestTheSurfaceServesInsideTheServer(t *testing.T) {
 	if err := fhirschema.Warm(); err != nil { // not within the timed search below
@@ -78,18 +79,25 @@ operator_scope = "ferrofed.operator"
 		t.Fatal(err)
 	}
 
-	surface, err := federation.New(cfg, federation.Options{})
+	tracker := dependencies.NewTracker()
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(cfg, logr.Discard(), server.WithSurfaces(surface))
+	surface, err := federation.New(cfg, federation.Options{Tracker: tracker, Operators: operators})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server registers the collector of a surface that has one; registering it
-	// here too is refused as a duplicate, which is fine.
+	srv, err := server.New(cfg, logr.Discard(), server.WithRegistrations(server.Registration{Name: "federation",
+		DataPlane: surface.RegisterDataPlane, Operator: surface.RegisterOperator, Checks: surface.Checks(), Stop: surface.Stop,
+		Reload: surface.PrepareReload, Collectors: []prometheus.Collector{tracker.Collector()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server registers the collectors a registration carries; registering the
+	// dependency states here too is refused as a duplicate, which is fine.
 	var dup prometheus.AlreadyRegisteredError
-	if err := srv.Metrics().Registry.Register(surface.Collector()); err != nil && !errors.As(err, &dup) {
+	if err := srv.Metrics().Registry.Register(tracker.Collector()); err != nil && !errors.As(err, &dup) {
 		t.Fatal(err)
 	}
 	if err := srv.Listen(); err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
@@ -30,17 +29,18 @@ import (
 type Options struct {
 	// Logger receives the surface's logs; default logr.Discard().
 	Logger logr.Logger
-	// Registerer, when set, gets the ferrofed_dependency_state collector. Without it,
-	// register Collector() where the metrics are served.
-	Registerer prometheus.Registerer
 	// Transport carries every member call; default a pooled transport of the surface's
 	// own (closed by Stop).
 	Transport http.RoundTripper
-	// Auth tunes the operator token verifier (tests set its clock and JWKS client).
-	Auth auth.Options
+	// Tracker is the dependency report the member calls observe into; required. The
+	// surface keeps its member endpoints in step with the registry.
+	Tracker *dependencies.Tracker
+	// Operators is the operator-token check of [[auth.issuers]]; required. The surface
+	// guards its operator routes with it, and its reload swaps the check's verifier.
+	Operators *auth.Operators
 	// Audit records every access of the data plane before it is made (audit.go);
-	// nil without [audit].
-	Audit *audit.Trail
+	// absent (nil) without [audit].
+	Audit Auditor
 	// Patient is the flow of patient-scoped searches (patient.go); nil when no
 	// patient-scoped binding is configured.
 	Patient *patient.Flow
@@ -48,11 +48,19 @@ type Options struct {
 	StoredQueries QueryExpander
 }
 
+// Auditor records the accesses of the data plane: *audit.Trail.
+type Auditor interface {
+	// Begin queues the access's record and returns the wait for it to be stored.
+	Begin(a audit.Access) (wait func(ctx context.Context) error)
+	// Refuses is true when a request whose record could not be stored is refused.
+	Refuses() bool
+}
+
 // Surface is the federation surface of the gateway's server: the data plane
 // ({base}/fhir/{Type}, {base}/nodes/{id}/fhir/*), the operator routes
 // ({base}/operator/dependencies, {base}/operator/probe) behind operator tokens, and
 // the readiness checks "registry", "clients" and, when health.member_ready_check is
-// on, "members". It satisfies server.Surface and server.Reloader.
+// on, "members". The composition root registers its methods with the server.
 type Surface struct {
 	log     logr.Logger
 	tracker *dependencies.Tracker
@@ -101,6 +109,9 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	if cfg == nil {
 		return nil, errors.New("federation: no configuration")
 	}
+	if opts.Tracker == nil || opts.Operators == nil {
+		return nil, errors.New("federation: no dependency tracker or operator-token check")
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
@@ -111,13 +122,14 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("federation: make a page token key: %w", err)
 	}
-	st, err := buildSettings(cfg, opts, own)
+	st, err := buildSettings(cfg, func() (*auth.Verifier, error) { return opts.Operators.Verifier(), nil }, own)
 	if err != nil {
 		return nil, err
 	}
+	opts.Tracker.SetEndpoints(st.reg.endpointIDs())
 	s := &Surface{
 		log:     opts.Logger,
-		tracker: dependencies.NewTracker(st.reg.endpointIDs()...),
+		tracker: opts.Tracker,
 		opts:    opts,
 		ownKey:  own,
 		ownVia:  newViaID(),
@@ -128,20 +140,17 @@ func New(cfg *config.Config, opts Options) (*Surface, error) {
 	}
 	s.caller = &caller{client: newClient(opts.Transport), tracker: s.tracker, log: opts.Logger}
 	s.state.Store(st)
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(s.tracker.Collector()); err != nil {
-			return nil, fmt.Errorf("federation: register the dependency metric: %w", err)
-		}
-	}
 	return s, nil
 }
 
-func buildSettings(cfg *config.Config, opts Options, own tokenKey) (*settings, error) {
+// buildSettings builds the state of cfg; verifier gives the issuers' verifier, read
+// after the registry.
+func buildSettings(cfg *config.Config, verifier func() (*auth.Verifier, error), own tokenKey) (*settings, error) {
 	reg, err := loadRegistry(cfg.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
 	}
-	v, err := auth.New(cfg.Auth.Issuers, opts.Auth)
+	v, err := verifier()
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
 	}
@@ -170,35 +179,18 @@ func buildSettings(cfg *config.Config, opts Options, own tokenKey) (*settings, e
 	return st, nil
 }
 
-// Name names the surface in the server's logs.
-func (s *Surface) Name() string { return "federation" }
-
-// Tracker is the dependency tracker, for bindings that report their own state into
-// the same report.
-func (s *Surface) Tracker() *dependencies.Tracker { return s.tracker }
-
-// Collector exports the dependency states as ferrofed_dependency_state. Register it
-// once (or pass Options.Registerer instead).
-func (s *Surface) Collector() prometheus.Collector { return s.tracker.Collector() }
-
-// Authorize is the operator-token middleware with the current issuers, for other
-// surfaces' /operator/* routes: every operator route needs the same token.
-func (s *Surface) Authorize() gin.HandlerFunc {
-	return auth.Middleware(func() *auth.Verifier { return s.state.Load().verifier })
-}
-
 // PrepareReload builds the surface's state for a reloaded configuration, its registry
 // and its issuers (their key files read), and applies nothing; the function it returns
 // applies it: a member kept keeps its state in the report, a new one is unknown, a
 // removed one leaves it. On error the surface keeps what it had. It is the surface's
-// half of the server's all-or-nothing reload (server.Reloader).
+// half of the server's all-or-nothing reload (the Reload hook of its server.Registration).
 func (s *Surface) PrepareReload(cfg *config.Config) (func(), error) {
 	if ms := s.directory.Load(); ms != nil && cfg.Registry.MCSD != nil {
 		withDir := *cfg
 		withDir.Registry.Members = *ms
 		cfg = &withDir
 	}
-	st, err := buildSettings(cfg, s.opts, s.ownKey)
+	st, err := buildSettings(cfg, func() (*auth.Verifier, error) { return s.opts.Operators.Prepare(cfg.Auth.Issuers) }, s.ownKey)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +200,7 @@ func (s *Surface) PrepareReload(cfg *config.Config) (func(), error) {
 		}
 		s.tracker.SetEndpoints(st.reg.endpointIDs())
 		s.useLimits(st.limits)
+		s.opts.Operators.Use(st.verifier)
 		s.state.Store(st)
 		s.log.Info("Applied the reloaded registry and issuers", "members", len(st.reg.members), "issuers", len(cfg.Auth.Issuers))
 	}, nil
@@ -337,7 +330,7 @@ func (s *Surface) RegisterDataPlane(g *gin.RouterGroup) {
 // an operator token. The token check is on a group of the surface's own so that the
 // server's shared operator group is left as it was given.
 func (s *Surface) RegisterOperator(g *gin.RouterGroup) {
-	op := g.Group("", s.Authorize())
+	op := g.Group("", s.opts.Operators.Middleware())
 	op.GET("/dependencies", s.handleDependencies)
 	op.POST("/probe", s.handleProbe)
 }

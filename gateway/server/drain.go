@@ -291,10 +291,16 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 // its context ended before it is reported abandoned.
 const stopReturnGrace = 50 * time.Millisecond
 
-// stopSurfaces stops every surface in parallel within budget and returns the names of
-// those abandoned: still stopping when the budget ran out.
+// stopSurfaces stops every part with a Stop hook in parallel within budget and
+// returns the names of those abandoned: still stopping when the budget ran out.
 func (s *Server) stopSurfaces(budget time.Duration) []string {
-	if len(s.surfaces) == 0 {
+	var stoppers []Registration
+	for _, p := range s.parts {
+		if p.Stop != nil {
+			stoppers = append(stoppers, p)
+		}
+	}
+	if len(stoppers) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
@@ -302,8 +308,8 @@ func (s *Server) stopSurfaces(budget time.Duration) []string {
 	var mu sync.Mutex
 	running := map[string]bool{}
 	var wg sync.WaitGroup
-	for _, sf := range s.surfaces {
-		name := sf.Name()
+	for _, sf := range stoppers {
+		name := sf.Name
 		mu.Lock()
 		running[name] = true
 		mu.Unlock()
@@ -336,13 +342,13 @@ func (s *Server) stopSurfaces(budget time.Duration) []string {
 	mu.Lock()
 	defer mu.Unlock()
 	var out []string
-	for _, sf := range s.surfaces {
-		if running[sf.Name()] {
-			out = append(out, sf.Name())
-			s.metrics.abandoned.WithLabelValues(sf.Name()).Inc()
-			s.log.Error(fmt.Errorf("surface %q still stopping after server.bindings_drain_timeout_ms (%s)", sf.Name(), budget),
+	for _, sf := range stoppers {
+		if running[sf.Name] {
+			out = append(out, sf.Name)
+			s.metrics.abandoned.WithLabelValues(sf.Name).Inc()
+			s.log.Error(fmt.Errorf("surface %q still stopping after server.bindings_drain_timeout_ms (%s)", sf.Name, budget),
 				"Warning: abandoned a surface; what it holds at a remote service (e.g. a subscription) may be left there",
-				"surface", sf.Name())
+				"surface", sf.Name)
 		}
 	}
 	return out

@@ -182,7 +182,7 @@ func TestDrainServesTheDelayThenClosesAndFinishesInFlight(t *testing.T) {
 	var stopped bool
 	sf.stop = func(context.Context) error { stopped = true; return nil }
 	r := start(t, fmt.Sprintf("drain_delay_ms = %d\nrequest_timeout_ms = 5000\nbindings_drain_timeout_ms = 1000\n", delay.Milliseconds()),
-		logr.Discard(), WithSurfaces(sf))
+		logr.Discard(), withSurfaces(sf))
 
 	// A keep-alive client with one idle connection in its pool.
 	keepAlive := newClient()
@@ -281,7 +281,7 @@ func TestDrainCutsARequestLongerThanTheShutdownTimeout(t *testing.T) {
 	sf := newTestSurface()
 	t.Cleanup(func() { close(sf.release) }) // the handler ignores its context; free it at the end
 	r := start(t, fmt.Sprintf("request_timeout_ms = %d\nbindings_drain_timeout_ms = %d\n", shutdown.Milliseconds(), bindings.Milliseconds()),
-		logr.Discard(), WithSurfaces(sf))
+		logr.Discard(), withSurfaces(sf))
 
 	blocked := make(chan answer, 1)
 	go func() { blocked <- call(newClient(), r.url+"/fhir/block") }()
@@ -333,7 +333,7 @@ func TestDrainAbandonsASurfaceThatDoesNotStop(t *testing.T) {
 	var politeErr error
 	polite.stop = func(ctx context.Context) error { <-ctx.Done(); politeErr = ctx.Err(); return nil }
 	logs := &logSink{}
-	r := start(t, fmt.Sprintf("bindings_drain_timeout_ms = %d\n", bindings.Milliseconds()), logs.logger(), WithSurfaces(stuck, emptyRoutes{polite}))
+	r := start(t, fmt.Sprintf("bindings_drain_timeout_ms = %d\n", bindings.Milliseconds()), logs.logger(), withSurfaces(stuck, emptyRoutes{polite}))
 
 	begin := time.Now()
 	r.cancel()

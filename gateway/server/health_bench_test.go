@@ -384,7 +384,7 @@ func slowLoad(tb testing.TB, addr string, n int) (stop func() int) {
 // and one loaded phase each (goal ≤ 2×).
 func BenchmarkLivenessUnderSlowLoad(b *testing.B) {
 	gin.SetMode(gin.ReleaseMode)
-	gw := benchGateway(b, "", WithSurfaces(&slowSurface{testSurface{name: "slow"}}))
+	gw := benchGateway(b, "", withSurfaces(&slowSurface{testSurface{name: "slow"}}))
 	const inFlight, probes = 256, 500
 	var idle, loaded tally
 	var ratios pairs

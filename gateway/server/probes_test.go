@@ -24,7 +24,7 @@ func TestTheProbeFrontAnswersAsTheEngine(t *testing.T) {
 		}
 		return nil
 	})}
-	s, err := New(parse(t, "[server]\nbase_path = \"/x\"\n[health]\ncache_ttl_ms = 0\n"), logr.Discard(), WithSurfaces(sf))
+	s, err := New(parse(t, "[server]\nbase_path = \"/x\"\n[health]\ncache_ttl_ms = 0\n"), logr.Discard(), withSurfaces(sf))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func TestDrainPushesTheOutcomeOnceBeforeRunReturns(t *testing.T) {
 			t.Cleanup(func() { close(sf.release) }) // the blocked handler ignores its context
 			logs := &logSink{}
 			r := start(t, fmt.Sprintf("request_timeout_ms = 300\nbindings_drain_timeout_ms = 300\n[metrics]\npush_url = %q\npush_job = \"edge\"\n", recv.srv.URL+"/"),
-				logs.logger(), WithSurfaces(sf))
+				logs.logger(), withSurfaces(sf))
 			recv.mu.Lock()
 			recv.watch = r.terminationLog
 			recv.mu.Unlock()

@@ -12,7 +12,7 @@ import (
 // reloading is a surface that prepares a reload (or refuses it) and records what it
 // applied.
 type reloading struct {
-	Surface
+	surface
 	refuse  error
 	applied []*config.Config
 }
@@ -30,10 +30,10 @@ func (r *reloading) PrepareReload(cfg *config.Config) (func(), error) {
 // prepares it, every part applies and the log says so.
 func TestAReloadIsAllOrNothing(t *testing.T) {
 	logs := &logSink{}
-	first := &reloading{Surface: newTestSurface()}
-	second := &reloading{Surface: emptyRoutes{&testSurface{name: "issuers"}},
+	first := &reloading{surface: newTestSurface()}
+	second := &reloading{surface: emptyRoutes{&testSurface{name: "issuers"}},
 		refuse: errors.New("auth.issuers[0].jwks_file: the JWKS holds no public signing key")}
-	s, err := New(parse(t, "[server]\nrequest_timeout_ms = 5000\n[health]\ncheck_timeout_ms = 200\n"), logs.logger(), WithSurfaces(first, second))
+	s, err := New(parse(t, "[server]\nrequest_timeout_ms = 5000\n[health]\ncheck_timeout_ms = 200\n"), logs.logger(), withSurfaces(first, second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,13 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 	// The query limit and the shedding come before the gate and before any member is
 	// asked; health routes are in no such group: a flood never slows liveness down.
 	data := base.Group("", s.count(surfaceDataPlane), s.queryLimit(), s.shed(), health.Gate(s.state), s.requestTimeout())
-	for _, sf := range s.surfaces {
-		sf.RegisterOperator(operator)
-		sf.RegisterDataPlane(data)
+	for _, p := range s.parts {
+		if p.Operator != nil {
+			p.Operator(operator)
+		}
+		if p.DataPlane != nil {
+			p.DataPlane(data)
+		}
 	}
 
 	// The placeholder data plane keeps the gate in place (and testable) until the

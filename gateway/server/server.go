@@ -6,9 +6,9 @@
 // # Routes (all under server.base_path; every other path answers 404)
 //
 //	/health                     liveness: 200 {"status":"alive"}, depends on nothing
-//	/health/readiness           readiness: AND of the checks ("config", then the surfaces')
+//	/health/readiness           readiness: AND of the checks ("config", then the parts')
 //	/health/readiness/{check}   one check alone
-//	/operator/*                 the surfaces' operator routes: no gate, their own auth
+//	/operator/*                 the parts' operator routes: no gate, their own auth
 //	/fhir/*, /nodes/{id}/fhir/* the data plane: behind the readiness gate (503, Retry-After: 5)
 //	{metrics.path}              Prometheus metrics (default /metrics), unless metrics.disabled
 //
@@ -16,7 +16,7 @@
 // plane answers 414 a query longer than limits.max_query_bytes and sheds (503,
 // Retry-After: 1) a request past limits.max_in_flight_requests; its request deadline
 // (server.request_timeout_ms) is also the connection's read deadline while a body is
-// read, and, 1 s later, its write deadline (bounds.go). Until a Surface registers the
+// read, and, 1 s later, its write deadline (bounds.go). Until a Registration adds the
 // data plane, /fhir/* and /nodes/{id}/fhir/* answer 501 "federation not configured"
 // once the gateway is ready.
 //
@@ -38,8 +38,8 @@
 //	ferrofed_tls_certificate_expiry_seconds     gauge, NotAfter of the served certificate (Unix s), with TLS only
 //	ferrofed_tls_certificate_reloads_total{outcome} counter; outcome is loaded or failed
 //
-// plus the Go runtime and process collectors, and those of surfaces that implement
-// Collected (the federation's dependency states).
+// plus the Go runtime and process collectors, and those the registrations carry (the
+// dependency states, the binding metrics).
 //
 // # Drain
 //
@@ -74,41 +74,46 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
-// Surface plugs routes into the server. The data-plane group is under {base} and carries the readiness gate; the operator group is {base}/operator and has no gate (the surface applies its own auth).
-type Surface interface {
-	RegisterDataPlane(g *gin.RouterGroup)
-	RegisterOperator(g *gin.RouterGroup)
-	// Checks are readiness checks this surface adds (e.g. registry, clients).
-	Checks() []health.Check
-	// Stop is drain step 4 for this surface's bindings; it must return when ctx ends.
-	Stop(ctx context.Context) error
-	// Name names it in the drain log ("federation").
-	Name() string
-}
-
-// Reloader is implemented by a Surface that applies a reloaded configuration. A
-// reload is all or nothing, so it comes in two steps: PrepareReload builds everything
-// the surface needs for cfg (already validated) and applies none of it; an error
-// refuses the whole reload, every surface and the server keeping what they had. The
-// apply function it returns swaps what was built in; it cannot fail, and is called
-// only once every surface prepared.
-type Reloader interface {
-	PrepareReload(cfg *config.Config) (apply func(), err error)
-}
-
-// Collected is implemented by a Surface that exports metrics of its own (e.g. the
-// dependency states): New registers its collector on the server's registry.
-type Collected interface {
-	Collector() prometheus.Collector
+// Registration is one part's place in the server (the federation, a binding, the
+// stored queries), made by the composition root (docs/architecture.md). Every field
+// but Name is optional: a part has only the hooks it needs.
+type Registration struct {
+	// Name names the part in the logs, the drain's termination message and the
+	// abandoned metric ("federation", a binding's report key).
+	Name string
+	// DataPlane registers routes on the data-plane group: under {base}, behind the
+	// readiness gate and the request deadline.
+	DataPlane func(g *gin.RouterGroup)
+	// Operator registers routes on the operator group, {base}/operator: no gate, the
+	// part applies the operator-token check itself.
+	Operator func(g *gin.RouterGroup)
+	// Checks are the readiness checks the part adds (e.g. registry, clients).
+	Checks []health.Check
+	// Stop is drain step 4 for the part, a stopper named Name: it is given the
+	// bindings budget as its context's deadline, and a Stop still running when the
+	// budget ran out is abandoned by that name.
+	Stop func(ctx context.Context) error
+	// StopReport, when set, gives the key/value pairs the log line of drain step 4
+	// carries for the part (the audit spool: the records still undelivered at exit).
+	// It is asked once step 4 ended, abandoned parts included.
+	StopReport func() []any
+	// Reload applies a reloaded configuration. A reload is all or nothing, so it
+	// comes in two steps: Reload builds everything the part needs for cfg (already
+	// validated) and applies none of it; an error refuses the whole reload, every
+	// part and the server keeping what they had. The apply function it returns swaps
+	// what was built in; it cannot fail, and is called only once every part prepared.
+	Reload func(cfg *config.Config) (apply func(), err error)
+	// Collectors are the part's metrics, registered on the server's registry.
+	Collectors []prometheus.Collector
 }
 
 // Option tunes New.
 type Option func(*Server)
 
-// WithSurfaces adds surfaces, in order: their checks follow "config" in that order, and
-// their routes are registered in that order.
-func WithSurfaces(s ...Surface) Option {
-	return func(srv *Server) { srv.surfaces = append(srv.surfaces, s...) }
+// WithRegistrations adds parts, in order: their checks follow "config" in that order,
+// their routes are registered in that order, and a reload prepares them in that order.
+func WithRegistrations(r ...Registration) Option {
+	return func(srv *Server) { srv.parts = append(srv.parts, r...) }
 }
 
 // WithSignalObserver calls f as each drain signal fires, with the time it fired; tests
@@ -132,7 +137,7 @@ type Server struct {
 	requestTimeoutNow atomic.Int64
 	// bounds are cfg's data-plane limits, stored with it (bounds.go).
 	bounds   bounds
-	surfaces []Surface
+	parts    []Registration
 	observer func(lifecycle.Signal, time.Time)
 	bootPoll time.Duration
 
@@ -169,11 +174,10 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 	s.storeConfig(cfg)
 	s.logWarnings(cfg)
 	s.metrics = newMetrics()
-	// A surface's own metrics reach the registry one way only: through Collected.
-	for _, sf := range s.surfaces {
-		if c, ok := sf.(Collected); ok {
-			if err := s.metrics.Registry.Register(c.Collector()); err != nil {
-				return nil, fmt.Errorf("server: register the metrics of surface %q: %w", sf.Name(), err)
+	for _, p := range s.parts {
+		for _, c := range p.Collectors {
+			if err := s.metrics.Registry.Register(c); err != nil {
+				return nil, fmt.Errorf("server: register the metrics of surface %q: %w", p.Name, err)
 			}
 		}
 	}
@@ -183,8 +187,8 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Server, error) {
 	})
 
 	checks := []health.Check{health.ConfigCheck(func() bool { return s.cfg.Load() != nil })}
-	for _, sf := range s.surfaces {
-		checks = append(checks, sf.Checks()...)
+	for _, p := range s.parts {
+		checks = append(checks, p.Checks...)
 	}
 	eval, err := health.NewEvaluator(checks, healthSettings(cfg), health.OnReport(s.observeReport))
 	if err != nil {
@@ -325,7 +329,7 @@ func memberBindingKeys(c *config.Config) string {
 }
 
 // Reload applies a new configuration, all of it or none of it. It validates cfg
-// first, then has every surface that implements Reloader prepare it (the registry,
+// first, then has every part with a Reload hook prepare it (the registry,
 // the issuers and their key files); only when all of that succeeded does anything
 // change: the configuration, the request timeout, the drain and health budgets and
 // minimal mode at once, then each surface's prepared state. A refusal at any step
@@ -340,19 +344,18 @@ func (s *Server) Reload(cfg *config.Config) ([]string, error) {
 	}
 	var applies []func()
 	var parts []string
-	for _, sf := range s.surfaces {
-		r, ok := sf.(Reloader)
-		if !ok {
+	for _, p := range s.parts {
+		if p.Reload == nil {
 			continue
 		}
-		apply, err := r.PrepareReload(cfg)
+		apply, err := p.Reload(cfg)
 		if err != nil {
-			err = fmt.Errorf("surface %s: %w", sf.Name(), err)
+			err = fmt.Errorf("surface %s: %w", p.Name, err)
 			s.refused(err)
 			return nil, err
 		}
 		applies = append(applies, apply)
-		parts = append(parts, sf.Name())
+		parts = append(parts, p.Name)
 	}
 	// Nothing below can fail: the reload is applied whole.
 	old := s.cfg.Load()

@@ -134,7 +134,7 @@ func get(t testing.TB, h http.Handler, method, path string) *httptest.ResponseRe
 func TestRoutesLiveUnderTheBasePath(t *testing.T) {
 	sf := newTestSurface()
 	sf.checks = []health.Check{health.NamedCheck("registry", func(context.Context) error { return errors.New("loading") })}
-	s, err := New(parse(t, "[server]\nbase_path = \"/x\"\n"), logr.Discard(), WithSurfaces(sf))
+	s, err := New(parse(t, "[server]\nbase_path = \"/x\"\n"), logr.Discard(), withSurfaces(sf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestGate(t *testing.T) {
 			return errors.New("loading")
 		}
 	})}
-	s, err := New(parse(t, "[health]\ncache_ttl_ms = 1\n"), logr.Discard(), WithSurfaces(sf))
+	s, err := New(parse(t, "[health]\ncache_ttl_ms = 1\n"), logr.Discard(), withSurfaces(sf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func newCollected(name string) collected {
 // metrics reach the server's registry; they are served beside the server's own, and two
 // surfaces exporting the same metric are a construction error that names the surface.
 func TestASurfaceExportsItsMetricsThroughCollected(t *testing.T) {
-	s, err := New(parse(t, ""), logr.Discard(), WithSurfaces(newCollected("federation")))
+	s, err := New(parse(t, ""), logr.Discard(), withSurfaces(newCollected("federation")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestASurfaceExportsItsMetricsThroughCollected(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	_, err = New(parse(t, ""), logr.Discard(), WithSurfaces(newCollected("federation"), newCollected("audit")))
+	_, err = New(parse(t, ""), logr.Discard(), withSurfaces(newCollected("federation"), newCollected("audit")))
 	if err == nil || !strings.Contains(err.Error(), `surface "audit"`) {
 		t.Fatalf("two surfaces exporting one metric: New returned %v, want an error naming surface \"audit\"", err)
 	}
@@ -458,7 +458,7 @@ func (panicking) RegisterOperator(g *gin.RouterGroup) {
 // connection, as net/http means it.
 func TestAHandlerPanicIsA500ButAnAbortStaysAnAbort(t *testing.T) {
 	logs := &logSink{}
-	s, err := New(parse(t, ""), logs.logger(), WithSurfaces(panicking{newTestSurface()}))
+	s, err := New(parse(t, ""), logs.logger(), withSurfaces(panicking{newTestSurface()}))
 	if err != nil {
 		t.Fatal(err)
 	}

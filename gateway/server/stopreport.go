@@ -1,18 +1,11 @@
 package server
 
-// StopReporter is implemented by a Surface whose Stop leaves something the log line of
-// drain step 4 must say, as key/value pairs (the audit spool: the records still
-// undelivered at exit). It is asked once step 4 ended, abandoned surfaces included.
-type StopReporter interface {
-	StopReport() []any
-}
-
-// stopReports gathers the StopReporters' pairs, in the order of the surfaces.
+// stopReports gathers the StopReport hooks' pairs, in the order of the registrations.
 func (s *Server) stopReports() []any {
 	var out []any
-	for _, sf := range s.surfaces {
-		if r, ok := sf.(StopReporter); ok {
-			out = append(out, r.StopReport()...)
+	for _, p := range s.parts {
+		if p.StopReport != nil {
+			out = append(out, p.StopReport()...)
 		}
 	}
 	return out

@@ -21,7 +21,7 @@ func TestStepFourLogsWhatTheBindingsLeft(t *testing.T) {
 	b.stop = func(context.Context) error { stopped = true; return nil }
 	logs := &logSink{}
 	r := start(t, "bindings_drain_timeout_ms = 500\n", logs.logger(),
-		WithSurfaces(reportingSurface{emptyRoutes: emptyRoutes{b}, pairs: []any{"audit_repository_undelivered", 3}}))
+		withSurfaces(reportingSurface{emptyRoutes: emptyRoutes{b}, pairs: []any{"audit_repository_undelivered", 3}}))
 	r.cancel()
 	if <-r.done; r.err != nil {
 		t.Fatal(r.err)

@@ -14,9 +14,11 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
 	"github.com/ferrofed/ferrofed/test/crashfs"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
@@ -196,7 +198,12 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 	}
 	table := fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", arr.URL)
 	g := startWith(t, newKeys(t), t.TempDir(), table, func(cfg *config.Config) bindings.Recorder {
-		trail, err := audit.New(cfg, audit.Options{Metrics: bindings.NewMetrics(), Logger: logr.Discard(), FS: fsys})
+		operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trail, err := audit.New(cfg, audit.Options{Metrics: bindings.NewMetrics(), Logger: logr.Discard(), FS: fsys,
+			Tracker: dependencies.NewTracker(), Authorize: operators.Middleware()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +213,7 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			for _, s := range trail.Surfaces() {
+			for _, s := range trail.Stoppers() {
 				s.Stop(ctx) //nolint:errcheck // the test is over.
 			}
 		})

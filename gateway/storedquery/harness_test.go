@@ -18,9 +18,12 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
@@ -113,16 +116,29 @@ func startWith(t testing.TB, k keys, dir, extra string, mkRec func(*config.Confi
 	log := logr.Discard()
 	// The same parts, in the same order, as assemble.
 	rec := mkRec(cfg)
-	g.queries, err = storedquery.New(cfg, storedquery.Options{Logger: log, Recorder: rec})
+	tracker := dependencies.NewTracker()
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.fed, err = federation.New(cfg, federation.Options{Logger: log, StoredQueries: g.queries})
+	x, err := storedquery.Load(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.queries.Attach(g.fed, g.fed.Authorize())
-	srv, err := server.New(cfg, log, server.WithSurfaces(g.fed, g.queries), server.WithBootPoll(10*time.Millisecond))
+	g.fed, err = federation.New(cfg, federation.Options{Logger: log, StoredQueries: x, Tracker: tracker, Operators: operators})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.queries, err = storedquery.New(cfg, x, storedquery.Options{Logger: log, Recorder: rec, Members: g.fed, Authorize: operators.Middleware()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg, log, server.WithRegistrations(
+		server.Registration{Name: "federation", DataPlane: g.fed.RegisterDataPlane, Operator: g.fed.RegisterOperator, Checks: g.fed.Checks(),
+			Stop: g.fed.Stop, Reload: g.fed.PrepareReload, Collectors: []prometheus.Collector{tracker.Collector()}},
+		server.Registration{Name: "stored_queries", Operator: g.queries.RegisterOperator, Checks: g.queries.Checks(),
+			Stop: g.queries.Stop, Reload: g.queries.PrepareReload},
+	), server.WithBootPoll(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

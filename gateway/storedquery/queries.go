@@ -15,21 +15,53 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
-// Options tune Queries; the zero value is production's.
+// Options build Queries.
 type Options struct {
 	Logger logr.Logger
 	// Recorder stores the AuditEvent of each exchange with a member about a stored
 	// query (the audit trail); nil records nothing.
 	Recorder bindings.Recorder
+	// Members are the members to reach (the federation surface); required.
+	Members Members
+	// Authorize is the operator-token check of the routes; required: they are never
+	// served open.
+	Authorize gin.HandlerFunc
 }
 
-// Queries is the stored queries of one gateway: the store, the `_query` expansion the
-// federation asks for, the operator routes, the readiness check `stored_queries` and
-// the drift check run on stored_queries.drift_interval_ms. A nil *Queries is a gateway
-// without [stored_queries].
+// Expander is the `_query` expansion the federation asks for: the store
+// [stored_queries] names, read. It is made before the federation, and Queries, which
+// reach the members through the federation, after it.
+type Expander struct {
+	log   logr.Logger
+	store *Store
+}
+
+// Load reads the store [stored_queries] names; nil without the table. Nothing is
+// sent.
+func Load(cfg *config.Config, log logr.Logger) (*Expander, error) {
+	if cfg == nil || cfg.StoredQueries == nil {
+		return nil, nil
+	}
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	st, err := NewStore(cfg.StoredQueries.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("stored queries: %w", err)
+	}
+	if _, problems, _ := st.List(); len(problems) > 0 {
+		for _, p := range problems {
+			log.Info("Left out a file of the stored-query store", "file", p.File, "reason", p.Error)
+		}
+	}
+	return &Expander{log: log, store: st}, nil
+}
+
+// Queries is the stored queries of one gateway: the store, the operator routes, the
+// readiness check `stored_queries` and the drift check run on
+// stored_queries.drift_interval_ms. A gateway without [stored_queries] has none.
 type Queries struct {
 	log      logr.Logger
-	rec      bindings.Recorder
 	store    *Store
 	interval time.Duration
 
@@ -47,36 +79,35 @@ type Queries struct {
 	done     chan struct{}
 }
 
-// New reads the store [stored_queries] names; nil without the table. Nothing is sent.
-func New(cfg *config.Config, o Options) (*Queries, error) {
-	if cfg == nil || cfg.StoredQueries == nil {
-		return nil, nil
+// New builds the stored queries of cfg on the store x read. Nothing is sent. With a
+// Recorder, every exchange with a member about a stored query records its AuditEvent.
+func New(cfg *config.Config, x *Expander, o Options) (*Queries, error) {
+	if cfg == nil || cfg.StoredQueries == nil || x == nil {
+		return nil, errors.New("stored queries: no [stored_queries] table")
+	}
+	if o.Members == nil || o.Authorize == nil {
+		return nil, errors.New("stored queries: no members or operator-token check")
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
-	st, err := NewStore(cfg.StoredQueries.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("stored queries: %w", err)
+	members := o.Members
+	if o.Recorder != nil {
+		members = recording{members: members, rec: o.Recorder, log: o.Logger}
 	}
-	q := &Queries{log: o.Logger, rec: o.Recorder, store: st, interval: cfg.StoredQueries.DriftInterval(), drift: map[string]map[string]MemberResult{}}
-	if _, problems, _ := st.List(); len(problems) > 0 {
-		for _, p := range problems {
-			q.log.Info("Left out a file of the stored-query store", "file", p.File, "reason", p.Error)
-		}
-	}
-	return q, nil
+	return &Queries{log: o.Logger, store: x.store, interval: cfg.StoredQueries.DriftInterval(), members: members, authorize: o.Authorize,
+		drift: map[string]map[string]MemberResult{}}, nil
 }
 
 // Store is the store.
 func (q *Queries) Store() *Store { return q.store }
 
+// Store is the store.
+func (x *Expander) Store() *Store { return x.store }
+
 // Expand is the federation's QueryExpander: a search naming _query={code} becomes the
 // stored query's search.
-func (q *Queries) Expand(resourceType, raw string) (string, int, string) {
-	if q == nil {
-		return raw, 0, ""
-	}
+func (x *Expander) Expand(resourceType, raw string) (string, int, string) {
 	code, found, rest, status, msg := splitQuery(raw)
 	switch {
 	case found && status != 0:
@@ -86,12 +117,12 @@ func (q *Queries) Expand(resourceType, raw string) (string, int, string) {
 		// refuses as it always does).
 		return raw, 0, ""
 	}
-	d, err := q.store.ByCode(code)
+	d, err := x.store.ByCode(code)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return "", http.StatusNotFound, fmt.Sprintf("no stored query has the code %q", code)
 	case err != nil:
-		q.log.Error(err, "Could not read the stored-query store")
+		x.log.Error(err, "Could not read the stored-query store")
 		return "", http.StatusServiceUnavailable, "the stored-query store cannot be read"
 	}
 	return d.expand(resourceType, rest)
@@ -140,9 +171,6 @@ func (q *Queries) Drift(id string) map[string]MemberResult {
 // Start starts the drift check: every stored_queries.drift_interval_ms, the first one
 // interval after start. Drain step 4 (Stop) ends it.
 func (q *Queries) Start() {
-	if q == nil || q.members == nil {
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	q.cancel, q.done = cancel, make(chan struct{})
 	go func() {
@@ -164,7 +192,7 @@ func (q *Queries) Start() {
 
 // Stop ends the drift check, a check under way included, within ctx.
 func (q *Queries) Stop(ctx context.Context) error {
-	if q == nil || q.cancel == nil {
+	if q.cancel == nil {
 		return nil
 	}
 	q.stopOnce.Do(q.cancel)

@@ -12,27 +12,6 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/health"
 )
 
-// Attach gives the stored queries the members to reach (the federation surface) and
-// the operator-token middleware of their routes. Call it before the server registers
-// the routes and before Start. With a Recorder, every exchange with a member about a
-// stored query records its AuditEvent.
-func (q *Queries) Attach(members Members, authorize gin.HandlerFunc) {
-	if q == nil {
-		return
-	}
-	if q.rec != nil && members != nil {
-		members = recording{members: members, rec: q.rec, log: q.log}
-	}
-	q.members, q.authorize = members, authorize
-}
-
-// Name names the surface in the server's logs.
-func (q *Queries) Name() string { return "stored_queries" }
-
-// RegisterDataPlane registers nothing: a stored query runs through the federation's
-// search (Expand).
-func (q *Queries) RegisterDataPlane(*gin.RouterGroup) {}
-
 // PrepareReload says that a changed [stored_queries] needs a restart; it never
 // refuses a reload.
 func (q *Queries) PrepareReload(cfg *config.Config) (func(), error) {
@@ -49,11 +28,7 @@ func (q *Queries) Checks() []health.Check {
 }
 
 // RegisterOperator registers {base}/operator/stored-queries behind the operator token.
-// Without the token check (Attach) it registers none: they are never served open.
 func (q *Queries) RegisterOperator(g *gin.RouterGroup) {
-	if q.authorize == nil {
-		return
-	}
 	op := g.Group("/stored-queries", q.authorize)
 	op.GET("", q.list)
 	op.POST("", q.upload)

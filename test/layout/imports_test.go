@@ -41,14 +41,14 @@ var allowed = map[string][]string{
 	"internal/gatewayspec": {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 	"internal/webhook":     {"api/v1alpha1", "internal/gatewayspec"},
 	// The composition root: every part of the gateway, made and put together.
-	"gateway/assemble": {"gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
-		"gateway/bindings/pmir", "gateway/config", "gateway/federation", "gateway/server", "gateway/storedquery"},
+	"gateway/assemble": {"gateway/auth", "gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
+		"gateway/bindings/pmir", "gateway/config", "gateway/dependencies", "gateway/federation", "gateway/server", "gateway/storedquery"},
 	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle", "internal/gatewayspec", "internal/webhook"},
 
 	// The bindings (gateway/bindings/<binding>/...).
-	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/health", "gateway/outbound", "gateway/scrub"},
+	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/outbound", "gateway/scrub"},
 	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool",
-		"gateway/config", "gateway/dependencies", "gateway/health"},
+		"gateway/config", "gateway/dependencies"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
 	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},
 	"gateway/bindings/pixm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},

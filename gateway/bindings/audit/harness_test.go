@@ -19,10 +19,13 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/double"
@@ -137,28 +140,44 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	if o.waitAfter == 0 {
 		o.waitAfter = waitAfter
 	}
-	g.trail, err = audit.New(cfg, audit.Options{Logger: log, FS: o.fs, WaitAfter: o.waitAfter, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	tracker := dependencies.NewTracker()
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fed, err := federation.New(cfg, federation.Options{Logger: log, Audit: g.trail})
+	g.trail, err = audit.New(cfg, audit.Options{Logger: log, FS: o.fs, WaitAfter: o.waitAfter, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+		Tracker: tracker, Authorize: operators.Middleware()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.trail.Attach(fed.Tracker(), fed.Authorize())
-	surfaces := []server.Surface{fed}
-	for _, b := range g.trail.Surfaces() {
-		surfaces = append(surfaces, b)
+	fo := federation.Options{Logger: log, Tracker: tracker, Operators: operators}
+	if g.trail != nil {
+		fo.Audit = g.trail
 	}
-	g.srv, err = server.New(cfg, log, server.WithSurfaces(surfaces...), server.WithBootPoll(10*time.Millisecond))
+	fed, err := federation.New(cfg, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := []server.Registration{{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator, Checks: fed.Checks(),
+		Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{tracker.Collector()}}}
+	if g.trail != nil {
+		parts = append(parts, server.Registration{Name: "audit", Operator: g.trail.RegisterOperator, Reload: g.trail.PrepareReload,
+			Collectors: []prometheus.Collector{g.trail.Collector()}})
+		for _, s := range g.trail.Stoppers() {
+			parts = append(parts, server.Registration{Name: s.Name, Stop: s.Stop, StopReport: s.Report})
+		}
+	}
+	g.srv, err = server.New(cfg, log, server.WithRegistrations(parts...), server.WithBootPoll(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := g.srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.trail.Start(); err != nil {
-		t.Fatal(err)
+	if g.trail != nil {
+		if err := g.trail.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	g.url = g.srv.URL()
 	ctx, cancel := context.WithCancel(context.Background())

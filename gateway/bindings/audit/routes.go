@@ -1,57 +1,45 @@
 package audit
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"reflect"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/gateway/health"
 )
 
 // MaxListed bounds the quarantine entries one GET lists per destination; the body
 // says how many there are in all.
 const MaxListed = 1000
 
-// routes is the trail's own surface: the quarantine routes and the metrics. Its Stop
-// has nothing to stop (the destinations' process surfaces do that).
+// routes are the trail's quarantine routes.
 type routes struct{ t *Trail }
-
-func (r *routes) Name() string                       { return "audit" }
-func (r *routes) RegisterDataPlane(*gin.RouterGroup) {}
-func (r *routes) Checks() []health.Check             { return nil }
-func (r *routes) Stop(context.Context) error         { return nil }
-
-// Collector exports the trail's metrics (the server's Collected).
-func (r *routes) Collector() prometheus.Collector { return r.t.Collector() }
 
 // PrepareReload says, for the server's all-or-nothing reload, that a changed [audit]
 // needs a restart: the spools and their clients are built once at start. It never
 // refuses a reload.
-func (r *routes) PrepareReload(cfg *config.Config) (func(), error) {
+func (t *Trail) PrepareReload(cfg *config.Config) (func(), error) {
 	var next config.Audit
 	if cfg.Audit != nil {
 		next = *cfg.Audit
 	}
-	if !reflect.DeepEqual(next, r.t.cfg) {
-		r.t.log.Info("Configuration changed but needs a restart: audit", "key", "audit")
+	if !reflect.DeepEqual(next, t.cfg) {
+		t.log.Info("Configuration changed but needs a restart: audit", "key", "audit")
 	}
 	return func() {}, nil
 }
 
 // RegisterOperator registers the quarantine routes behind the operator token, with
-// the repository destination only. Without the token check (Attach) it registers
-// none: they are never served open.
-func (r *routes) RegisterOperator(g *gin.RouterGroup) {
-	if len(r.t.dests) == 0 || r.t.authorize == nil {
+// the repository destination only: they are never served open.
+func (t *Trail) RegisterOperator(g *gin.RouterGroup) {
+	if len(t.dests) == 0 {
 		return
 	}
-	op := g.Group("/audit/quarantine", r.t.authorize)
+	r := &routes{t: t}
+	op := g.Group("/audit/quarantine", t.authorize)
 	op.GET("", r.list)
 	op.POST("/:destination/:id/retry", r.retry)
 	op.DELETE("/:destination/:id", r.drop)

@@ -34,9 +34,14 @@ var ErrNotStored = errors.New("audit record not stored")
 type Options struct {
 	// Logger receives the trail's logs, and the events with destination = "log".
 	Logger logr.Logger
-	// Metrics count the delivery exchanges; default a set of the trail's own, exported
-	// by Collector.
+	// Metrics count the delivery exchanges (the binding metrics every binding shares,
+	// registered by the composition root); default a set of the trail's own.
 	Metrics *bindings.Metrics
+	// Tracker is the dependency report the destinations' states go into, read from
+	// their spools at each report; required.
+	Tracker *dependencies.Tracker
+	// Authorize is the operator-token check of the quarantine routes; required.
+	Authorize gin.HandlerFunc
 	// Observer names this gateway in its events; default the host name.
 	Observer string
 	// Now is the clock of the events; default time.Now.
@@ -49,8 +54,8 @@ type Options struct {
 }
 
 // Trail is the audit trail of one gateway: Record stores an event, Start opens the
-// spools and starts their deliveries, and the process surfaces stop them in drain
-// step 4. A nil *Trail is a gateway without [audit]: Access and Record do nothing.
+// spools and starts their deliveries, and its stoppers stop them in drain
+// step 4. A gateway without [audit] has none.
 type Trail struct {
 	log     logr.Logger
 	cfg     config.Audit
@@ -87,6 +92,9 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 	if cfg == nil || cfg.Audit == nil {
 		return nil, nil
 	}
+	if o.Tracker == nil || o.Authorize == nil {
+		return nil, errors.New("audit: no dependency tracker or operator-token check")
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
@@ -100,7 +108,7 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 		o.Now = time.Now
 	}
 	t := &Trail{
-		log: o.Logger, cfg: *cfg.Audit, opts: o, metrics: o.Metrics,
+		log: o.Logger, cfg: *cfg.Audit, opts: o, metrics: o.Metrics, authorize: o.Authorize,
 		undelivered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ferrofed_audit_undelivered_at_exit",
 			Help: "Audit records still undelivered in a destination's spool when drain step 4 closed it (they are delivered after the next start on the same spool).",
@@ -138,25 +146,16 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
 	}
+	// The destinations' report keys are read from their spools at each report.
+	for _, d := range t.dests {
+		o.Tracker.SetServiceFunc(d.key, d.state)
+	}
 	return t, nil
 }
 
 // Refuses reports whether a request whose event could not be stored is refused
 // (audit.on_failure = "refuse").
-func (t *Trail) Refuses() bool { return t != nil && t.cfg.Refuses() }
-
-// Attach puts the destinations' report keys into tracker, read from their spools at
-// each report, and guards the quarantine routes with authorize (the operator token).
-// Call it before the server registers the routes.
-func (t *Trail) Attach(tracker *dependencies.Tracker, authorize gin.HandlerFunc) {
-	if t == nil {
-		return
-	}
-	t.authorize = authorize
-	for _, d := range t.dests {
-		tracker.SetServiceFunc(d.key, d.state)
-	}
-}
+func (t *Trail) Refuses() bool { return t.cfg.Refuses() }
 
 // state is the destination's report state now: unknown until its spool is open.
 func (d *destination) state() dependencies.State {
@@ -171,9 +170,6 @@ func (d *destination) state() dependencies.State {
 // An error means a spool directory cannot be made or read: the gateway refuses to
 // start rather than serve without its audit trail.
 func (t *Trail) Start() error {
-	if t == nil {
-		return nil
-	}
 	for _, d := range t.dests {
 		so := spool.Options{Dir: d.dir, FS: t.opts.FS, MaxBytes: t.cfg.SpoolBytes(), WaitAfter: t.opts.WaitAfter}
 		so.SegmentBytes = min(spool.DefaultSegmentBytes, so.MaxBytes/2)
@@ -233,9 +229,6 @@ func (t *Trail) Access(ctx context.Context, a Access) error {
 // caller may do its work meanwhile. The event is stored whether or not wait is
 // called, or its ctx ends.
 func (t *Trail) Begin(a Access) (wait func(ctx context.Context) error) {
-	if t == nil {
-		return func(context.Context) error { return nil }
-	}
 	if a.Time.IsZero() {
 		a.Time = t.opts.Now()
 	}
@@ -275,9 +268,6 @@ func (t *Trail) Begin(a Access) (wait func(ctx context.Context) error) {
 // (spool.ErrFull, spool.ErrStorage, spool.ErrClosed); the exchange it records is then
 // failing. Every binding records its outbound exchanges through it.
 func (t *Trail) Record(ctx context.Context, event []byte) error {
-	if t == nil {
-		return nil
-	}
 	if _, ok := deliver.EventID(event); !ok {
 		stamped, err := deliver.StampEventID(event, deliver.NewEventID())
 		if err != nil {
@@ -339,9 +329,6 @@ func (d *destination) enqueue(event []byte) (spool.Ticket, error) {
 
 // Syncs counts the data syncs of every spool since Start (the benchmark's fsyncs).
 func (t *Trail) Syncs() uint64 {
-	if t == nil {
-		return 0
-	}
 	var n uint64
 	for _, d := range t.dests {
 		if sp := d.sp.Load(); sp != nil {
@@ -375,44 +362,37 @@ func (t *Trail) stop(ctx context.Context, d *destination) error {
 	return d.stopErr
 }
 
-// Collector exports the binding metrics of the destinations and the trail's own.
+// Collector exports the trail's own metrics; the binding metrics of its destinations
+// are the composition root's to register, once for every binding.
 func (t *Trail) Collector() prometheus.Collector { return collector{t} }
 
 type collector struct{ t *Trail }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	c.t.metrics.Describe(ch)
 	c.t.undelivered.Describe(ch)
 	c.t.failed.Describe(ch)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	c.t.metrics.Collect(ch)
 	c.t.undelivered.Collect(ch)
 	c.t.failed.Collect(ch)
 }
 
-// Surfaces are what the server gets: the trail's own (its operator routes and
-// metrics; with the log destination, metrics only) and one process surface per
-// destination, named for its report key.
-func (t *Trail) Surfaces() []bindings.Surface {
-	if t == nil {
-		return nil
-	}
-	out := []bindings.Surface{&routes{t: t}}
+// Stoppers are the destinations' processes, each stopped in drain step 4 under its
+// report key; its report counts the records it left undelivered.
+func (t *Trail) Stoppers() []bindings.Stopper {
+	var out []bindings.Stopper
 	for _, d := range t.dests {
-		ps := bindings.NewProcessSurface(d.key, processFunc(func(ctx context.Context) error { return t.stop(ctx, d) }))
-		ps.StopReportFunc = func() []any {
-			if n := d.leftAtExit.Load(); n >= 0 {
-				return []any{d.key + "_undelivered", n}
-			}
-			return nil
-		}
-		out = append(out, ps)
+		out = append(out, bindings.Stopper{
+			Name: d.key,
+			Stop: func(ctx context.Context) error { return t.stop(ctx, d) },
+			Report: func() []any {
+				if n := d.leftAtExit.Load(); n >= 0 {
+					return []any{d.key + "_undelivered", n}
+				}
+				return nil
+			},
+		})
 	}
 	return out
 }
-
-type processFunc func(ctx context.Context) error
-
-func (f processFunc) Stop(ctx context.Context) error { return f(ctx) }

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
@@ -50,6 +49,9 @@ type Options struct {
 	// CacheTTL, when positive, keeps each set of decisions that long per caller,
 	// patient, type and members (consent.cache_ttl_ms).
 	CacheTTL time.Duration
+	// Tracker is the dependency report the binding's state goes into, "unknown"
+	// until its first exchange; required.
+	Tracker *dependencies.Tracker
 }
 
 // Client asks one PDP.
@@ -60,7 +62,7 @@ type Client struct {
 	rec     bindings.Recorder
 	timeout time.Duration
 	cache   *bindings.Cache[map[string]bool]
-	tracker atomic.Pointer[dependencies.Tracker]
+	tracker *dependencies.Tracker
 }
 
 // New builds the client; the credential files are read now.
@@ -71,18 +73,13 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Tracker.SetService(Key, dependencies.Unknown, "")
 	return &Client{url: strings.TrimSuffix(o.Service.URL, "/") + EvaluationsPath, purpose: o.PurposeOfUse, client: c, rec: o.Recorder, timeout: timeout,
-		cache: bindings.NewCache[map[string]bool](o.CacheTTL, nil)}, nil
+		cache: bindings.NewCache[map[string]bool](o.CacheTTL, nil), tracker: o.Tracker}, nil
 }
 
 // Invalidate drops every cached set of decisions (a PMIR merge or update).
 func (c *Client) Invalidate() { c.cache.Clear() }
-
-// Attach reports the client's state into tracker, "unknown" until its first exchange.
-func (c *Client) Attach(tracker *dependencies.Tracker) {
-	c.tracker.Store(tracker)
-	tracker.SetService(Key, dependencies.Unknown, "")
-}
 
 // Request is one consent question: may the requester's query about the patient reach
 // each of the members?
@@ -164,7 +161,7 @@ func (c *Client) Evaluate(ctx context.Context, r Request) (permitted map[string]
 	ex := c.client.Do(ctx, req)
 	decisions, why := parse(ex)
 	ev := bindings.QueryEvent{Key: Key, Time: start, Query: payload, PatientSystem: r.PatientSystem, PatientValue: r.PatientValue}
-	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
+	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker)
 	switch {
 	case !stored:
 		return nil, bindings.AuditFailure(Key)

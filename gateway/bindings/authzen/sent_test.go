@@ -15,12 +15,11 @@ import (
 // never left the gateway changes nothing). It still fails closed.
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
 	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Permit: true}}})
-	c, err := authzen.New(authzen.Options{Service: config.BindingService{URL: pdp.URL}, PurposeOfUse: config.DefaultPurposeOfUse})
+	tr := dependencies.NewTracker()
+	c, err := authzen.New(authzen.Options{Service: config.BindingService{URL: pdp.URL}, PurposeOfUse: config.DefaultPurposeOfUse, Tracker: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := dependencies.NewTracker()
-	c.Attach(tr)
 	tr.SetService(authzen.Key, dependencies.Down, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

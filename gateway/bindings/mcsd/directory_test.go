@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
-	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
@@ -468,10 +467,7 @@ func TestReloadKeepsTheDirectorysRegistry(t *testing.T) {
 	g.member("a")
 	g.member("b")
 	g.refresh()
-	s := g.dir.Surface(nil).(interface {
-		PrepareReload(*config.Config) (func(), error)
-	})
-	apply, err := s.PrepareReload(g.cfg)
+	apply, err := g.dir.PrepareReload(g.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +482,7 @@ func TestReloadKeepsTheDirectorysRegistry(t *testing.T) {
 	// The reloaded configuration allows 2 members: a third is refused.
 	limited := *g.cfg
 	limited.Limits.MaxRegistryMembers = 2
-	apply, _ = s.PrepareReload(&limited)
+	apply, _ = g.dir.PrepareReload(&limited)
 	apply()
 	g.member("c")
 	if o := g.refresh(); o.Fault != mcsd.FaultConfigurationMismatch {

@@ -22,9 +22,11 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
@@ -146,20 +148,23 @@ member_identifier_system = %q
 	g.cfg = cfg
 	// The patient-scoped flow, when the tables configure one (nil otherwise), built
 	// as assemble builds it: a directory's registry gives it the members' keys.
-	flow, err := patient.New(cfg, patient.Options{Recorder: g.rec})
+	tracker := dependencies.NewTracker()
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.fed, err = federation.New(cfg, federation.Options{Patient: flow})
+	flow, err := patient.New(cfg, patient.Options{Recorder: g.rec, Tracker: tracker})
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow.Attach(g.fed.Tracker())
-	g.dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: g.fed, Recorder: g.rec, Limits: o.limits})
+	g.fed, err = federation.New(cfg, federation.Options{Patient: flow, Tracker: tracker, Operators: operators})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.dir.Attach(g.fed.Tracker())
+	g.dir, err = mcsd.New(mcsd.Options{Config: cfg, Registry: g.fed, Recorder: g.rec, Tracker: tracker, Limits: o.limits})
+	if err != nil {
+		t.Fatal(err)
+	}
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	e.ContextWithFallback = true

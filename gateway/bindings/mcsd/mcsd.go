@@ -150,6 +150,9 @@ type Options struct {
 	Recorder bindings.Recorder
 	// Metrics counts the exchanges; nil counts nothing.
 	Metrics *bindings.Metrics
+	// Tracker is the dependency report the directory's state goes into, "unknown"
+	// until its first refresh; required.
+	Tracker *dependencies.Tracker
 	// Logger says why a change was refused; default logr.Discard().
 	Logger logr.Logger
 	// Transport, when set, is the client's base transport (tests).
@@ -187,7 +190,7 @@ type Directory struct {
 	now      func() time.Time
 	timeout  time.Duration
 	interval time.Duration
-	tracker  atomic.Pointer[dependencies.Tracker]
+	tracker  *dependencies.Tracker
 
 	// mu makes refreshes one at a time; what follows is theirs.
 	mu sync.Mutex
@@ -220,6 +223,9 @@ func New(o Options) (*Directory, error) {
 	if o.Registry == nil {
 		return nil, errors.New("mcsd: no registry to swap into")
 	}
+	if o.Tracker == nil {
+		return nil, errors.New("mcsd: no dependency tracker")
+	}
 	t := o.Config.Registry.MCSD
 	base, err := url.Parse(strings.TrimSuffix(t.URL, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
@@ -241,15 +247,10 @@ func New(o Options) (*Directory, error) {
 		return nil, err
 	}
 	d := &Directory{table: t, base: base, reg: o.Registry, client: c, rec: o.Recorder, log: o.Logger, lim: lim, now: o.Now,
-		timeout: timeout, interval: t.RefreshInterval()}
+		timeout: timeout, interval: t.RefreshInterval(), tracker: o.Tracker}
 	d.cfg.Store(o.Config)
+	o.Tracker.SetService(Key, dependencies.Unknown, "")
 	return d, nil
-}
-
-// Attach reports the directory's state into tracker, "unknown" until its first refresh.
-func (d *Directory) Attach(tracker *dependencies.Tracker) {
-	d.tracker.Store(tracker)
-	tracker.SetService(Key, dependencies.Unknown, "")
 }
 
 // UseConfig makes cfg the configuration later candidates are checked against (a
@@ -324,8 +325,8 @@ func (d *Directory) Refresh(ctx context.Context) Outcome {
 	o := d.refresh(ctx)
 	o.Members = len(d.served)
 	// A refresh cut short by Stop says nothing of the directory.
-	if t := d.tracker.Load(); t != nil && ctx.Err() == nil {
-		t.SetService(Key, o.State, o.Fault)
+	if ctx.Err() == nil {
+		d.tracker.SetService(Key, o.State, o.Fault)
 	}
 	return o
 }

@@ -52,7 +52,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/authzen"
@@ -79,6 +78,9 @@ type Options struct {
 	Recorder bindings.Recorder
 	// Metrics counts every binding exchange.
 	Metrics *bindings.Metrics
+	// Tracker is the dependency report every configured binding's state goes into,
+	// "unknown" until its first exchange; required.
+	Tracker *dependencies.Tracker
 	// Logger says why the localizer failed open (never its body); discarded when unset.
 	Logger logr.Logger
 }
@@ -151,7 +153,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	f.keys.Store(keys)
 	domains := keys.domains
 	if cfg.PDQm != nil {
-		d, err := pdqm.New(pdqm.Options{Service: cfg.PDQm.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
+		d, err := pdqm.New(pdqm.Options{Service: cfg.PDQm.BindingService, Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker})
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +161,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	}
 	if cfg.Consent != nil {
 		c, err := authzen.New(authzen.Options{Service: cfg.Consent.BindingService, PurposeOfUse: cfg.Consent.PurposeOfUse,
-			Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: cfg.Consent.CacheTTL()})
+			Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker, CacheTTL: cfg.Consent.CacheTTL()})
 		if err != nil {
 			return nil, err
 		}
@@ -170,9 +172,9 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 		if l.Protocol == config.LocalizerPIXm {
 			f.pixmLocalizer, err = pixm.New(pixm.Options{Key: ByLocalizer, Service: l.BindingService,
 				DefaultTimeoutMS: config.DefaultLocalizerTimeoutMS, DefaultMaxBodyBytes: config.DefaultLocalizerMaxBodyBytes,
-				Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics})
+				Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker})
 		} else {
-			f.xcpdLocalizer, err = xcpd.New(xcpd.Options{Service: l.BindingService, Recorder: o.Recorder, Metrics: o.Metrics})
+			f.xcpdLocalizer, err = xcpd.New(xcpd.Options{Service: l.BindingService, Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker})
 		}
 		if err != nil {
 			return nil, err
@@ -183,7 +185,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	}
 	r, err := pixm.New(pixm.Options{Key: ByResolver, Service: cfg.Resolver.BindingService,
 		DefaultTimeoutMS: config.DefaultResolverTimeoutMS, DefaultMaxBodyBytes: config.DefaultResolverMaxBodyBytes,
-		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, CacheTTL: cfg.Resolver.CacheTTL()})
+		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker, CacheTTL: cfg.Resolver.CacheTTL()})
 	if err != nil {
 		return nil, err
 	}
@@ -191,36 +193,9 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 	return f, nil
 }
 
-// Attach reports every binding's state into tracker: each configured key is present,
-// "unknown" until its first exchange.
-func (f *Flow) Attach(tracker *dependencies.Tracker) {
-	if f == nil {
-		return
-	}
-	if f.demographics != nil {
-		f.demographics.Attach(tracker)
-	}
-	if f.resolver != nil {
-		f.resolver.Attach(tracker)
-	}
-	if f.consent != nil {
-		f.consent.Attach(tracker)
-	}
-	if f.xcpdLocalizer != nil {
-		f.xcpdLocalizer.Attach(tracker)
-	}
-	if f.pixmLocalizer != nil {
-		f.pixmLocalizer.Attach(tracker)
-	}
-}
-
 // InvalidateCaches drops every cached resolver mapping and consent decision: the PMIR
 // identity feed calls it for each message that merges, updates or deletes a patient.
-// A nil flow has nothing cached.
 func (f *Flow) InvalidateCaches() {
-	if f == nil {
-		return
-	}
 	if f.resolver != nil {
 		f.resolver.Invalidate()
 	}
@@ -453,25 +428,3 @@ func (f *Flow) failed(step string, s Scope, err error) Plan {
 	f.log.Info("Patient-scoped step failed closed: no member is asked", "binding", step, "status", fail.Status, "reason", fail.Diagnostics)
 	return Plan{Scope: s, Fail: fail}
 }
-
-// Surface is the flow's part of the server when no other binding exports the
-// bindings' metrics (no [audit]): it registers them, and has no route, no readiness
-// check and nothing to stop. Nil without a flow.
-func (f *Flow) Surface(metrics *bindings.Metrics) bindings.Surface {
-	if f == nil || metrics == nil {
-		return nil
-	}
-	return metricsSurface{ProcessSurface: bindings.NewProcessSurface("patient-bindings", stopped{}), m: metrics}
-}
-
-type metricsSurface struct {
-	*bindings.ProcessSurface
-	m *bindings.Metrics
-}
-
-// Collector is the bindings' metrics.
-func (s metricsSurface) Collector() prometheus.Collector { return s.m }
-
-type stopped struct{}
-
-func (stopped) Stop(context.Context) error { return nil }

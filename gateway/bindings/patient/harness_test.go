@@ -26,10 +26,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/crashfs"
@@ -145,8 +147,14 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same shared parts as assemble, made first.
 	metrics := bindings.NewMetrics()
-	ao := audit.Options{Metrics: metrics, Logger: logr.Discard()}
+	tracker := dependencies.NewTracker()
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ao := audit.Options{Metrics: metrics, Logger: logr.Discard(), Tracker: tracker, Authorize: operators.Middleware()}
 	if fsys != nil {
 		ao.FS = fsys
 	}
@@ -159,18 +167,24 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 		defer g.logMu.Unlock()
 		g.logs = append(g.logs, prefix+" "+args)
 	}, funcr.Options{})
-	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: flowLog})
+	var rec bindings.Recorder = bindings.NoRecorder{}
+	fo := federation.Options{Tracker: tracker, Operators: operators}
+	if trail != nil {
+		rec, fo.Audit = trail, trail
+	}
+	flow, err := patient.New(cfg, patient.Options{Recorder: rec, Metrics: metrics, Tracker: tracker, Logger: flowLog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fed, err := federation.New(cfg, federation.Options{Audit: trail, Patient: flow})
+	fo.Patient = flow
+	fed, err := federation.New(cfg, fo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	trail.Attach(fed.Tracker(), fed.Authorize())
-	flow.Attach(fed.Tracker())
-	if err := trail.Start(); err != nil {
-		t.Fatal(err)
+	if trail != nil {
+		if err := trail.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
@@ -188,8 +202,10 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, s := range trail.Surfaces() {
-			s.Stop(ctx) //nolint:errcheck // the test is over.
+		if trail != nil {
+			for _, s := range trail.Stoppers() {
+				s.Stop(ctx) //nolint:errcheck // the test is over.
+			}
 		}
 		fed.Stop(ctx) //nolint:errcheck // the test is over.
 	})

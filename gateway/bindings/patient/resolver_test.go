@@ -247,11 +247,10 @@ func TestAMemberTheFlowDoesNotKnowIsExcludedByTheResolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow, err := patient.New(cfg, patient.Options{})
+	flow, err := patient.New(cfg, patient.Options{Tracker: dependencies.NewTracker()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow.Attach(dependencies.NewTracker())
 	plan, scoped, err := flow.Plan(context.Background(), patient.Query{ResourceType: "Observation",
 		Params: []string{"patient.identifier=" + url.QueryEscape(mpi+"|MRN-1")}, Members: []string{"a", "z", "b"}})
 	if err != nil || !scoped || plan.Fail != nil {

@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
@@ -47,6 +46,9 @@ type Options struct {
 	Service  config.BindingService
 	Recorder bindings.Recorder
 	Metrics  *bindings.Metrics
+	// Tracker is the dependency report the binding's state goes into, "unknown"
+	// until its first exchange; required.
+	Tracker *dependencies.Tracker
 }
 
 // Consumer asks one PDQm Supplier.
@@ -55,7 +57,7 @@ type Consumer struct {
 	client  *bindings.Client
 	rec     bindings.Recorder
 	timeout time.Duration
-	tracker atomic.Pointer[dependencies.Tracker]
+	tracker *dependencies.Tracker
 }
 
 // New builds the consumer; the credential files are read now.
@@ -66,13 +68,8 @@ func New(o Options) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{base: strings.TrimSuffix(o.Service.URL, "/"), client: c, rec: o.Recorder, timeout: timeout}, nil
-}
-
-// Attach reports the consumer's state into tracker, "unknown" until its first exchange.
-func (c *Consumer) Attach(tracker *dependencies.Tracker) {
-	c.tracker.Store(tracker)
-	tracker.SetService(Key, dependencies.Unknown, "")
+	o.Tracker.SetService(Key, dependencies.Unknown, "")
+	return &Consumer{base: strings.TrimSuffix(o.Service.URL, "/"), client: c, rec: o.Recorder, timeout: timeout, tracker: o.Tracker}, nil
 }
 
 // Criteria are what the patient is looked up by: an identifier, or the supplier's own
@@ -126,7 +123,7 @@ func (c *Consumer) Lookup(ctx context.Context, cr Criteria) (Result, error) {
 	if cr.ID != "" {
 		ev.PatientValue = "Patient/" + cr.ID
 	}
-	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
+	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker)
 	switch {
 	case !stored:
 		return Result{}, bindings.AuditFailure(Key)

@@ -14,12 +14,11 @@ import (
 // changes nothing (docs/bindings.md, "The dependency report").
 func TestABudgetSpentBeforeTheRequestLeftChangesNothing(t *testing.T) {
 	s := pdqsupplier.Start(t, pdqsupplier.Options{})
-	c, err := pdqm.New(pdqm.Options{Service: config.BindingService{URL: s.URL}})
+	tr := dependencies.NewTracker()
+	c, err := pdqm.New(pdqm.Options{Service: config.BindingService{URL: s.URL}, Tracker: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := dependencies.NewTracker()
-	c.Attach(tr)
 	tr.SetService(pdqm.Key, dependencies.Failing, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

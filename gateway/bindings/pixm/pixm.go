@@ -60,6 +60,9 @@ type Options struct {
 	// CacheTTL, when positive, keeps each mapping that long per caller and patient
 	// (resolver.cache_ttl_ms).
 	CacheTTL time.Duration
+	// Tracker is the dependency report the binding's state goes into, "unknown"
+	// until its first exchange; required.
+	Tracker *dependencies.Tracker
 }
 
 // Consumer asks one PIXm manager.
@@ -72,7 +75,7 @@ type Consumer struct {
 	rec     bindings.Recorder
 	timeout time.Duration
 	cache   *bindings.Cache[Mapping]
-	tracker atomic.Pointer[dependencies.Tracker]
+	tracker *dependencies.Tracker
 }
 
 // New builds the consumer; the credential files are read now.
@@ -90,8 +93,9 @@ func New(o Options) (*Consumer, error) {
 		return nil, err
 	}
 	cons := &Consumer{key: o.Key, base: strings.TrimSuffix(o.Service.URL, "/"), client: c, rec: o.Recorder,
-		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: bindings.NewCache[Mapping](o.CacheTTL, nil)}
+		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: bindings.NewCache[Mapping](o.CacheTTL, nil), tracker: o.Tracker}
 	cons.domains.Store(&domainSet{list: o.Domains})
+	o.Tracker.SetService(o.Key, dependencies.Unknown, "")
 	return cons, nil
 }
 
@@ -112,12 +116,6 @@ func (c *Consumer) UseDomains(domains []string) {
 
 // Key is the consumer's report key.
 func (c *Consumer) Key() string { return c.key }
-
-// Attach reports the consumer's state into tracker, "unknown" until its first exchange.
-func (c *Consumer) Attach(tracker *dependencies.Tracker) {
-	c.tracker.Store(tracker)
-	tracker.SetService(c.key, dependencies.Unknown, "")
-}
 
 // Invalidate drops every cached mapping (a PMIR merge or update).
 func (c *Consumer) Invalidate() { c.cache.Clear() }
@@ -150,7 +148,7 @@ func (c *Consumer) Resolve(ctx context.Context, caller, system, value string) (M
 	mapping, why := parse(ex)
 	ev := bindings.QueryEvent{Key: c.key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
 		Query: []byte(query), PatientSystem: system, PatientValue: value}
-	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load())
+	stored := bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker)
 	switch {
 	case !stored:
 		return nil, bindings.AuditFailure(c.key)

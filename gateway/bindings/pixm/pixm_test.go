@@ -14,13 +14,12 @@ import (
 
 func consumer(t *testing.T, url string) (*pixm.Consumer, *dependencies.Tracker) {
 	t.Helper()
+	tr := dependencies.NewTracker()
 	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: url}, DefaultTimeoutMS: 2000,
-		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}})
+		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, Tracker: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := dependencies.NewTracker()
-	c.Attach(tr)
 	return c, tr
 }
 
@@ -74,7 +73,7 @@ func TestUseDomains(t *testing.T) {
 		{ID: "x-b", Identifiers: []pixmanager.Identifier{{System: "urn:oid:1.3", Value: "pb-1"}}},
 	}}})
 	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: p.URL}, DefaultTimeoutMS: 2000,
-		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, CacheTTL: time.Minute})
+		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, CacheTTL: time.Minute, Tracker: dependencies.NewTracker()})
 	if err != nil {
 		t.Fatal(err)
 	}

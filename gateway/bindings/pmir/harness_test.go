@@ -22,9 +22,12 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
@@ -152,20 +155,27 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 		t.Fatal(err)
 	}
 	log := g.log.logger()
-	fed, err := federation.New(cfg, federation.Options{Logger: log})
+	// The same parts, registered as assemble registers them.
+	tracker := dependencies.NewTracker()
+	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.feed, err = pmir.New(cfg, pmir.Options{Logger: log, Recorder: g.rec, Invalidate: func() { g.invalidated.Add(1) }})
+	fed, err := federation.New(cfg, federation.Options{Logger: log, Tracker: tracker, Operators: operators})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.feed.Attach(fed.Tracker())
-	surfaces := []server.Surface{fed}
-	if s := g.feed.Surface(); s != nil {
-		surfaces = append(surfaces, s)
+	parts := []server.Registration{{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
+		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{tracker.Collector()}}}
+	if cfg.PMIR != nil {
+		g.feed, err = pmir.New(cfg, pmir.Options{Logger: log, Recorder: g.rec, Tracker: tracker, Invalidate: func() { g.invalidated.Add(1) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, server.Registration{Name: pmir.Key, DataPlane: g.feed.RegisterDataPlane, Stop: g.feed.Stop,
+			StopReport: g.feed.StopReport, Reload: g.feed.PrepareReload})
 	}
-	g.srv, err = server.New(cfg, log, server.WithSurfaces(surfaces...), server.WithBootPoll(10*time.Millisecond))
+	g.srv, err = server.New(cfg, log, server.WithRegistrations(parts...), server.WithBootPoll(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +186,10 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	if o.before != nil {
 		o.before(g)
 	}
-	if err := g.feed.Start(); err != nil {
-		t.Fatal(err)
+	if g.feed != nil {
+		if err := g.feed.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel

@@ -98,8 +98,9 @@ type Options struct {
 	Recorder bindings.Recorder
 	// Metrics counts the exchanges with the registry; nil counts nothing.
 	Metrics *bindings.Metrics
-	// ExportMetrics makes the surface register Metrics: when no other binding does.
-	ExportMetrics bool
+	// Tracker is the dependency report the feed's state goes into, "unknown" until
+	// its first exchange; required.
+	Tracker *dependencies.Tracker
 	// Invalidate is called for each feed message that merges, updates or deletes a
 	// patient: it clears the resolver's and the consent pre-filter's caches.
 	Invalidate func()
@@ -119,9 +120,7 @@ type Feed struct {
 	rec        bindings.Recorder
 	log        logr.Logger
 	invalidate func()
-	metrics    *bindings.Metrics
-	export     bool
-	tracker    atomic.Pointer[dependencies.Tracker]
+	tracker    *dependencies.Tracker
 
 	mu sync.Mutex
 	// held is the subscription's URL (without _history), "" when none is held; id is
@@ -169,33 +168,20 @@ func New(cfg *config.Config, o Options) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pmir: the feed's token verifier: %w", err)
 	}
+	o.Tracker.SetService(Key, dependencies.Unknown, "")
 	return &Feed{cfg: p, base: base, origin: &url.URL{Scheme: u.Scheme, Host: u.Host}, client: c, verifier: v,
-		rec: o.Recorder, log: o.Logger, invalidate: o.Invalidate, metrics: o.Metrics, export: o.ExportMetrics,
+		rec: o.Recorder, log: o.Logger, invalidate: o.Invalidate, tracker: o.Tracker,
 		done: make(chan struct{}), stopped: make(chan struct{})}, nil
-}
-
-// Attach reports the feed's state into tracker, "unknown" until its first exchange.
-func (f *Feed) Attach(tracker *dependencies.Tracker) {
-	if f == nil {
-		return
-	}
-	f.tracker.Store(tracker)
-	tracker.SetService(Key, dependencies.Unknown, "")
 }
 
 // set puts the state of one observation in the report.
 func (f *Feed) set(s dependencies.State, fault string) {
-	if t := f.tracker.Load(); t != nil {
-		t.SetService(Key, s, fault)
-	}
+	f.tracker.SetService(Key, s, fault)
 }
 
 // Start starts the subscription's process: the search for a leftover, the create and
 // the checks. Drain step 4 stops it (Stop).
 func (f *Feed) Start() error {
-	if f == nil {
-		return nil
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	go f.run(ctx)
@@ -266,9 +252,6 @@ func (f *Feed) hold(u, id string) {
 // is abandoned by the server under the binding's name; the binding itself logs a
 // warning naming the subscription's id then, and when the delete failed.
 func (f *Feed) Stop(ctx context.Context) error {
-	if f == nil {
-		return nil
-	}
 	f.stopOnce.Do(func() {
 		defer close(f.stopped)
 		f.stopErr = f.stop(ctx)

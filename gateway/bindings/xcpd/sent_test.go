@@ -16,12 +16,11 @@ import (
 // patient XCPD cannot name (an identifier system that is no OID).
 func TestARequestThatNeverLeftChangesNothing(t *testing.T) {
 	gw := respondinggateway.Start(t, respondinggateway.Options{})
-	c, err := xcpd.New(xcpd.Options{Service: config.BindingService{URL: gw.URL}})
+	tr := dependencies.NewTracker()
+	c, err := xcpd.New(xcpd.Options{Service: config.BindingService{URL: gw.URL}, Tracker: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := dependencies.NewTracker()
-	c.Attach(tr)
 	tr.SetService(xcpd.Key, dependencies.Failing, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -34,7 +34,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
@@ -69,6 +68,9 @@ type Options struct {
 	Service  config.BindingService
 	Recorder bindings.Recorder
 	Metrics  *bindings.Metrics
+	// Tracker is the dependency report the binding's state goes into, "unknown"
+	// until its first exchange; required.
+	Tracker *dependencies.Tracker
 }
 
 // Client asks one responding gateway.
@@ -77,7 +79,7 @@ type Client struct {
 	client  *bindings.Client
 	rec     bindings.Recorder
 	timeout time.Duration
-	tracker atomic.Pointer[dependencies.Tracker]
+	tracker *dependencies.Tracker
 }
 
 // New builds the client; the credential files are read now.
@@ -88,13 +90,8 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{url: o.Service.URL, client: c, rec: o.Recorder, timeout: timeout}, nil
-}
-
-// Attach reports the client's state into tracker, "unknown" until its first exchange.
-func (c *Client) Attach(tracker *dependencies.Tracker) {
-	c.tracker.Store(tracker)
-	tracker.SetService(Key, dependencies.Unknown, "")
+	o.Tracker.SetService(Key, dependencies.Unknown, "")
+	return &Client{url: o.Service.URL, client: c, rec: o.Recorder, timeout: timeout, tracker: o.Tracker}, nil
 }
 
 // Timeout is the localizer's own budget.
@@ -140,7 +137,7 @@ func (c *Client) Locate(ctx context.Context, system, value string) (Answer, erro
 	}
 	ev := bindings.QueryEvent{Key: Key, Transaction: Transaction, TransactionDisplay: TransactionDisplay, Time: start,
 		Query: payload, PatientSystem: system, PatientValue: value}
-	if !bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker.Load()) {
+	if !bindings.Finish(ctx, ex, ev, c.rec, c.timeout, c.tracker) {
 		return Answer{}, errors.New("the audit record of the localizer's exchange could not be stored")
 	}
 	if why != "" {
