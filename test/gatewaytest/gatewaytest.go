@@ -1,0 +1,237 @@
+// Package gatewaytest starts a whole gateway for a test, as Kubernetes' StartTestServer
+// starts an API server: built from a configuration by the composition root,
+// gateway/assemble (the function `ferrofed serve` calls), listening on loopback, started,
+// ready, and drained when the test ends (docs/architecture.md).
+package gatewaytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/ferrofed/ferrofed/gateway/assemble"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/test/double"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
+)
+
+// Gateway is a running gateway.
+type Gateway struct {
+	t testing.TB
+	// URL is the server's base URL, its base path included.
+	URL string
+	// Issuer signs the tokens the gateway trusts; Token is one of its operator tokens.
+	Issuer *issuer.Issuer
+	Token  string
+	// Config is the configuration it runs.
+	Config *config.Config
+	// Server is the running server.
+	Server *server.Server
+	// Assembled is the gateway as the composition root built it; nil from Serve.
+	Assembled *assemble.Gateway
+
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type options struct {
+	server string
+	issuer *issuer.Issuer
+	log    logr.Logger
+	before func(*Gateway)
+}
+
+// Option tunes Start and Serve.
+type Option func(*options)
+
+// WithServer adds keys to the [server] table (base_path, budgets); Start writes listen
+// = "127.0.0.1:0", termination_message_path = "" and bindings_drain_timeout_ms = 2000
+// unless given.
+func WithServer(keys string) Option { return func(o *options) { o.server = keys } }
+
+// WithIssuer trusts is instead of a new issuer (gateways of one test sharing tokens).
+func WithIssuer(is *issuer.Issuer) Option { return func(o *options) { o.issuer = is } }
+
+// WithLog gives the gateway a logger; default none.
+func WithLog(log logr.Logger) Option { return func(o *options) { o.log = log } }
+
+// Before runs f once the gateway listens and before its bindings start (a leftover
+// for the start to find).
+func Before(f func(*Gateway)) Option { return func(o *options) { o.before = f } }
+
+func apply(opts []Option) options {
+	o := options{log: logr.Discard()}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Config parses tables into a configuration with a [server] table listening on
+// loopback and the [[auth.issuers]] table of the issuer of opts (a new one by default),
+// which it returns.
+func Config(t testing.TB, tables string, opts ...Option) (*config.Config, *issuer.Issuer) {
+	t.Helper()
+	o := apply(opts)
+	if o.issuer == nil {
+		o.issuer = issuer.New(t)
+	}
+	doc := "[server]\nlisten = \"127.0.0.1:0\"\n" + o.server + "\n"
+	if !bytes.Contains([]byte(o.server), []byte("termination_message_path")) {
+		doc += "termination_message_path = \"\"\n"
+	}
+	if !bytes.Contains([]byte(o.server), []byte("bindings_drain_timeout_ms")) {
+		doc += "bindings_drain_timeout_ms = 2000\n"
+	}
+	doc += o.issuer.Table() + tables
+	cfg, err := config.Parse([]byte(doc), "test.toml", config.Options{})
+	if err != nil {
+		t.Fatalf("the test's configuration: %v\n%s", err, doc)
+	}
+	return cfg, o.issuer
+}
+
+// Start builds the gateway of tables (plus the [server] and [[auth.issuers]] tables of
+// Config) with assemble.New, listens, starts it and waits until it is ready; the
+// test's end drains it.
+func Start(t testing.TB, tables string, opts ...Option) *Gateway {
+	t.Helper()
+	cfg, is := Config(t, tables, opts...)
+	o := apply(opts)
+	a, err := assemble.New(cfg, o.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := serve(t, cfg, is, a.Server, a.Start, o)
+	g.Assembled = a
+	return g
+}
+
+// Serve runs a server a test built by hand from cfg and is (Config's), calling start
+// once it listens: for the tests that inject what the composition root cannot (a
+// recorder that refuses, a spool file system that fails, shortened delivery
+// intervals). Each such caller says why.
+func Serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error, opts ...Option) *Gateway {
+	t.Helper()
+	return serve(t, cfg, is, srv, start, apply(opts))
+}
+
+func serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error, o options) *Gateway {
+	t.Helper()
+	g := &Gateway{t: t, Issuer: is, Token: is.Operator(t), Config: cfg, Server: srv, done: make(chan error, 1)}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	g.URL = srv.URL()
+	if o.before != nil {
+		o.before(g)
+	}
+	if start != nil {
+		if err := start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	go func() { g.done <- srv.Run(ctx) }()
+	t.Cleanup(g.Stop)
+	double.Eventually(t, "the gateway is ready", func() bool {
+		res, err := http.Get(g.URL + "/health/readiness")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return g
+}
+
+// Stop drains the gateway (step 4 stops the bindings) and waits for it; the test's end
+// calls it too.
+func (g *Gateway) Stop() {
+	if g.cancel == nil {
+		return
+	}
+	g.cancel()
+	g.cancel = nil
+	select {
+	case err := <-g.done:
+		if err != nil {
+			g.t.Errorf("the gateway stopped with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		g.t.Error("the gateway did not finish its drain")
+	}
+}
+
+// Do sends one request to URL+path, with a FHIR JSON body when body is not nil;
+// token "" sends none. It returns the status and the body.
+func (g *Gateway) Do(method, path, token string, body []byte) (int, []byte) {
+	g.t.Helper()
+	res, b := g.Request(method, path, token, body)
+	return res.StatusCode, b
+}
+
+// Request is Do returning the whole response, its body read and closed.
+func (g *Gateway) Request(method, path, token string, body []byte) (*http.Response, []byte) {
+	g.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, g.URL+path, rd)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Accept", "application/fhir+json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/fhir+json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return res, b
+}
+
+// Report is the dependency report (GET {base}/operator/dependencies with the
+// operator token), decoded and raw.
+func (g *Gateway) Report() (map[string]any, string) {
+	g.t.Helper()
+	status, body := g.Do(http.MethodGet, "/operator/dependencies", g.Token, nil)
+	if status != http.StatusOK {
+		g.t.Fatalf("the dependency report answered %d: %s", status, body)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(body, &r); err != nil {
+		g.t.Fatal(err)
+	}
+	return r, string(body)
+}
+
+// Endpoints is the report's endpoints: each member's state.
+func (g *Gateway) Endpoints() map[string]string {
+	g.t.Helper()
+	r, _ := g.Report()
+	eps, _ := r["endpoints"].(map[string]any)
+	out := map[string]string{}
+	for id, s := range eps {
+		out[id], _ = s.(string)
+	}
+	return out
+}
