@@ -19,7 +19,9 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -104,9 +106,9 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 	b := members.Start(t, members.Options{ID: "b", OperationDefinitions: true})
 	c := members.Start(t, members.Options{ID: "c"})
 	rec := &recorder{}
-	g := startAudited(t, newKeys(t), t.TempDir(), rec, a, b, c)
+	g := startAudited(t, issuer.New(t), t.TempDir(), "", func(*config.Config) bindings.Recorder { return rec }, a, b, c)
 
-	status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	if status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", status, body)
 	}
@@ -138,7 +140,7 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 	t.Run("a refused audit record fails the upload's exchanges", func(t *testing.T) {
 		rec.fail.Store(true)
 		defer rec.fail.Store(false)
-		status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+		status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 		if status != http.StatusOK {
 			t.Fatalf("upload: %d %s", status, body)
 		}
@@ -169,7 +171,7 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 
 	t.Run("a repair is audited: its PUT and its read", func(t *testing.T) {
 		before := len(rec.of(t, "update")["b"])
-		status, body := g.do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.token, nil)
+		status, body := g.Do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.Token, nil)
 		if status != http.StatusOK || answerOf(t, body).Members["b"].Result != storedquery.InSync {
 			t.Fatalf("repair: %d %s", status, body)
 		}
@@ -195,7 +197,7 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 		return nil
 	}
 	table := fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", arr.URL)
-	g := startWith(t, newKeys(t), t.TempDir(), table, func(cfg *config.Config) bindings.Recorder {
+	g := startAudited(t, issuer.New(t), t.TempDir(), table, func(cfg *config.Config) bindings.Recorder {
 		trail, err := audit.New(cfg, audit.Options{Metrics: bindings.NewMetrics(), Logger: logr.Discard(), FS: fsys})
 		if err != nil {
 			t.Fatal(err)
@@ -213,7 +215,7 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 		return trail
 	}, a, b)
 
-	status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	if status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", status, body)
 	}
@@ -237,16 +239,14 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 		}
 		return n
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for n := named(); n["a"] != 1 || n["b"] != 1 || len(n) != 2; n = named() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the repository got update events %v, want one naming each of a and b", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var n map[string]int
+	double.Eventually(t, "the repository got one update event naming each of a and b", func() bool {
+		n = named()
+		return n["a"] == 1 && n["b"] == 1 && len(n) == 2
+	}, func() string { return fmt.Sprintf("got %v", n) })
 
 	refusing.Store(true)
-	status, body = g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	status, body = g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	refusing.Store(false)
 	if status != http.StatusOK {
 		t.Fatalf("upload: %d %s", status, body)

@@ -76,8 +76,8 @@ func (i *Issuer) Sign(t testing.TB, sub, scope string) string {
 	return tok
 }
 
-// Operator is a token of sub "test" with OperatorScope.
+// Operator is a token of sub "alice" with OperatorScope.
 func (i *Issuer) Operator(t testing.TB) string {
 	t.Helper()
-	return i.Sign(t, "test", OperatorScope)
+	return i.Sign(t, "alice", OperatorScope)
 }
