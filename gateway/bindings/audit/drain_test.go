@@ -18,7 +18,9 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 type lines struct {
@@ -60,7 +62,7 @@ func TestDrainCountsWhatIsLeftUndelivered(t *testing.T) {
 			t.Fatalf("search answered %d", s)
 		}
 	}
-	g.stop()
+	g.Stop()
 	if line := logs.find(`"signal"="BindingsStopped"`, `"audit_repository_undelivered"=2`); line == "" {
 		t.Fatalf("step 4's log line does not count the 2 undelivered records: %v", logs.all)
 	}
@@ -75,8 +77,8 @@ ferrofed_audit_undelivered_at_exit{destination="audit_repository"} 2
 	}
 	// Nothing was deleted: the next start delivers both.
 	arr.SetHold(false)
-	g2 := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
-	g2.eventually("both left records delivered", func() bool { return delivered(arr, "KEEP1") >= 1 && delivered(arr, "KEEP2") >= 1 })
+	startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
+	double.Eventually(t, "both left records delivered", func() bool { return delivered(arr, "KEEP1") >= 1 && delivered(arr, "KEEP2") >= 1 })
 }
 
 // The requester of an event is the operator token's subject, under its issuer, when
@@ -84,10 +86,10 @@ ferrofed_audit_undelivered_at_exit{destination="audit_repository"} 2
 // line.
 func TestTheEventNamesTheTokensSubject(t *testing.T) {
 	g := startGateway(t, harnessOptions{audit: repositoryTable})
-	if s, _ := g.do(http.MethodGet, "/fhir/Patient?name=WHOMARK", g.token); s != http.StatusOK {
+	if s, _ := g.Do(http.MethodGet, "/fhir/Patient?name=WHOMARK", g.Token, nil); s != http.StatusOK {
 		t.Fatalf("search answered %d", s)
 	}
-	g.eventually("delivered", func() bool { return delivered(g.arr, "WHOMARK") == 1 })
+	double.Eventually(t, "delivered", func() bool { return delivered(g.arr, "WHOMARK") == 1 })
 	var ev struct {
 		Agent []struct {
 			Who struct {
@@ -103,8 +105,8 @@ func TestTheEventNamesTheTokensSubject(t *testing.T) {
 			}
 		}
 	}
-	if len(ev.Agent) < 3 || !ev.Agent[0].Requestor || ev.Agent[0].Who.Identifier.Value != "alice" || ev.Agent[0].Who.Identifier.System != issuer {
-		t.Fatalf("agents %+v, want alice of %s first", ev.Agent, issuer)
+	if len(ev.Agent) < 3 || !ev.Agent[0].Requestor || ev.Agent[0].Who.Identifier.Value != "alice" || ev.Agent[0].Who.Identifier.System != issuer.URL {
+		t.Fatalf("agents %+v, want alice of %s first", ev.Agent, issuer.URL)
 	}
 
 	logs := &lines{}
@@ -142,12 +144,12 @@ func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
 	}
 	blocking.Store(true)
 	go func() { // its append hangs in the sync; the drain cuts it
-		if res, err := http.Get(g.url + "/fhir/Patient?name=HUNG"); err == nil {
+		if res, err := http.Get(g.URL + "/fhir/Patient?name=HUNG"); err == nil {
 			res.Body.Close()
 		}
 	}()
-	g.eventually("the search is in flight", func() bool { return logs.find("Member endpoint changed state") != "" })
-	g.stop()
+	double.Eventually(t, "the search is in flight", func() bool { return logs.find("Member endpoint changed state") != "" })
+	g.Stop()
 	data, err := os.ReadFile(termination)
 	if err != nil {
 		t.Fatal(err)
