@@ -15,7 +15,7 @@ func TestDrainDeletesTheSubscriptionOnce(t *testing.T) {
 	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
-	g.stop()
+	g.Stop()
 	if n := reg.Count(http.MethodDelete, "/Subscription"); n != 1 {
 		t.Fatalf("%d deletes, want 1", n)
 	}
@@ -36,7 +36,7 @@ func TestARefusedDeleteIsWarnedOfByID(t *testing.T) {
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	reg.SetScript(identityregistry.Script{DeleteStatus: http.StatusInternalServerError})
-	g.stop()
+	g.Stop()
 	log := g.log.String()
 	if !strings.Contains(log, "Warning: could not delete the PMIR subscription") || !strings.Contains(log, `"subscription"="1"`) {
 		t.Fatalf("no warning naming the subscription:\n%s", log)
