@@ -2,17 +2,10 @@ package patient_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,28 +14,22 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
-	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/crashfs"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
 
-const (
-	issuer   = "https://issuer.test"
-	audience = "ferrofed"
-	scope    = "ferrofed.operator"
-	base     = "/api"
-)
+const base = "/api"
 
 // The identifier domains of the tests: the master patient index's, and one per member.
 const (
@@ -52,12 +39,11 @@ const (
 	domainC = "urn:oid:1.3.6.1.4.1.21367.13.20.3000"
 )
 
-// gateway is the federation surface with the patient-scoped flow, built from a TOML
-// configuration the way assemble builds it (the same constructors, the same trail),
-// mounted the way the server mounts it, in front of real loopback members a, b and c.
+// gateway is a real gateway on loopback with the patient-scoped flow, in front of
+// real loopback members a, b and c.
 type gateway struct {
+	*gatewaytest.Gateway
 	t       testing.TB
-	gw      *httptest.Server
 	members map[string]*members.Server
 	token   string
 	// refuse makes the audit spool refuse every append (ENOSPC), with [audit];
@@ -66,12 +52,12 @@ type gateway struct {
 	refuseOnce func()
 	// arr is the audit record repository, with [audit].
 	arr *auditrepo.Server
-	// logs are the flow's log lines.
+	// logs are the gateway's log lines.
 	logMu sync.Mutex
 	logs  []string
 }
 
-// logged is what the flow has logged so far, one line each.
+// logged is what the gateway has logged so far, one line each.
 func (g *gateway) logged() string {
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
@@ -86,6 +72,9 @@ type gatewayOptions struct {
 	audited bool
 	// requestTimeout is server.request_timeout_ms; default 5 s.
 	requestTimeout time.Duration
+	// surfaceOnly mounts the surface without the server, whose listener refuses a long
+	// request head itself (431) before the flow could.
+	surfaceOnly bool
 }
 
 var memberDomains = map[string]string{"a": domainA, "b": domainB, "c": domainC}
@@ -93,6 +82,10 @@ var memberDomains = map[string]string{"a": domainA, "b": domainB, "c": domainC}
 // memberCommunities are the members' XCPD homeCommunityIds, as HL7v3 writes them.
 var memberCommunities = map[string]string{"a": "1.3.6.1.4.1.21367.13.70.1", "b": "1.3.6.1.4.1.21367.13.70.2", "c": "1.3.6.1.4.1.21367.13.70.3"}
 
+// newGateway starts the gateway of o.tables as assemble builds it; with o.audited or
+// o.surfaceOnly its parts are put together here as assemble does, because the tests
+// give the spool a file system that refuses appends, or check the surface alone,
+// which assemble cannot.
 func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	t.Helper()
 	if o.requestTimeout == 0 {
@@ -100,7 +93,6 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	}
 	g := &gateway{t: t, members: map[string]*members.Server{}, refuse: func(bool) {}, refuseOnce: func() {}}
 	var doc strings.Builder
-	fmt.Fprintf(&doc, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\nbase_path = %q\nrequest_timeout_ms = %d\n", base, o.requestTimeout.Milliseconds())
 	for _, id := range []string{"a", "b", "c"} {
 		m := members.Start(t, members.Options{ID: id, Marker: "MEMBER-BODY-" + id})
 		g.members[id] = m
@@ -112,22 +104,10 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 			fmt.Fprintf(&doc, "home_community_id = %q\n", "urn:oid:"+memberCommunities[id])
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, set, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(&doc, "[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n", issuer, audience, jwks, scope)
-	g.token = sign(t, key)
 	var fsys *crashfs.FS
 	if o.audited {
-		arr := auditrepo.Start(t, auditrepo.Options{})
-		g.arr = arr
-		fmt.Fprintf(&doc, "[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", arr.URL)
+		g.arr = auditrepo.Start(t, auditrepo.Options{})
+		fmt.Fprintf(&doc, "[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", g.arr.URL)
 		fsys = crashfs.New()
 		var refusing, once atomic.Bool
 		fsys.Hook = func(op crashfs.Op, _ string) error {
@@ -140,12 +120,29 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 		g.refuseOnce = func() { once.Store(true) }
 	}
 	doc.WriteString(o.tables)
-	cfg, err := config.Parse([]byte(doc.String()), "test.toml", config.Options{})
-	if err != nil {
-		t.Fatal(err)
+	log := funcr.New(func(prefix, args string) {
+		g.logMu.Lock()
+		defer g.logMu.Unlock()
+		g.logs = append(g.logs, prefix+" "+args)
+	}, funcr.Options{})
+	opts := []gatewaytest.Option{gatewaytest.WithLog(log),
+		gatewaytest.WithServer(fmt.Sprintf("base_path = %q\nrequest_timeout_ms = %d\n", base, o.requestTimeout.Milliseconds()))}
+	if fsys == nil && !o.surfaceOnly {
+		g.Gateway = gatewaytest.Start(t, doc.String(), opts...)
+	} else {
+		g.Gateway = handWired(t, doc.String(), fsys, log, o.surfaceOnly, opts)
 	}
+	g.token = g.Token
+	return g
+}
+
+// handWired is the gateway of tables with its audit spool on fsys (the OS's when nil),
+// or its federation surface alone mounted as the server mounts it.
+func handWired(t testing.TB, tables string, fsys *crashfs.FS, log logr.Logger, surfaceOnly bool, opts []gatewaytest.Option) *gatewaytest.Gateway {
+	t.Helper()
+	cfg, is := gatewaytest.Config(t, tables, opts...)
 	metrics := bindings.NewMetrics()
-	ao := audit.Options{Metrics: metrics, Logger: logr.Discard()}
+	ao := audit.Options{Metrics: metrics, Logger: log}
 	if fsys != nil {
 		ao.FS = fsys
 	}
@@ -153,62 +150,44 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flowLog := funcr.New(func(prefix, args string) {
-		g.logMu.Lock()
-		defer g.logMu.Unlock()
-		g.logs = append(g.logs, prefix+" "+args)
-	}, funcr.Options{})
-	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: flowLog})
+	flow, err := patient.New(cfg, patient.Options{Recorder: trail, Metrics: metrics, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fed, err := federation.New(cfg, federation.Options{Audit: trail, Patient: flow})
+	fed, err := federation.New(cfg, federation.Options{Audit: trail, Patient: flow, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	trail.Attach(fed.Tracker(), fed.Authorize())
 	flow.Attach(fed.Tracker())
-	if err := trail.Start(); err != nil {
-		t.Fatal(err)
-	}
-	gin.SetMode(gin.TestMode)
-	e := gin.New()
-	e.ContextWithFallback = true
-	b := e.Group(base)
-	fed.RegisterOperator(b.Group("/operator"))
-	fed.RegisterDataPlane(b.Group("", func(c *gin.Context) {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
-		defer cancel()
-		c.Request = c.Request.WithContext(ctx)
-		c.Next()
-	}))
-	g.gw = httptest.NewServer(e)
-	t.Cleanup(g.gw.Close)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, s := range trail.Surfaces() {
-			s.Stop(ctx) //nolint:errcheck // the test is over.
-		}
 		fed.Stop(ctx) //nolint:errcheck // the test is over.
 	})
-	return g
-}
-
-func sign(t testing.TB, key *ecdsa.PrivateKey) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
+	if surfaceOnly {
+		gin.SetMode(gin.TestMode)
+		e := gin.New()
+		e.ContextWithFallback = true
+		b := e.Group(base)
+		fed.RegisterOperator(b.Group("/operator"))
+		fed.RegisterDataPlane(b.Group("", func(c *gin.Context) {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
+			defer cancel()
+			c.Request = c.Request.WithContext(ctx)
+			c.Next()
+		}))
+		return gatewaytest.Mount(t, cfg, is, e)
+	}
+	surfaces := []server.Surface{fed}
+	for _, s := range trail.Surfaces() {
+		surfaces = append(surfaces, s)
+	}
+	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(map[string]any{
-		"iss": issuer, "aud": audience, "sub": "test", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
-	}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return gatewaytest.Serve(t, cfg, is, srv, trail.Start)
 }
 
 // answer is what a test reads of a search's answer.
@@ -247,19 +226,7 @@ func (g *gateway) search(path string) answer {
 // searchAs asks as the holder of token ("" for anonymous).
 func (g *gateway) searchAs(path, token string) answer {
 	g.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, g.gw.URL+base+"/fhir/"+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := g.gw.Client().Do(req)
-	if err != nil {
-		g.t.Fatalf("GET %s: %v", path, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		g.t.Fatal(err)
-	}
+	res, raw := g.Request(http.MethodGet, "/fhir/"+path, token, nil)
 	a := answer{status: res.StatusCode, raw: raw}
 	if err := json.Unmarshal(raw, &a.Bundle); err != nil {
 		g.t.Fatalf("GET %s answered %d, not JSON: %s", path, res.StatusCode, raw)
@@ -308,17 +275,8 @@ func (a answer) extensionExcludedBy(id string) string {
 // report is the dependency report: every key, endpoints flattened as "endpoints.<id>".
 func (g *gateway) report() (map[string]string, []byte) {
 	g.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, g.gw.URL+base+"/operator/dependencies", nil)
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	res, err := g.gw.Client().Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		g.t.Fatalf("dependency report answered %d: %s", res.StatusCode, raw)
-	}
+	_, text := g.Report()
+	raw := []byte(text)
 	var r map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &r); err != nil {
 		g.t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
@@ -211,8 +210,7 @@ func TestTheResolutionIsAudited(t *testing.T) {
 	if a := g.search(aliceSearch); a.status != http.StatusOK {
 		t.Fatalf("answered %d: %s", a.status, a.raw)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	double.Eventually(t, "an ITI-83 event reached the repository", func() bool {
 		for _, ev := range g.arr.Received() {
 			body := string(ev.Body)
 			if !strings.Contains(body, `"code":"ITI-83"`) {
@@ -227,13 +225,10 @@ func TestTheResolutionIsAudited(t *testing.T) {
 			if err := fhirschema.Validate(ev.Body); err != nil {
 				t.Fatalf("the event is not valid R4: %v\n%s", err, body)
 			}
-			return
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ITI-83 event reached the repository; it has %d events", len(g.arr.Received()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	}, func() string { return fmt.Sprintf("it has %d events", len(g.arr.Received())) })
 }
 
 // A member the flow does not know (one a reload added: the flow keeps the members'
