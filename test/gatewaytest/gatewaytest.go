@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 
 	"github.com/ferrofed/ferrofed/gateway/assemble"
@@ -124,13 +125,37 @@ func Serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Serv
 	return serve(t, cfg, is, srv, start, apply(opts))
 }
 
-// Mount serves handler, a surface mounted by hand, on loopback instead of a server:
-// for the one test that checks what a surface refuses behind the server's own bounds
-// (which answer first in a whole gateway). It says why.
-func Mount(t testing.TB, cfg *config.Config, is *issuer.Issuer, handler http.Handler) *Gateway {
+// Mount serves surfaces on loopback as the server mounts them (the base path, the
+// operator group, the data plane under the request deadline) but without the server:
+// no gate, no bounds, no probes. It is for the tests of a surface that a whole gateway
+// cannot give (a registry not ready yet, a request the server's own bounds refuse
+// first); each says why.
+func Mount(t testing.TB, cfg *config.Config, is *issuer.Issuer, surfaces ...server.Surface) *Gateway {
 	t.Helper()
-	hs := httptest.NewServer(handler)
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.ContextWithFallback = true
+	b := e.Group(cfg.Server.BasePath)
+	for _, s := range surfaces {
+		s.RegisterOperator(b.Group("/operator"))
+		s.RegisterDataPlane(b.Group("", func(c *gin.Context) {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
+			defer cancel()
+			c.Request = c.Request.WithContext(ctx)
+			c.Next()
+		}))
+	}
+	hs := httptest.NewServer(e)
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range surfaces {
+			if err := s.Stop(ctx); err != nil {
+				t.Errorf("stopping surface %s: %v", s.Name(), err)
+			}
+		}
+	})
 	base := cfg.Server.BasePath
 	if base == "/" {
 		base = ""

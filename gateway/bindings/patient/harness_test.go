@@ -1,7 +1,6 @@
 package patient_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
@@ -160,28 +158,12 @@ func handWired(t testing.TB, tables string, fsys *crashfs.FS, log logr.Logger, s
 	}
 	trail.Attach(fed.Tracker(), fed.Authorize())
 	flow.Attach(fed.Tracker())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		fed.Stop(ctx) //nolint:errcheck // the test is over.
-	})
-	if surfaceOnly {
-		gin.SetMode(gin.TestMode)
-		e := gin.New()
-		e.ContextWithFallback = true
-		b := e.Group(base)
-		fed.RegisterOperator(b.Group("/operator"))
-		fed.RegisterDataPlane(b.Group("", func(c *gin.Context) {
-			ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
-			defer cancel()
-			c.Request = c.Request.WithContext(ctx)
-			c.Next()
-		}))
-		return gatewaytest.Mount(t, cfg, is, e)
-	}
 	surfaces := []server.Surface{fed}
 	for _, s := range trail.Surfaces() {
 		surfaces = append(surfaces, s)
+	}
+	if surfaceOnly {
+		return gatewaytest.Mount(t, cfg, is, surfaces...)
 	}
 	srv, err := server.New(cfg, log, server.WithSurfaces(surfaces...))
 	if err != nil {
