@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/config"
@@ -83,7 +82,7 @@ func TestAddChangeDelete(t *testing.T) {
 		t.Fatalf("after the delete: %+v", o)
 	}
 	want(t, g.asked(), "a", "b")
-	m, _ := g.report()
+	m, _ := g.Report()
 	if eps := m["endpoints"].(map[string]any); len(eps) != 2 || eps["c-query"] != nil {
 		t.Fatalf("a deleted member leaves the report: %v", eps)
 	}
@@ -363,14 +362,14 @@ func TestRestartFromCache(t *testing.T) {
 		t.Fatalf("not ready from the cache: %v", err)
 	}
 	want(t, second.asked(), "a", "b")
-	waitFor(t, func() bool { m, _ := second.report(); return m["directory"] == "down" })
+	double.Eventually(t, "the directory is down", func() bool { m, _ := second.Report(); return m["directory"] == "down" })
 	if err := second.registryReady(); err != nil {
 		t.Fatal(err)
 	}
 	if err := dir.SetKnobs(double.Knobs{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { m, _ := second.report(); return m["directory"] == "up" })
+	double.Eventually(t, "the directory is up", func() bool { m, _ := second.Report(); return m["directory"] == "up" })
 	second.wantDirectory("up", "")
 }
 
@@ -389,17 +388,6 @@ func TestCacheRefused(t *testing.T) {
 }
 
 func quote(s string) string { return `"` + s + `"` }
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // Hostile directories: an answer of 100,000 resources and a history page that links
 // to itself are refused (failing), without a panic and within bounded memory.

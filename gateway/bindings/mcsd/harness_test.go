@@ -2,25 +2,13 @@ package mcsd_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/gin-gonic/gin"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
@@ -28,13 +16,11 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
 
 const (
-	issuer   = "https://issuer.test"
-	audience = "ferrofed"
-	scope    = "ferrofed.operator"
-	base     = "/api"
+	base = "/api"
 	// system is the member identifier system of the tests' directories.
 	system = "urn:oid:1.3.6.1.4.1.21367.13.20.7000"
 	// domainSystem is the system of the Organization identifier whose value is the
@@ -58,15 +44,19 @@ func oidArc(id string) string {
 }
 
 // gateway is the federation surface with its registry read from a directory double,
-// mounted as the server mounts it, in front of real loopback members.
+// mounted as the server mounts it, in front of real loopback members. It is mounted
+// without the server (gatewaytest.Mount), and its parts are put together here as
+// assemble does, because the tests search and read the report while the registry is
+// not ready yet (the server's gate would refuse them), run refreshes and reloads by
+// hand, give the directory limits of their own, and make the recorder refuse records:
+// assemble and the server give none of that.
 type gateway struct {
+	*gatewaytest.Gateway
 	t       testing.TB
-	gw      *httptest.Server
 	fed     *federation.Surface
 	dir     *mcsd.Directory
 	double  *mcsdsupplier.Server
 	members map[string]*members.Server
-	token   string
 	rec     *recorder
 	cfg     *config.Config
 }
@@ -113,44 +103,16 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	if g.double == nil {
 		g.double = mcsdsupplier.Start(t, mcsdsupplier.Options{})
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, set, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g.token = sign(t, key)
-	doc := fmt.Sprintf(`[server]
-listen = "127.0.0.1:0"
-termination_message_path = ""
-base_path = %q
-request_timeout_ms = 5000
-[[auth.issuers]]
-issuer = %q
-audience = %q
-jwks_file = %q
-operator_scope = %q
-[registry.mcsd]
-url = %q
-member_identifier_system = %q
-%s
-%s`, base, issuer, audience, jwks, scope, g.double.URL, system, o.mcsd, o.tables)
-	cfg, err := config.Parse([]byte(doc), "test.toml", config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, is := gatewaytest.Config(t, fmt.Sprintf("[registry.mcsd]\nurl = %q\nmember_identifier_system = %q\n%s\n%s",
+		g.double.URL, system, o.mcsd, o.tables), gatewaytest.WithServer(fmt.Sprintf("base_path = %q\nrequest_timeout_ms = 5000\n", base)))
 	g.cfg = cfg
-	// The patient-scoped flow, when the tables configure one (nil otherwise), built
-	// as assemble builds it: a directory's registry gives it the members' keys.
+	// The patient-scoped flow, when the tables configure one (nil otherwise): a
+	// directory's registry gives it the members' keys.
 	flow, err := patient.New(cfg, patient.Options{Recorder: g.rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.fed, err = federation.New(cfg, federation.Options{Patient: flow})
-	if err != nil {
+	if g.fed, err = federation.New(cfg, federation.Options{Patient: flow}); err != nil {
 		t.Fatal(err)
 	}
 	flow.Attach(g.fed.Tracker())
@@ -159,47 +121,13 @@ member_identifier_system = %q
 		t.Fatal(err)
 	}
 	g.dir.Attach(g.fed.Tracker())
-	gin.SetMode(gin.TestMode)
-	e := gin.New()
-	e.ContextWithFallback = true
-	b := e.Group(base)
-	g.fed.RegisterOperator(b.Group("/operator"))
-	g.fed.RegisterDataPlane(b.Group("", func(c *gin.Context) {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
-		defer cancel()
-		c.Request = c.Request.WithContext(ctx)
-		c.Next()
-	}))
-	g.gw = httptest.NewServer(e)
-	t.Cleanup(g.gw.Close)
+	g.Gateway = gatewaytest.Mount(t, cfg, is, g.fed, g.dir.Surface(nil))
 	if o.start {
 		if err := g.dir.Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		g.dir.Stop(ctx) //nolint:errcheck // the test is over.
-		g.fed.Stop(ctx) //nolint:errcheck // the test is over.
-	})
 	return g
-}
-
-func sign(t testing.TB, key *ecdsa.PrivateKey) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(map[string]any{
-		"iss": issuer, "aud": audience, "sub": "test", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
-	}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }
 
 // member starts a member and puts it in the directory: an Organization with the
@@ -236,32 +164,11 @@ func (g *gateway) refresh() mcsd.Outcome {
 	return g.dir.Refresh(context.Background())
 }
 
-// report is GET {base}/operator/dependencies, raw and decoded.
-func (g *gateway) report() (map[string]any, string) {
-	g.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, g.gw.URL+base+"/operator/dependencies", nil)
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	res, err := g.gw.Client().Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		g.t.Fatalf("the dependency report answered %d: %s", res.StatusCode, raw)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		g.t.Fatal(err)
-	}
-	return m, string(raw)
-}
-
 // wantDirectory checks the report's directory and directory_fault ("" for absent),
 // and that the report names no URL and no body of the directory.
 func (g *gateway) wantDirectory(state, fault string) {
 	g.t.Helper()
-	m, raw := g.report()
+	m, raw := g.Report()
 	if m["directory"] != state {
 		g.t.Errorf("directory is %v, want %s (%s)", m["directory"], state, raw)
 	}
@@ -279,12 +186,7 @@ func (g *gateway) wantDirectory(state, fault string) {
 // asked is the ids of the members a federated search asked (outcome ok), sorted.
 func (g *gateway) asked() []string {
 	g.t.Helper()
-	res, err := g.gw.Client().Get(g.gw.URL + base + "/fhir/Observation")
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	res, raw := g.Request(http.MethodGet, "/fhir/Observation", "", nil)
 	var b struct {
 		Meta struct {
 			Federation []federation.Record `json:"federation"`
