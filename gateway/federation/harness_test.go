@@ -2,37 +2,26 @@ package federation
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
-const (
-	testIssuer   = "https://issuer.test"
-	testAudience = "ferrofed"
-	testScope    = "ferrofed.operator"
-	testBase     = "/api"
-)
+const testBase = "/api"
 
 // node is one member of a harness: its registry id and how it behaves.
 type node struct {
@@ -116,17 +105,9 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		}
 	}
 	if !o.noIssuer {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
-		file := filepath.Join(t.TempDir(), "jwks.json")
-		if err := os.WriteFile(file, set, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&toml, "[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n", testIssuer, testAudience, file, testScope)
-		h.token = signToken(t, key, testScope)
+		is := issuer.New(t)
+		toml.WriteString(is.Table())
+		h.token = is.Operator(t)
 	}
 	cfg, err := config.Parse([]byte(toml.String()), "test.toml", config.Options{})
 	if err != nil {
@@ -166,23 +147,6 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		}
 	})
 	return h
-}
-
-func signToken(t testing.TB, key *ecdsa.PrivateKey, scope string) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(map[string]any{
-		"iss": testIssuer, "aud": testAudience, "sub": "test",
-		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
-	}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }
 
 // reply is what a test reads of the gateway's answer besides its body. The helpers
