@@ -264,6 +264,26 @@ func (g *Gateway) Report() (map[string]any, string) {
 	return r, string(body)
 }
 
+// States is the dependency report flattened: each key's state, the endpoints' as
+// "endpoints.<id>"; and the raw report.
+func (g *Gateway) States() (map[string]string, []byte) {
+	g.t.Helper()
+	r, raw := g.Report()
+	out := map[string]string{}
+	for k, v := range r {
+		if eps, ok := v.(map[string]any); ok && k == "endpoints" {
+			for id, s := range eps {
+				out["endpoints."+id], _ = s.(string)
+			}
+			continue
+		}
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out, []byte(raw)
+}
+
 // Endpoints is the report's endpoints: each member's state.
 func (g *Gateway) Endpoints() map[string]string {
 	g.t.Helper()

@@ -6,14 +6,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
@@ -50,16 +48,8 @@ type gateway struct {
 	refuseOnce func()
 	// arr is the audit record repository, with [audit].
 	arr *auditrepo.Server
-	// logs are the gateway's log lines.
-	logMu sync.Mutex
-	logs  []string
-}
-
-// logged is what the gateway has logged so far, one line each.
-func (g *gateway) logged() string {
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	return strings.Join(g.logs, "\n")
+	// log is the gateway's log.
+	log gatewaytest.Log
 }
 
 type gatewayOptions struct {
@@ -118,11 +108,7 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 		g.refuseOnce = func() { once.Store(true) }
 	}
 	doc.WriteString(o.tables)
-	log := funcr.New(func(prefix, args string) {
-		g.logMu.Lock()
-		defer g.logMu.Unlock()
-		g.logs = append(g.logs, prefix+" "+args)
-	}, funcr.Options{})
+	log := g.log.Logger()
 	opts := []gatewaytest.Option{gatewaytest.WithLog(log),
 		gatewaytest.WithServer(fmt.Sprintf("base_path = %q\nrequest_timeout_ms = %d\n", base, o.requestTimeout.Milliseconds()))}
 	if fsys == nil && !o.surfaceOnly {
@@ -252,33 +238,6 @@ func (a answer) extensionExcludedBy(id string) string {
 		}
 	}
 	return ""
-}
-
-// report is the dependency report: every key, endpoints flattened as "endpoints.<id>".
-func (g *gateway) report() (map[string]string, []byte) {
-	g.t.Helper()
-	_, text := g.Report()
-	raw := []byte(text)
-	var r map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &r); err != nil {
-		g.t.Fatal(err)
-	}
-	out := map[string]string{}
-	for k, v := range r {
-		if k == "endpoints" {
-			var eps map[string]string
-			json.Unmarshal(v, &eps) //nolint:errcheck // checked by the shape assertions.
-			for id, s := range eps {
-				out["endpoints."+id] = s
-			}
-			continue
-		}
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			out[k] = s
-		}
-	}
-	return out, raw
 }
 
 // asked is how many requests each member received.

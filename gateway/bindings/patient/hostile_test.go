@@ -50,7 +50,7 @@ func TestHostilePatientParametersAreRefused(t *testing.T) {
 					t.Errorf("member %s was asked", id)
 				}
 			}
-			if report, raw := g.report(); report["resolver"] != "unknown" || report["consent"] != "unknown" {
+			if report, raw := g.States(); report["resolver"] != "unknown" || report["consent"] != "unknown" {
 				t.Errorf("a refused request changed a state: %s", raw)
 			}
 		})

@@ -9,9 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
-
 	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
@@ -51,26 +48,6 @@ func (r *recorder) count(substr string) int {
 	return n
 }
 
-// logBuffer keeps the gateway's log lines.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *logBuffer) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.lines = append(b.lines, prefix+" "+args)
-	}, funcr.Options{})
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Join(b.lines, "\n")
-}
-
 const feedScope = "pmir.feed"
 
 // gateway is a real gateway on loopback with the federation surface and the identity
@@ -81,7 +58,7 @@ type gateway struct {
 	feedToken   string // token with the feed scope only
 	reg         *identityregistry.Server
 	rec         *recorder
-	log         *logBuffer
+	log         *gatewaytest.Log
 	invalidated atomic.Int64
 	feed        *pmir.Feed
 }
@@ -100,7 +77,7 @@ type harnessOptions struct {
 
 func startGateway(t testing.TB, o harnessOptions) *gateway {
 	t.Helper()
-	g := &gateway{t: t, reg: o.reg, rec: &recorder{}, log: &logBuffer{}}
+	g := &gateway{t: t, reg: o.reg, rec: &recorder{}, log: &gatewaytest.Log{}}
 	if g.reg == nil {
 		g.reg = identityregistry.Start(t, identityregistry.Options{})
 	}
@@ -113,7 +90,7 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	// The same parts as assemble, put together here because the tests give the feed a
 	// recorder that refuses (a full spool) and count its invalidations: assemble takes
 	// neither.
-	log := g.log.logger()
+	log := g.log.Logger()
 	fed, err := federation.New(cfg, federation.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
