@@ -99,7 +99,7 @@ func TestAddChangeDelete(t *testing.T) {
 	g.wantDirectory("up", "")
 
 	// Every exchange was audited as a BALP Query of ITI-90 or ITI-91.
-	evs := g.rec.all()
+	evs := g.rec.Events()
 	if len(evs) != g.double.Requests() {
 		t.Fatalf("%d events for %d exchanges", len(evs), g.double.Requests())
 	}
@@ -303,16 +303,12 @@ func TestAuditNotStored(t *testing.T) {
 	g.member("a")
 	g.refresh()
 	g.member("b")
-	g.rec.mu.Lock()
-	g.rec.fail = true
-	g.rec.mu.Unlock()
+	g.rec.Fail.Store(true)
 	if o := g.refresh(); o.State != dependencies.Failing || o.Swapped {
 		t.Fatalf("%+v", o)
 	}
 	want(t, g.asked(), "a")
-	g.rec.mu.Lock()
-	g.rec.fail = false
-	g.rec.mu.Unlock()
+	g.rec.Fail.Store(false)
 	g.refresh()
 	want(t, g.asked(), "a", "b")
 }

@@ -1,10 +1,7 @@
 package mcsd_test
 
 import (
-	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
@@ -39,7 +36,7 @@ type gateway struct {
 	dir     *mcsd.Directory
 	double  *mcsdsupplier.Server
 	members map[string]*members.Server
-	rec     *recorder
+	rec     *gatewaytest.Recorder
 	cfg     *config.Config
 }
 
@@ -56,32 +53,9 @@ type gatewayOptions struct {
 	start bool
 }
 
-// recorder keeps the AuditEvents of the exchanges.
-type recorder struct {
-	mu     sync.Mutex
-	events [][]byte
-	fail   bool
-}
-
-func (r *recorder) Record(_ context.Context, ev []byte) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail {
-		return fmt.Errorf("spool full")
-	}
-	r.events = append(r.events, ev)
-	return nil
-}
-
-func (r *recorder) all() [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
-
 func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	t.Helper()
-	g := &gateway{t: t, members: map[string]*members.Server{}, double: o.double, rec: &recorder{}}
+	g := &gateway{t: t, members: map[string]*members.Server{}, double: o.double, rec: &gatewaytest.Recorder{}}
 	if g.double == nil {
 		g.double = mcsdsupplier.Start(t, mcsdsupplier.Options{})
 	}

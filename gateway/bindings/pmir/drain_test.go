@@ -25,7 +25,7 @@ func TestDrainDeletesTheSubscriptionOnce(t *testing.T) {
 	if !strings.Contains(g.log.String(), `"identity_registry_subscription"="deleted"`) {
 		t.Fatalf("drain step 4's line does not say the subscription was deleted:\n%s", g.log)
 	}
-	if g.rec.count(`"code":"delete"`) != 1 {
+	if g.rec.Count(`"code":"delete"`) != 1 {
 		t.Fatal("the delete was not audited")
 	}
 }

@@ -123,11 +123,11 @@ func TestTheFeedRoute(t *testing.T) {
 	if status, _ := g.Do(http.MethodPost, path, g.feedToken, big); status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a message past the cap: %d", status)
 	}
-	if n := g.rec.count(`"code":"ITI-93"`); n != 5 {
+	if n := g.rec.Count(`"code":"ITI-93"`); n != 5 {
 		t.Fatalf("%d feed messages audited, want 5 (4 taken, 1 refused as not PMIR's)", n)
 	}
 	// Its audit record not stored: 503, the registry sends it again; failing, audit-failed.
-	g.rec.fail.Store(true)
+	g.rec.Fail.Store(true)
 	if status, _ := g.Do(http.MethodPost, path, g.feedToken, merge); status != http.StatusServiceUnavailable {
 		t.Fatalf("a message whose audit record was not stored: %d", status)
 	}

@@ -1,11 +1,7 @@
 package pmir_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -18,36 +14,6 @@ import (
 	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
 
-// recorder is the audit trail of the tests: it stores every event, or none while
-// fail is set.
-type recorder struct {
-	fail   atomic.Bool
-	mu     sync.Mutex
-	events [][]byte
-}
-
-func (r *recorder) Record(_ context.Context, ev []byte) error {
-	if r.fail.Load() {
-		return errors.New("audit record not stored: spool full")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-	return nil
-}
-
-func (r *recorder) count(substr string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if strings.Contains(string(e), substr) {
-			n++
-		}
-	}
-	return n
-}
-
 const feedScope = "pmir.feed"
 
 // gateway is a real gateway on loopback with the federation surface and the identity
@@ -57,7 +23,7 @@ type gateway struct {
 	t           testing.TB
 	feedToken   string // token with the feed scope only
 	reg         *identityregistry.Server
-	rec         *recorder
+	rec         *gatewaytest.Recorder
 	log         *gatewaytest.Log
 	invalidated atomic.Int64
 	feed        *pmir.Feed
@@ -77,7 +43,7 @@ type harnessOptions struct {
 
 func startGateway(t testing.TB, o harnessOptions) *gateway {
 	t.Helper()
-	g := &gateway{t: t, reg: o.reg, rec: &recorder{}, log: &gatewaytest.Log{}}
+	g := &gateway{t: t, reg: o.reg, rec: &gatewaytest.Recorder{}, log: &gatewaytest.Log{}}
 	if g.reg == nil {
 		g.reg = identityregistry.Start(t, identityregistry.Options{})
 	}

@@ -53,12 +53,12 @@ func TestEachStateRowThroughTheDependencyReport(t *testing.T) {
 func TestAnAuditRecordNotStoredIsAuditFailed(t *testing.T) {
 	g := startGateway(t, harnessOptions{})
 	g.waitState("up/-")
-	g.rec.fail.Store(true)
+	g.rec.Fail.Store(true)
 	g.waitState("failing/audit-failed")
-	g.rec.fail.Store(false)
+	g.rec.Fail.Store(false)
 	g.waitState("up/-")
-	if g.rec.count(`"code":"ITI-94"`) == 0 || g.rec.count(`"code":"read"`) == 0 || g.rec.count(`"code":"create"`) != 1 {
-		t.Fatalf("the exchanges were not audited: %d events", g.rec.count("AuditEvent"))
+	if g.rec.Count(`"code":"ITI-94"`) == 0 || g.rec.Count(`"code":"read"`) == 0 || g.rec.Count(`"code":"create"`) != 1 {
+		t.Fatalf("the exchanges were not audited: %d events", g.rec.Count("AuditEvent"))
 	}
 }
 
