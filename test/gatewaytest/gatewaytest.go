@@ -219,8 +219,15 @@ func (g *Gateway) Do(method, path, token string, body []byte) (int, []byte) {
 	return res.StatusCode, b
 }
 
-// Request is Do returning the whole response, its body read and closed.
-func (g *Gateway) Request(method, path, token string, body []byte) (*http.Response, []byte) {
+// Reply is what a test reads of an answer besides its body: Request reads and closes
+// the body where it obtains the response.
+type Reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+// Request is Do returning the status and the header of the answer too.
+func (g *Gateway) Request(method, path, token string, body []byte) (*Reply, []byte) {
 	g.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -246,7 +253,7 @@ func (g *Gateway) Request(method, path, token string, body []byte) (*http.Respon
 	if err != nil {
 		g.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	return res, b
+	return &Reply{StatusCode: res.StatusCode, Header: res.Header}, b
 }
 
 // Report is the dependency report (GET {base}/operator/dependencies with the
