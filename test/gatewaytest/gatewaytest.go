@@ -47,7 +47,6 @@ type options struct {
 	server string
 	issuer *issuer.Issuer
 	log    logr.Logger
-	before func(*Gateway)
 }
 
 // Option tunes Start and Serve.
@@ -63,10 +62,6 @@ func WithIssuer(is *issuer.Issuer) Option { return func(o *options) { o.issuer =
 
 // WithLog gives the gateway a logger; default none.
 func WithLog(log logr.Logger) Option { return func(o *options) { o.log = log } }
-
-// Before runs f once the gateway listens and before its bindings start (a leftover
-// for the start to find).
-func Before(f func(*Gateway)) Option { return func(o *options) { o.before = f } }
 
 func apply(opts []Option) options {
 	o := options{log: logr.Discard()}
@@ -111,18 +106,9 @@ func Start(t testing.TB, tables string, opts ...Option) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := serve(t, cfg, is, a.Server, a.Start, o)
+	g := Serve(t, cfg, is, a.Server, a.Start)
 	g.Assembled = a
 	return g
-}
-
-// Serve runs a server a test built by hand from cfg and is (Config's), calling start
-// once it listens: for the tests that inject what the composition root cannot (a
-// recorder that refuses, a spool file system that fails, shortened delivery
-// intervals). Each such caller says why.
-func Serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error, opts ...Option) *Gateway {
-	t.Helper()
-	return serve(t, cfg, is, srv, start, apply(opts))
 }
 
 // Mount serves surfaces on loopback as the server mounts them (the base path, the
@@ -163,16 +149,17 @@ func Mount(t testing.TB, cfg *config.Config, is *issuer.Issuer, surfaces ...serv
 	return &Gateway{t: t, URL: hs.URL + base, Issuer: is, Token: is.Operator(t), Config: cfg}
 }
 
-func serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error, o options) *Gateway {
+// Serve runs a server a test built by hand from cfg and is (Config's), calling start
+// once it listens: for the tests that inject what the composition root cannot (a
+// recorder that refuses, a spool file system that fails, shortened delivery
+// intervals). Each such caller says why.
+func Serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error) *Gateway {
 	t.Helper()
 	g := &Gateway{t: t, Issuer: is, Token: is.Operator(t), Config: cfg, Server: srv, done: make(chan error, 1)}
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
 	g.URL = srv.URL()
-	if o.before != nil {
-		o.before(g)
-	}
 	if start != nil {
 		if err := start(); err != nil {
 			t.Fatal(err)
