@@ -37,6 +37,8 @@ type Gateway struct {
 	queries   *storedquery.Queries
 	feed      *pmir.Feed
 	directory *mcsd.Directory
+	// parts are what the parts registered with the server, in order.
+	parts []server.Registration
 
 	// starts are the parts' processes, in the order Start starts them: the audit
 	// spools (opened by Start, never by New: `config check` must not touch a running
@@ -68,6 +70,7 @@ type shared struct {
 	operators *auth.Operators
 	metrics   *bindings.Metrics
 	rec       bindings.Recorder
+	opts      options
 }
 
 // New builds the gateway from a loaded configuration: every file it names read, nothing
@@ -75,8 +78,9 @@ type shared struct {
 // be built.
 //
 // What every part shares is made first and handed to each constructor. A part the
-// configuration switches off is not built, and nothing of it is registered.
-func New(cfg *config.Config, log logr.Logger) (*Gateway, error) {
+// configuration switches off is not built, and nothing of it is registered. opts are
+// for tests only (Option).
+func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Gateway, error) {
 	// The operator-token check of every {base}/operator/* route: [[auth.issuers]],
 	// their key files read here; the federation's reload swaps it.
 	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
@@ -85,6 +89,9 @@ func New(cfg *config.Config, log logr.Logger) (*Gateway, error) {
 	}
 	sh := shared{cfg: cfg, log: log, tracker: dependencies.NewTracker(), operators: operators,
 		metrics: bindings.NewMetrics(), rec: bindings.NoRecorder{}}
+	for _, o := range opts {
+		o(&sh.opts)
+	}
 	g := &Gateway{Config: cfg}
 	if err := g.buildBindings(&sh); err != nil {
 		return nil, err
@@ -93,7 +100,8 @@ func New(cfg *config.Config, log logr.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := server.New(cfg, log, server.WithRegistrations(parts...))
+	g.parts = parts
+	srv, err := server.New(cfg, log, append([]server.Option{server.WithRegistrations(parts...)}, sh.opts.server...)...)
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
@@ -122,13 +130,19 @@ func (g *Gateway) buildBindings(sh *shared) error {
 	// The audit trail ([audit]): its credential files are read here; the federation
 	// and every binding record each access and exchange through it before it is used.
 	// Without it, nothing is recorded.
-	trail, err := audit.New(sh.cfg, audit.Options{Logger: sh.log.WithName("audit"), Metrics: sh.metrics, Tracker: sh.tracker,
-		Authorize: sh.operators.Middleware()})
+	ao := audit.Options{Logger: sh.log.WithName("audit"), Metrics: sh.metrics, Tracker: sh.tracker, Authorize: sh.operators.Middleware()}
+	for _, f := range sh.opts.audit {
+		f(&ao)
+	}
+	trail, err := audit.New(sh.cfg, ao)
 	if err != nil {
 		return BuildError{fmt.Errorf("the audit trail could not be built: %w", err)}
 	}
 	if trail != nil {
 		g.audit, sh.rec = trail, trail
+	}
+	if sh.opts.recorder != nil {
+		sh.rec = sh.opts.recorder
 	}
 	// The patient-scoped bindings ([pdqm], [resolver], [consent], [localizer]): their
 	// credential files are read here.
@@ -166,8 +180,8 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	// with a member about a stored query is audited.
 	if expander != nil {
 		sqOpts := storedquery.Options{Logger: sh.log.WithName("stored_queries"), Members: fed, Authorize: sh.operators.Middleware()}
-		if g.audit != nil {
-			sqOpts.Recorder = g.audit
+		if g.audit != nil || sh.opts.recorder != nil {
+			sqOpts.Recorder = sh.rec
 		}
 		if g.queries, err = storedquery.New(sh.cfg, expander, sqOpts); err != nil {
 			return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
@@ -184,8 +198,12 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	// The registry from an mCSD directory ([registry.mcsd]): swapped into the
 	// federation surface, its exchanges audited.
 	if sh.cfg.Registry.MCSD != nil {
-		g.directory, err = mcsd.New(mcsd.Options{Config: sh.cfg, Registry: fed, Recorder: sh.rec, Metrics: sh.metrics,
-			Tracker: sh.tracker, Logger: sh.log.WithName("directory")})
+		do := mcsd.Options{Config: sh.cfg, Registry: fed, Recorder: sh.rec, Metrics: sh.metrics, Tracker: sh.tracker,
+			Logger: sh.log.WithName("directory")}
+		for _, f := range sh.opts.directory {
+			f(&do)
+		}
+		g.directory, err = mcsd.New(do)
 		if err != nil {
 			return nil, BuildError{fmt.Errorf("the directory could not be built: %w", err)}
 		}
@@ -205,8 +223,16 @@ func (g *Gateway) buildFeed(sh shared) error {
 		return nil
 	}
 	opts := pmir.Options{Logger: sh.log.WithName("pmir"), Recorder: sh.rec, Metrics: sh.metrics, Tracker: sh.tracker}
+	var clear []func()
 	if g.flow != nil {
-		opts.Invalidate = g.flow.InvalidateCaches
+		clear = append(clear, g.flow.InvalidateCaches)
+	}
+	if clear = append(clear, sh.opts.invalidate...); len(clear) > 0 {
+		opts.Invalidate = func() {
+			for _, f := range clear {
+				f()
+			}
+		}
 	}
 	var err error
 	if g.feed, err = pmir.New(sh.cfg, opts); err != nil {

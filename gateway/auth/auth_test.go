@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 const (
@@ -377,13 +379,8 @@ func TestJWKSURLIsRefreshedWhenStaleWithoutHoldingTheRequest(t *testing.T) {
 	if rec := call(e, tok()); rec.Code != 200 {
 		t.Fatalf("a stale set refused a token it holds: %d", rec.Code)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for fetches.Load() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a stale key set was not refreshed: %d fetches", fetches.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	double.Eventually(t, "a stale key set is refreshed", func() bool { return fetches.Load() == 2 },
+		func() string { return fmt.Sprintf("%d fetches", fetches.Load()) })
 }
 
 func TestAnIssuerThatIsDownRefusesTokensAndIsNotHammered(t *testing.T) {

@@ -55,21 +55,16 @@ func serveWith(b testing.TB, h *harness, log logr.Logger) string {
 			b.Errorf("Run: %v", err)
 		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	double.Eventually(b, "the gateway is ready", func() bool {
 		res, err := http.Get(srv.URL() + "/health/readiness")
-		if err == nil {
-			_, readErr := io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if readErr == nil && res.StatusCode == http.StatusOK {
-				return srv.URL()
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the gateway is not ready: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		_, readErr := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return readErr == nil && res.StatusCode == http.StatusOK
+	})
+	return srv.URL()
 }
 
 // dialCounter counts the connections a transport opens, so that a benchmark can

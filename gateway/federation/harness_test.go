@@ -2,41 +2,27 @@ package federation
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
-const (
-	testIssuer   = "https://issuer.test"
-	testAudience = "ferrofed"
-	testScope    = "ferrofed.operator"
-	testBase     = "/api"
-)
+const testBase = "/api"
 
 // node is one member of a harness: its registry id and how it behaves.
 type node struct {
@@ -120,17 +106,9 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		}
 	}
 	if !o.noIssuer {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
-		file := filepath.Join(t.TempDir(), "jwks.json")
-		if err := os.WriteFile(file, set, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&toml, "[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n", testIssuer, testAudience, file, testScope)
-		h.token = signToken(t, key, testScope)
+		is := issuer.New(t)
+		toml.WriteString(is.Table())
+		h.token = is.Operator(t)
 	}
 	cfg, err := config.Parse([]byte(toml.String()), "test.toml", config.Options{})
 	if err != nil {
@@ -138,17 +116,13 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	}
 	h.registry = prometheus.NewPedanticRegistry()
 	tracker := dependencies.NewTracker()
-	operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var flow *patient.Flow
 	if o.patient {
 		if flow, err = patient.New(cfg, patient.Options{Tracker: tracker}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(cfg, Options{Transport: o.transport, Patient: flow, Tracker: tracker, Operators: operators})
+	s, err := New(cfg, Options{Transport: o.transport, Patient: flow, Tracker: tracker, Operators: operatorsOf(t, cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,192 +152,7 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	return h
 }
 
-func signToken(t testing.TB, key *ecdsa.PrivateKey, scope string) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(map[string]any{
-		"iss": testIssuer, "aud": testAudience, "sub": "test",
-		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
-	}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
-// reply is what a test reads of the gateway's answer besides its body. The helpers
-// that send a request read and close the body where they obtain the response, and
-// hand back a reply instead of the *http.Response.
-type reply struct {
-	StatusCode    int
-	Header        http.Header
-	ContentLength int64
-}
-
-func replyOf(res *http.Response) *reply {
-	return &reply{StatusCode: res.StatusCode, Header: res.Header, ContentLength: res.ContentLength}
-}
-
-// do sends a request to the gateway; authorization is the whole header value, "" for none.
-func (h *harness) do(ctx context.Context, method, path, authorization string, header http.Header) (*reply, []byte, error) {
-	h.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, h.gw.URL+testBase+path, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	res, err := h.gw.Client().Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err == nil {
-		h.checkR4(method+" "+path, res, body)
-	}
-	return replyOf(res), body, err
-}
-
-// checkR4 validates every FHIR JSON answer of the gateway against HL7's R4 JSON
-// schema: with strict_fhir it must be valid R4; without it the one problem allowed is
-// meta.federation (docs/data-plane.md, "A federated search").
-func (h *harness) checkR4(what string, res *http.Response, body []byte) {
-	h.t.Helper()
-	if res.Header.Get("Content-Type") != fhir.MediaType || len(body) == 0 || body[0] != '{' {
-		return
-	}
-	if !strings.Contains(string(body[:min(len(body), 64)]), `"resourceType"`) {
-		return
-	}
-	validate := fhirschema.ValidateFederated
-	if h.strict {
-		validate = fhirschema.Validate
-	}
-	if err := validate(body); err != nil {
-		h.t.Errorf("%s answered %d, not valid R4: %v\n%.2000s", what, res.StatusCode, err, body)
-	}
-}
-
-func (h *harness) get(path string) (*reply, []byte) {
-	h.t.Helper()
-	res, body, err := h.do(context.Background(), http.MethodGet, path, "", nil)
-	if err != nil {
-		h.t.Fatalf("GET %s: %v", path, err)
-	}
-	return res, body
-}
-
-// report reads the dependency report with the operator token; it returns the raw body
-// too, for the assertions on what it must never contain.
-func (h *harness) report() (map[string]string, []byte) {
-	h.t.Helper()
-	res, body, err := h.do(context.Background(), http.MethodGet, "/operator/dependencies", "Bearer "+h.token, nil)
-	if err != nil || res.StatusCode != 200 {
-		h.t.Fatalf("dependency report: %v %v %s", res, err, body)
-	}
-	var r struct {
-		Endpoints map[string]string `json:"endpoints"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		h.t.Fatal(err)
-	}
-	return r.Endpoints, body
-}
-
-func (h *harness) wantStates(want map[string]string) []byte {
-	h.t.Helper()
-	got, raw := h.report()
-	if len(got) != len(want) {
-		h.t.Fatalf("report %s, want %v", raw, want)
-	}
-	for id, s := range want {
-		if got[id] != s {
-			h.t.Fatalf("report %s, want %v", raw, want)
-		}
-	}
-	return raw
-}
-
-// searchAnswer is the federated Bundle as a client reads it.
-type searchAnswer struct {
-	ResourceType string `json:"resourceType"`
-	Type         string `json:"type"`
-	Meta         struct {
-		Federation []Record         `json:"federation"`
-		Extension  []map[string]any `json:"extension"`
-	} `json:"meta"`
-	Total *int        `json:"total"`
-	Link  []fhir.Link `json:"link"`
-	Entry []struct {
-		FullURL  string `json:"fullUrl"`
-		Resource struct {
-			ResourceType string `json:"resourceType"`
-			ID           string `json:"id"`
-			BirthDate    string `json:"birthDate"`
-			Meta         struct {
-				LastUpdated string `json:"lastUpdated"`
-			} `json:"meta"`
-			Name []struct {
-				Family string `json:"family"`
-			} `json:"name"`
-			Issue []fhir.Issue `json:"issue"`
-		} `json:"resource"`
-		Search struct {
-			Mode string `json:"mode"`
-		} `json:"search"`
-	} `json:"entry"`
-}
-
-func (b searchAnswer) matches() int {
-	n := 0
-	for _, e := range b.Entry {
-		if e.Search.Mode == "match" {
-			n++
-		}
-	}
-	return n
-}
-
-func (b searchAnswer) link(relation string) string {
-	for _, l := range b.Link {
-		if l.Relation == relation {
-			return l.URL
-		}
-	}
-	return ""
-}
-
-// postForm POSTs body with its content type to the gateway.
-func (h *harness) postForm(path, body, contentType string) (*reply, []byte) {
-	h.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.gw.URL+testBase+path, strings.NewReader(body))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", contentType)
-	res, err := h.gw.Client().Do(req)
-	if err != nil {
-		h.t.Fatalf("POST %s: %v", path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.checkR4("POST "+path, res, b)
-	return replyOf(res), b
-}
-
-// registration is h's surface as the composition root registers it with the server.
+// registration is the surface as the composition root registers it with the server.
 func (h *harness) registration() server.Registration {
 	s := h.surface
 	return server.Registration{Name: "federation", DataPlane: s.RegisterDataPlane, Operator: s.RegisterOperator,

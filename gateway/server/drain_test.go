@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // signalRecorder records the drain signals in the order they fired, with their time.
@@ -95,17 +96,14 @@ func start(t *testing.T, toml string, log logr.Logger, opts ...Option) *running 
 func (r *running) waitReady(t *testing.T) {
 	t.Helper()
 	c := newClient()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := c.Get(r.url + "/health/readiness"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	double.Eventually(t, "ready", func() bool {
+		resp, err := c.Get(r.url + "/health/readiness")
+		if err != nil {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("never ready")
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 // terminationMessage reads the one line the drain wrote to r.terminationLog, parses it

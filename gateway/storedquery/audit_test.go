@@ -3,45 +3,22 @@ package storedquery_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
-
-	"github.com/ferrofed/ferrofed/gateway/auth"
-	"github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/assemble"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
-	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
-
-// recorder is the audit trail of the tests: it stores every event, or refuses every
-// one while fail is set, as a full spool does.
-type recorder struct {
-	fail   atomic.Bool
-	mu     sync.Mutex
-	events [][]byte
-}
-
-func (r *recorder) Record(_ context.Context, ev []byte) error {
-	if r.fail.Load() {
-		return errors.New("audit record not stored: spool full")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-	return nil
-}
 
 // event is what the tests read of an AuditEvent.
 type event struct {
@@ -75,13 +52,11 @@ type event struct {
 	} `json:"entity"`
 }
 
-// of is the events of interaction, by the member they name.
-func (r *recorder) of(t *testing.T, interaction string) map[string][]event {
+// eventsOf is the events of interaction r kept, by the member they name.
+func eventsOf(t *testing.T, r *gatewaytest.Recorder, interaction string) map[string][]event {
 	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	out := map[string][]event{}
-	for _, raw := range r.events {
+	for _, raw := range r.Events() {
 		var e event
 		if err := json.Unmarshal(raw, &e); err != nil {
 			t.Fatalf("an event is not JSON: %v: %s", err, raw)
@@ -105,14 +80,14 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 	a := members.Start(t, members.Options{ID: "a", OperationDefinitions: true})
 	b := members.Start(t, members.Options{ID: "b", OperationDefinitions: true})
 	c := members.Start(t, members.Options{ID: "c"})
-	rec := &recorder{}
-	g := startAudited(t, newKeys(t), t.TempDir(), rec, a, b, c)
+	rec := &gatewaytest.Recorder{}
+	g := startAudited(t, issuer.New(t), t.TempDir(), "", assemble.WithRecorder(rec), a, b, c)
 
-	status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	if status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", status, body)
 	}
-	updates := rec.of(t, "update")
+	updates := eventsOf(t, rec, "update")
 	if len(updates) != 2 || len(updates["a"]) != 1 || len(updates["b"]) != 1 {
 		t.Fatalf("an upload to 2 supporting members: update events %+v, want one naming each of a and b", updates)
 	}
@@ -128,7 +103,7 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 		if err := g.queries.CheckDrift(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		reads := rec.of(t, "read")
+		reads := eventsOf(t, rec, "read")
 		if len(reads["a"]) == 0 || len(reads["b"]) == 0 || len(reads["c"]) != 0 {
 			t.Fatalf("read events: %+v", reads)
 		}
@@ -138,9 +113,9 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 	})
 
 	t.Run("a refused audit record fails the upload's exchanges", func(t *testing.T) {
-		rec.fail.Store(true)
-		defer rec.fail.Store(false)
-		status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+		rec.Fail.Store(true)
+		defer rec.Fail.Store(false)
+		status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 		if status != http.StatusOK {
 			t.Fatalf("upload: %d %s", status, body)
 		}
@@ -152,9 +127,9 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 
 	t.Run("a refused audit record leaves the drift of that round unknown", func(t *testing.T) {
 		b.Tamper("high-risk", nil)
-		rec.fail.Store(true)
+		rec.Fail.Store(true)
 		err := g.queries.CheckDrift(context.Background())
-		rec.fail.Store(false)
+		rec.Fail.Store(false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,12 +145,12 @@ func TestEveryMemberExchangeOfAStoredQueryIsAudited(t *testing.T) {
 	})
 
 	t.Run("a repair is audited: its PUT and its read", func(t *testing.T) {
-		before := len(rec.of(t, "update")["b"])
-		status, body := g.do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.token, nil)
+		before := len(eventsOf(t, rec, "update")["b"])
+		status, body := g.Do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.Token, nil)
 		if status != http.StatusOK || answerOf(t, body).Members["b"].Result != storedquery.InSync {
 			t.Fatalf("repair: %d %s", status, body)
 		}
-		if after := len(rec.of(t, "update")["b"]); after != before+1 {
+		if after := len(eventsOf(t, rec, "update")["b"]); after != before+1 {
 			t.Fatalf("update events of b: %d, want %d", after, before+1)
 		}
 	})
@@ -197,30 +172,9 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 		return nil
 	}
 	table := fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = \"/spool\"\n", arr.URL)
-	g := startWith(t, newKeys(t), t.TempDir(), table, func(cfg *config.Config) bindings.Recorder {
-		operators, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		trail, err := audit.New(cfg, audit.Options{Metrics: bindings.NewMetrics(), Logger: logr.Discard(), FS: fsys,
-			Tracker: dependencies.NewTracker(), Authorize: operators.Middleware()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := trail.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			for _, s := range trail.Stoppers() {
-				s.Stop(ctx) //nolint:errcheck // the test is over.
-			}
-		})
-		return trail
-	}, a, b)
+	g := startAudited(t, issuer.New(t), t.TempDir(), table, assemble.WithAuditOptions(func(o *audit.Options) { o.FS = fsys }), a, b)
 
-	status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	if status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", status, body)
 	}
@@ -244,16 +198,14 @@ func TestTheTrailStoresAnEventPerMemberAndARefusingSpoolFailsTheUpload(t *testin
 		}
 		return n
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for n := named(); n["a"] != 1 || n["b"] != 1 || len(n) != 2; n = named() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the repository got update events %v, want one naming each of a and b", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var n map[string]int
+	double.Eventually(t, "the repository got one update event naming each of a and b", func() bool {
+		n = named()
+		return n["a"] == 1 && n["b"] == 1 && len(n) == 2
+	}, func() string { return fmt.Sprintf("got %v", n) })
 
 	refusing.Store(true)
-	status, body = g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	status, body = g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	refusing.Store(false)
 	if status != http.StatusOK {
 		t.Fatalf("upload: %d %s", status, body)

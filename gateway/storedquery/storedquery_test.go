@@ -3,15 +3,17 @@ package storedquery_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
+	"github.com/ferrofed/ferrofed/test/double"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -52,13 +54,13 @@ func TestAnUploadIsPutOnEverySupportingMemberAndNoOther(t *testing.T) {
 	a := members.Start(t, members.Options{ID: "a", OperationDefinitions: true})
 	b := members.Start(t, members.Options{ID: "b", OperationDefinitions: true})
 	c := members.Start(t, members.Options{ID: "c"})
-	g := startGateway(t, newKeys(t), t.TempDir(), a, b, c)
+	g := startGateway(t, issuer.New(t), t.TempDir(), a, b, c)
 
 	t.Run("the operator routes need the operator scope", func(t *testing.T) {
-		if status, _ := g.do(http.MethodGet, "/operator/stored-queries", "", nil); status != http.StatusUnauthorized {
+		if status, _ := g.Do(http.MethodGet, "/operator/stored-queries", "", nil); status != http.StatusUnauthorized {
 			t.Fatalf("without a token: %d", status)
 		}
-		if status, _ := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.noScope, definition("high-risk", "high-risk", highRisk)); status != http.StatusForbidden {
+		if status, _ := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.noScope, definition("high-risk", "high-risk", highRisk)); status != http.StatusForbidden {
 			t.Fatalf("without the scope: %d", status)
 		}
 		if puts(a, "high-risk")+puts(b, "high-risk") != 0 {
@@ -66,7 +68,7 @@ func TestAnUploadIsPutOnEverySupportingMemberAndNoOther(t *testing.T) {
 		}
 	})
 
-	status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	if status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", status, body)
 	}
@@ -86,12 +88,12 @@ func TestAnUploadIsPutOnEverySupportingMemberAndNoOther(t *testing.T) {
 		t.Fatalf("the members' copies differ from the store's digest %s", ans.Digest)
 	}
 	// Every call updated the member it reached: all three answered.
-	if eps := g.endpoints(); eps["a-query"] != "up" || eps["b-query"] != "up" || eps["c-query"] != "up" {
+	if eps := g.Endpoints(); eps["a-query"] != "up" || eps["b-query"] != "up" || eps["c-query"] != "up" {
 		t.Fatalf("endpoints: %v", eps)
 	}
 
 	t.Run("the stored query is listed and read back", func(t *testing.T) {
-		status, body := g.do(http.MethodGet, "/operator/stored-queries", g.token, nil)
+		status, body := g.Do(http.MethodGet, "/operator/stored-queries", g.Token, nil)
 		var l storedquery.ListBody
 		if status != http.StatusOK || json.Unmarshal(body, &l) != nil || len(l.StoredQueries) != 1 {
 			t.Fatalf("list: %d %s", status, body)
@@ -99,17 +101,17 @@ func TestAnUploadIsPutOnEverySupportingMemberAndNoOther(t *testing.T) {
 		if e := l.StoredQueries[0]; e.ID != "high-risk" || e.Code != "high-risk" || e.Resource != "Observation" || e.Digest != ans.Digest {
 			t.Fatalf("listed %+v", e)
 		}
-		status, body = g.do(http.MethodGet, "/operator/stored-queries/high-risk", g.token, nil)
+		status, body = g.Do(http.MethodGet, "/operator/stored-queries/high-risk", g.Token, nil)
 		if status != http.StatusOK || string(body) != string(definition("high-risk", "high-risk", highRisk)) {
 			t.Fatalf("read: %d %s", status, body)
 		}
-		if status, _ := g.do(http.MethodGet, "/operator/stored-queries/nope", g.token, nil); status != http.StatusNotFound {
+		if status, _ := g.Do(http.MethodGet, "/operator/stored-queries/nope", g.Token, nil); status != http.StatusNotFound {
 			t.Fatalf("an unknown id: %d", status)
 		}
 	})
 
 	t.Run("a second upload replaces it", func(t *testing.T) {
-		status, body := g.do(http.MethodPost, "/operator/stored-queries", g.token, definition("high-risk", "high-risk", highRisk+"&date=ge2020"))
+		status, body := g.Do(http.MethodPost, "/operator/stored-queries", g.Token, definition("high-risk", "high-risk", highRisk+"&date=ge2020"))
 		if status != http.StatusOK || answerOf(t, body).Digest == ans.Digest {
 			t.Fatalf("replace: %d %s", status, body)
 		}
@@ -119,20 +121,20 @@ func TestAnUploadIsPutOnEverySupportingMemberAndNoOther(t *testing.T) {
 	})
 
 	t.Run("a code another query has is refused", func(t *testing.T) {
-		if status, body := g.do(http.MethodPut, "/operator/stored-queries/other", g.token, definition("other", "high-risk", highRisk)); status != http.StatusConflict {
+		if status, body := g.Do(http.MethodPut, "/operator/stored-queries/other", g.Token, definition("other", "high-risk", highRisk)); status != http.StatusConflict {
 			t.Fatalf("%d %s", status, body)
 		}
 	})
 
 	t.Run("a delete withdraws it from the members", func(t *testing.T) {
-		status, body := g.do(http.MethodDelete, "/operator/stored-queries/high-risk", g.token, nil)
+		status, body := g.Do(http.MethodDelete, "/operator/stored-queries/high-risk", g.Token, nil)
 		if status != http.StatusOK || answerOf(t, body).Members["a"].Result != storedquery.Deleted {
 			t.Fatalf("delete: %d %s", status, body)
 		}
 		if _, ok := a.OperationDefinition("high-risk"); ok {
 			t.Fatal("a still holds the copy")
 		}
-		if status, _ := g.do(http.MethodGet, "/operator/stored-queries/high-risk", g.token, nil); status != http.StatusNotFound {
+		if status, _ := g.Do(http.MethodGet, "/operator/stored-queries/high-risk", g.Token, nil); status != http.StatusNotFound {
 			t.Fatalf("read after delete: %d", status)
 		}
 	})
@@ -141,7 +143,7 @@ func TestAnUploadIsPutOnEverySupportingMemberAndNoOther(t *testing.T) {
 // drift is the list's drift of id.
 func drift(t *testing.T, g *gateway, id string) map[string]storedquery.MemberResult {
 	t.Helper()
-	status, body := g.do(http.MethodGet, "/operator/stored-queries", g.token, nil)
+	status, body := g.Do(http.MethodGet, "/operator/stored-queries", g.Token, nil)
 	var l storedquery.ListBody
 	if status != http.StatusOK || json.Unmarshal(body, &l) != nil {
 		t.Fatalf("list: %d %s", status, body)
@@ -159,8 +161,8 @@ func TestDriftIsReportedPerMemberTheMemberStaysUpAndARepairEndsIt(t *testing.T) 
 	a := members.Start(t, members.Options{ID: "a", OperationDefinitions: true})
 	b := members.Start(t, members.Options{ID: "b", OperationDefinitions: true})
 	down := members.Start(t, members.Options{ID: "down", OperationDefinitions: true})
-	g := startGateway(t, newKeys(t), t.TempDir(), a, b, down)
-	status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk))
+	g := startGateway(t, issuer.New(t), t.TempDir(), a, b, down)
+	status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk))
 	if status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", status, body)
 	}
@@ -170,33 +172,26 @@ func TestDriftIsReportedPerMemberTheMemberStaysUpAndARepairEndsIt(t *testing.T) 
 	b.Tamper("high-risk", nil)
 	down.Close()
 	// The drift check runs every second (drift_interval_ms = 1000).
-	deadline := time.Now().Add(10 * time.Second)
 	var d map[string]storedquery.MemberResult
-	for {
+	double.Eventually(t, "drift reported", func() bool {
 		d = drift(t, g, "high-risk")
-		if d["a"].Result == storedquery.Different && d["b"].Result == storedquery.Missing {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no drift reported: %+v", d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return d["a"].Result == storedquery.Different && d["b"].Result == storedquery.Missing
+	}, func() string { return fmt.Sprintf("%+v", d) })
 	if d["down"].Result != storedquery.Unreachable {
 		t.Fatalf("the stopped member: %+v", d["down"])
 	}
-	eps := g.endpoints()
+	eps := g.Endpoints()
 	if eps["a-query"] != "up" || eps["b-query"] != "up" {
 		t.Fatalf("a member whose copy drifted answered: it is up; got %v", eps)
 	}
 	if eps["down-query"] != "down" {
 		t.Fatalf("a member that did not answer the drift check is down; got %v", eps)
 	}
-	if status, _ := g.do(http.MethodGet, "/health/readiness", "", nil); status != http.StatusOK {
+	if status, _ := g.Do(http.MethodGet, "/health/readiness", "", nil); status != http.StatusOK {
 		t.Fatalf("drift made the gateway unready: %d", status)
 	}
 
-	status, body = g.do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.token, nil)
+	status, body = g.Do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.Token, nil)
 	if status != http.StatusOK {
 		t.Fatalf("repair: %d %s", status, body)
 	}
@@ -219,13 +214,13 @@ func TestDriftIsReportedPerMemberTheMemberStaysUpAndARepairEndsIt(t *testing.T) 
 
 func TestAClientRunsAStoredQueryWithItsParametersSubstitutedSafely(t *testing.T) {
 	a := members.Start(t, members.Options{ID: "a", OperationDefinitions: true})
-	g := startGateway(t, newKeys(t), t.TempDir(), a)
-	if status, body := g.do(http.MethodPut, "/operator/stored-queries/high-risk", g.token, definition("high-risk", "high-risk", highRisk)); status != http.StatusCreated {
+	g := startGateway(t, issuer.New(t), t.TempDir(), a)
+	if status, body := g.Do(http.MethodPut, "/operator/stored-queries/high-risk", g.Token, definition("high-risk", "high-risk", highRisk)); status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", status, body)
 	}
 	run := func(t *testing.T, query string) (int, url.Values) {
 		t.Helper()
-		status, body := g.do(http.MethodGet, "/fhir/Observation?"+query, "", nil)
+		status, body := g.Do(http.MethodGet, "/fhir/Observation?"+query, "", nil)
 		if status != http.StatusOK {
 			return status, nil
 		}
@@ -277,7 +272,7 @@ func TestAClientRunsAStoredQueryWithItsParametersSubstitutedSafely(t *testing.T)
 		})
 	}
 	t.Run("a stored query runs on its own resource type only", func(t *testing.T) {
-		if status, _ := g.do(http.MethodGet, "/fhir/Patient?_query=high-risk&patient=p1", "", nil); status != http.StatusBadRequest {
+		if status, _ := g.Do(http.MethodGet, "/fhir/Patient?_query=high-risk&patient=p1", "", nil); status != http.StatusBadRequest {
 			t.Fatalf("%d", status)
 		}
 	})
@@ -286,7 +281,7 @@ func TestAClientRunsAStoredQueryWithItsParametersSubstitutedSafely(t *testing.T)
 func TestHostileDefinitionsAreRefusedAndReachNoMember(t *testing.T) {
 	a := members.Start(t, members.Options{ID: "a", OperationDefinitions: true})
 	dir := t.TempDir()
-	g := startGateway(t, newKeys(t), dir, a)
+	g := startGateway(t, issuer.New(t), dir, a)
 	big := "Observation?subject=Patient/{{%patient}}&code=" + strings.Repeat("x", 1<<20)
 	cases := []struct {
 		name   string
@@ -311,7 +306,7 @@ func TestHostileDefinitionsAreRefusedAndReachNoMember(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
-			status, body := g.do(http.MethodPost, "/operator/stored-queries", g.token, tc.body)
+			status, body := g.Do(http.MethodPost, "/operator/stored-queries", g.Token, tc.body)
 			if status != tc.status {
 				t.Fatalf("%d %s; want %d", status, body, tc.status)
 			}
@@ -326,7 +321,7 @@ func TestHostileDefinitionsAreRefusedAndReachNoMember(t *testing.T) {
 		_ = json.Unmarshal(definition("x", "x", "Observation?subject={{%_count}}"), &od)
 		od["parameter"] = []map[string]any{{"name": "_count", "use": "in", "min": 0, "max": "1", "type": "string"}}
 		body, _ := json.Marshal(od)
-		if status, _ := g.do(http.MethodPost, "/operator/stored-queries", g.token, body); status != http.StatusBadRequest {
+		if status, _ := g.Do(http.MethodPost, "/operator/stored-queries", g.Token, body); status != http.StatusBadRequest {
 			t.Fatalf("%d", status)
 		}
 	})
@@ -335,12 +330,12 @@ func TestHostileDefinitionsAreRefusedAndReachNoMember(t *testing.T) {
 func TestTwoGatewaysOnOneStoreAnswerTheSameList(t *testing.T) {
 	a := members.Start(t, members.Options{ID: "a", OperationDefinitions: true})
 	dir := t.TempDir()
-	k := newKeys(t)
+	k := issuer.New(t)
 	g1 := startGateway(t, k, dir, a)
 	g2 := startGateway(t, k, dir, a)
 	ids := func(g *gateway) []string {
 		t.Helper()
-		status, body := g.do(http.MethodGet, "/operator/stored-queries", g.token, nil)
+		status, body := g.Do(http.MethodGet, "/operator/stored-queries", g.Token, nil)
 		var l storedquery.ListBody
 		if status != http.StatusOK || json.Unmarshal(body, &l) != nil {
 			t.Fatalf("list: %d %s", status, body)
@@ -358,21 +353,21 @@ func TestTwoGatewaysOnOneStoreAnswerTheSameList(t *testing.T) {
 			t.Fatalf("%s: %v and %v", what, l1, l2)
 		}
 	}
-	if status, body := g1.do(http.MethodPut, "/operator/stored-queries/one", g1.token, definition("one", "one", highRisk)); status != http.StatusCreated {
+	if status, body := g1.Do(http.MethodPut, "/operator/stored-queries/one", g1.Token, definition("one", "one", highRisk)); status != http.StatusCreated {
 		t.Fatalf("%d %s", status, body)
 	}
 	same("after an upload to the first", 1)
-	if status, body := g2.do(http.MethodPut, "/operator/stored-queries/two", g2.token, definition("two", "two", highRisk)); status != http.StatusCreated {
+	if status, body := g2.Do(http.MethodPut, "/operator/stored-queries/two", g2.Token, definition("two", "two", highRisk)); status != http.StatusCreated {
 		t.Fatalf("%d %s", status, body)
 	}
 	same("after an upload to the second", 2)
 	// Both run what either stored.
 	for _, g := range []*gateway{g1, g2} {
-		if status, body := g.do(http.MethodGet, "/fhir/Observation?_query=two&patient=p", "", nil); status != http.StatusOK {
+		if status, body := g.Do(http.MethodGet, "/fhir/Observation?_query=two&patient=p", "", nil); status != http.StatusOK {
 			t.Fatalf("%d %s", status, body)
 		}
 	}
-	if status, _ := g2.do(http.MethodDelete, "/operator/stored-queries/one", g2.token, nil); status != http.StatusOK {
+	if status, _ := g2.Do(http.MethodDelete, "/operator/stored-queries/one", g2.Token, nil); status != http.StatusOK {
 		t.Fatalf("delete: %d", status)
 	}
 	same("after a delete on the second", 1)
@@ -384,13 +379,13 @@ func TestAReadOnlyStoreAnswers409NamingTheResourceToApply(t *testing.T) {
 	if err := os.WriteFile(dir+"/high-risk.json", definition("high-risk", "high-risk", highRisk), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, newKeys(t), dir, a)
+	g := startGateway(t, issuer.New(t), dir, a)
 	storedquery.MakeReadOnly(g.queries.Store())
 	for _, tc := range []struct{ method, path string }{
 		{http.MethodPut, "/operator/stored-queries/other"},
 		{http.MethodDelete, "/operator/stored-queries/high-risk"},
 	} {
-		status, body := g.do(tc.method, tc.path, g.token, definition("other", "other", highRisk))
+		status, body := g.Do(tc.method, tc.path, g.Token, definition("other", "other", highRisk))
 		var e struct {
 			Error    string `json:"error"`
 			Resource struct {
@@ -406,7 +401,7 @@ func TestAReadOnlyStoreAnswers409NamingTheResourceToApply(t *testing.T) {
 		t.Fatal("a refused upload reached a member")
 	}
 	// What the operator rendered is served and repaired as any other store.
-	if status, body := g.do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.token, nil); status != http.StatusOK || answerOf(t, body).Members["a"].Result != storedquery.InSync {
+	if status, body := g.Do(http.MethodPost, "/operator/stored-queries/high-risk/repair", g.Token, nil); status != http.StatusOK || answerOf(t, body).Members["a"].Result != storedquery.InSync {
 		t.Fatalf("repair: %d %s", status, body)
 	}
 }
@@ -416,23 +411,16 @@ func TestReadinessHasTheStoredQueriesCheck(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, newKeys(t), dir, members.Start(t, members.Options{ID: "a"}))
-	status, body := g.do(http.MethodGet, "/health/readiness", "", nil)
+	g := startGateway(t, issuer.New(t), dir, members.Start(t, members.Options{ID: "a"}))
+	status, body := g.Do(http.MethodGet, "/health/readiness", "", nil)
 	if status != http.StatusOK || !strings.Contains(string(body), `"stored_queries":"ok"`) {
 		t.Fatalf("%d %s", status, body)
 	}
 	if err := os.Rename(dir, dir+".gone"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		status, body = g.do(http.MethodGet, "/health/readiness", "", nil)
-		if status == http.StatusServiceUnavailable && strings.Contains(string(body), "stored_queries") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("an unreadable store left the gateway ready: %d %s", status, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	double.Eventually(t, "an unreadable store makes the gateway not ready", func() bool {
+		status, body = g.Do(http.MethodGet, "/health/readiness", "", nil)
+		return status == http.StatusServiceUnavailable && strings.Contains(string(body), "stored_queries")
+	}, func() string { return fmt.Sprintf("%d %s", status, body) })
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // A bearer token sent in clear (http, to a host that is not loopback) is refused by
@@ -46,8 +48,8 @@ func TestATokenInClearIsRefusedOrWarnedAboutAtEveryStartAndReload(t *testing.T) 
 		if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the reload", func() bool { return strings.Count(g.stderr.String(), "Reloaded configuration") > before })
-		waitFor(t, "the warning of the reload", func() bool { return logged() == 1+reload })
+		double.Eventually(t, "the reload", func() bool { return strings.Count(g.stderr.String(), "Reloaded configuration") > before })
+		double.Eventually(t, "the warning of the reload", func() bool { return logged() == 1+reload })
 	}
 	g.stop(t)
 }

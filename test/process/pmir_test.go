@@ -108,17 +108,6 @@ func (g pmirGateway) report(t *testing.T) string {
 	return fmt.Sprintf("%v/%v", r["identity_registry"], r["identity_registry_fault"])
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func pmirExample(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "doubles", "identityregistry", "testdata", "ihe", name))
@@ -137,7 +126,7 @@ func TestSIGTERMDeletesThePMIRSubscriptionOnce(t *testing.T) {
 	g := writePMIRConfig(t, reg, "bindings_drain_timeout_ms = 2000", "")
 	p := serve(t, g.path)
 	waitReady(t, g.base)
-	waitFor(t, "the subscription is active and up", func() bool {
+	double.Eventually(t, "the subscription is active and up", func() bool {
 		subs := reg.Subscriptions()
 		return len(subs) == 1 && subs[0].Status == "active" && g.report(t) == "up/<nil>"
 	})
@@ -169,7 +158,7 @@ func TestSIGTERMDeletesThePMIRSubscriptionOnce(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a DELETE of the subscription", func() bool { return reg.Count(http.MethodDelete, "/Subscription") >= 1 })
+	double.Eventually(t, "a DELETE of the subscription", func() bool { return reg.Count(http.MethodDelete, "/Subscription") >= 1 })
 	if took := time.Since(sent); took > budget {
 		t.Fatalf("the DELETE came %s after SIGTERM, past the bindings budget %s", took, budget)
 	}
@@ -209,7 +198,7 @@ func TestAHangingPMIRDeleteIsAbandoned(t *testing.T) {
 	g := writePMIRConfig(t, reg, "drain_delay_ms = 200\nrequest_timeout_ms = 1000\nshutdown_timeout_ms = 1000\nbindings_drain_timeout_ms = 1000", "timeout_ms = 10000\n")
 	p := serve(t, g.path)
 	waitReady(t, g.base)
-	waitFor(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
+	double.Eventually(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
 
 	sent := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -252,7 +241,7 @@ func TestARestartAfterSIGKILLFindsTheLeftoverSubscription(t *testing.T) {
 	g := writePMIRConfig(t, reg, "", "")
 	first := serve(t, g.path)
 	waitReady(t, g.base)
-	waitFor(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
+	double.Eventually(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
 	if err := first.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +261,7 @@ func TestARestartAfterSIGKILLFindsTheLeftoverSubscription(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "the restarted gateway is up", func() bool { return searches() >= 2 && g.report(t) == "up/<nil>" })
+	double.Eventually(t, "the restarted gateway is up", func() bool { return searches() >= 2 && g.report(t) == "up/<nil>" })
 	if n := reg.Count(http.MethodPost, "/Subscription"); n != 1 {
 		t.Fatalf("%d creates: the restart did not reuse the leftover", n)
 	}
@@ -302,7 +291,7 @@ func TestAPMIRMergeClearsTheResolverCache(t *testing.T) {
 	g := writePMIRConfig(t, reg, "", extra)
 	p := serve(t, g.path)
 	waitReady(t, g.base)
-	waitFor(t, "a subscription active", func() bool {
+	double.Eventually(t, "a subscription active", func() bool {
 		subs := reg.Subscriptions()
 		return len(subs) == 1 && subs[0].Status == "active"
 	})
@@ -343,7 +332,7 @@ func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
 	g := writePMIRConfig(t, reg, "", fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n", arr.URL, t.TempDir()))
 	p := serve(t, g.path)
 	waitReady(t, g.base)
-	waitFor(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
+	double.Eventually(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
 	if statuses, err := reg.SendToSubscribers(g.feedToken, pmirExample(t, "ex-PMIRBundleUpdate.json")); err != nil || len(statuses) != 1 || statuses[0] != http.StatusOK {
 		t.Fatalf("the registry's feed: %v %v", statuses, err)
 	}
@@ -359,7 +348,7 @@ func TestThePMIRExchangesReachTheAuditRepository(t *testing.T) {
 		}
 		return false
 	}
-	waitFor(t, "the create, the search, a read and the feed message delivered", func() bool {
+	double.Eventually(t, "the create, the search, a read and the feed message delivered", func() bool {
 		return has(`"code":"ITI-94"`, `"code":"create"`) && has(`"code":"ITI-94"`, `"code":"search"`) &&
 			has(`"code":"ITI-94"`, `"code":"read"`) && has(`"code":"ITI-93"`, "MessageHeader/ex-messageheader-update")
 	})
@@ -394,7 +383,7 @@ func TestConfigCheckAndReloadLeaveTheSubscriptionAlone(t *testing.T) {
 	}
 	p := serve(t, g.path)
 	waitReady(t, g.base)
-	waitFor(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
+	double.Eventually(t, "a subscription held", func() bool { return len(reg.Subscriptions()) == 1 && g.report(t) == "up/<nil>" })
 	data, err := os.ReadFile(g.path)
 	if err != nil {
 		t.Fatal(err)

@@ -202,7 +202,7 @@ func benchAudited(b *testing.B, clients int, minimal bool, member time.Duration,
 		for range clients {
 			wg.Go(func() {
 				for left.Add(-1) >= 0 {
-					res, err := client.Get(fmt.Sprintf("%s/fhir/Patient?name=BENCH%d", g.url, seq.Add(1)))
+					res, err := client.Get(fmt.Sprintf("%s/fhir/Patient?name=BENCH%d", g.URL, seq.Add(1)))
 					if err != nil {
 						b.Error(err)
 						return

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -20,50 +19,26 @@ import (
 	"github.com/ferrofed/ferrofed/test/crashfs"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
+	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
-
-type lines struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (l *lines) add(prefix, args string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.all = append(l.all, prefix+" "+args)
-}
-
-func (l *lines) find(subs ...string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-next:
-	for _, line := range l.all {
-		for _, s := range subs {
-			if !strings.Contains(line, s) {
-				continue next
-			}
-		}
-		return line
-	}
-	return ""
-}
 
 // Drain step 4 stops delivery and closes the spool without deleting what is
 // undelivered, and counts it in step 4's log line and in the gauge.
 func TestDrainCountsWhatIsLeftUndelivered(t *testing.T) {
-	logs := &lines{}
+	logs := &gatewaytest.Log{}
 	arr := auditrepo.Start(t, auditrepo.Options{})
 	arr.Set(t, double.Knobs{Fault: double.FaultHold}) // nothing is ever delivered
 	dir := t.TempDir()
-	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr, log: funcr.New(logs.add, funcr.Options{})})
+	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr, log: logs.Logger()})
 	for _, m := range []string{"KEEP1", "KEEP2"} {
 		if s := g.search(m); s != http.StatusOK {
 			t.Fatalf("search answered %d", s)
 		}
 	}
-	g.stop()
-	if line := logs.find(`"signal"="BindingsStopped"`, `"audit_repository_undelivered"=2`); line == "" {
-		t.Fatalf("step 4's log line does not count the 2 undelivered records: %v", logs.all)
+	g.Stop()
+	if line := logs.Find(`"signal"="BindingsStopped"`, `"audit_repository_undelivered"=2`); line == "" {
+		t.Fatalf("step 4's log line does not count the 2 undelivered records: %s", logs)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(g.trail.Collector())
@@ -76,8 +51,8 @@ ferrofed_audit_undelivered_at_exit{destination="audit_repository"} 2
 	}
 	// Nothing was deleted: the next start delivers both.
 	arr.Set(t, double.Knobs{})
-	g2 := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
-	g2.eventually("both left records delivered", func() bool { return delivered(arr, "KEEP1") >= 1 && delivered(arr, "KEEP2") >= 1 })
+	startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
+	double.Eventually(t, "both left records delivered", func() bool { return delivered(arr, "KEEP1") >= 1 && delivered(arr, "KEEP2") >= 1 })
 }
 
 // The requester of an event is the operator token's subject, under its issuer, when
@@ -85,10 +60,10 @@ ferrofed_audit_undelivered_at_exit{destination="audit_repository"} 2
 // line.
 func TestTheEventNamesTheTokensSubject(t *testing.T) {
 	g := startGateway(t, harnessOptions{audit: repositoryTable})
-	if s, _ := g.do(http.MethodGet, "/fhir/Patient?name=WHOMARK", g.token); s != http.StatusOK {
+	if s, _ := g.Do(http.MethodGet, "/fhir/Patient?name=WHOMARK", g.Token, nil); s != http.StatusOK {
 		t.Fatalf("search answered %d", s)
 	}
-	g.eventually("delivered", func() bool { return delivered(g.arr, "WHOMARK") == 1 })
+	double.Eventually(t, "delivered", func() bool { return delivered(g.arr, "WHOMARK") == 1 })
 	var ev struct {
 		Agent []struct {
 			Who struct {
@@ -104,18 +79,18 @@ func TestTheEventNamesTheTokensSubject(t *testing.T) {
 			}
 		}
 	}
-	if len(ev.Agent) < 3 || !ev.Agent[0].Requestor || ev.Agent[0].Who.Identifier.Value != "alice" || ev.Agent[0].Who.Identifier.System != issuer {
-		t.Fatalf("agents %+v, want alice of %s first", ev.Agent, issuer)
+	if len(ev.Agent) < 3 || !ev.Agent[0].Requestor || ev.Agent[0].Who.Identifier.Value != "alice" || ev.Agent[0].Who.Identifier.System != issuer.URL {
+		t.Fatalf("agents %+v, want alice of %s first", ev.Agent, issuer.URL)
 	}
 
-	logs := &lines{}
-	lg := startGateway(t, harnessOptions{audit: "destination = \"log\"\n", log: funcr.New(logs.add, funcr.Options{})})
+	logs := &gatewaytest.Log{}
+	lg := startGateway(t, harnessOptions{audit: "destination = \"log\"\n", log: logs.Logger()})
 	if s := lg.search("LOGLINE"); s != http.StatusOK {
 		t.Fatalf("search answered %d", s)
 	}
 	// base64("name=LOGLINE")
-	if line := logs.find(`"msg"="Audit event"`, `\"resourceType\":\"AuditEvent\"`, "bmFtZT1MT0dMSU5F"); line == "" {
-		t.Fatalf("no log line carries the event: %v", logs.all)
+	if line := logs.Find(`"msg"="Audit event"`, `\"resourceType\":\"AuditEvent\"`, "bmFtZT1MT0dMSU5F"); line == "" {
+		t.Fatalf("no log line carries the event: %s", logs)
 	}
 }
 
@@ -129,9 +104,9 @@ func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
 	release := func() { once.Do(func() { close(hung) }) }
 	t.Cleanup(release)
 	termination := filepath.Join(t.TempDir(), "termination-log")
-	logs := &lines{}
+	logs := &gatewaytest.Log{}
 	g := startGateway(t, harnessOptions{
-		audit: repositoryTable, spoolDir: "/spool", fs: fs, log: funcr.New(logs.add, funcr.Options{}),
+		audit: repositoryTable, spoolDir: "/spool", fs: fs, log: logs.Logger(),
 		server: fmt.Sprintf("request_timeout_ms = 200\nshutdown_timeout_ms = 200\nbindings_drain_timeout_ms = 300\ntermination_message_path = %q\n", termination),
 	})
 	var blocking atomic.Bool
@@ -143,12 +118,12 @@ func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
 	}
 	blocking.Store(true)
 	go func() { // its append hangs in the sync; the drain cuts it
-		if res, err := http.Get(g.url + "/fhir/Patient?name=HUNG"); err == nil {
+		if res, err := http.Get(g.URL + "/fhir/Patient?name=HUNG"); err == nil {
 			res.Body.Close()
 		}
 	}()
-	g.eventually("the search is in flight", func() bool { return logs.find("Member endpoint changed state") != "" })
-	g.stop()
+	double.Eventually(t, "the search is in flight", func() bool { return logs.Find("Member endpoint changed state") != "" })
+	g.Stop()
 	data, err := os.ReadFile(termination)
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +135,8 @@ func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
 	if !slices.Contains(m.Abandoned, "audit_repository") {
 		t.Fatalf("abandoned %v, want audit_repository: %s", m.Abandoned, data)
 	}
-	if line := logs.find("abandoned a surface", `"surface"="audit_repository"`); line == "" {
-		t.Fatalf("no warning names audit_repository: %v", logs.all)
+	if line := logs.Find("abandoned a surface", `"surface"="audit_repository"`); line == "" {
+		t.Fatalf("no warning names audit_repository: %s", logs)
 	}
 	release()
 }

@@ -51,7 +51,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 			}, key: "audit_repository", want: "degraded",
 			then: func(t *testing.T, g *gateway) {
 				g.arr.Script(t) // healthy again: the retry delivers and the state comes back
-				g.eventually("up after the retry delivered", func() bool { return g.state("audit_repository") == "up" })
+				double.Eventually(t, "up after the retry delivered", func() bool { return g.state("audit_repository") == "up" })
 				if delivered(g.arr, "RETRYMARK") < 1 {
 					t.Fatal("the retried event was not delivered")
 				}
@@ -66,7 +66,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 			}, key: "audit_repository", want: "degraded",
 			then: func(t *testing.T, g *gateway) {
 				g.arr.Set(t, double.Knobs{})
-				g.eventually("up once the held delivery went through", func() bool { return g.state("audit_repository") == "up" })
+				double.Eventually(t, "up once the held delivery went through", func() bool { return g.state("audit_repository") == "up" })
 			},
 		},
 		{
@@ -81,7 +81,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 				if entries[0].Destination != "repository" || entries[0].Reason.Kind != "rejected" || entries[0].Reason.Status != 422 {
 					t.Fatalf("entry %+v, want the 422 of the repository", entries[0])
 				}
-				if status, _ := g.do(http.MethodDelete, "/operator/audit/quarantine/repository/"+entries[0].ID, g.token); status != http.StatusNoContent {
+				if status, _ := g.Do(http.MethodDelete, "/operator/audit/quarantine/repository/"+entries[0].ID, g.Token, nil); status != http.StatusNoContent {
 					t.Fatalf("DELETE answered %d", status)
 				}
 				if got := g.state("audit_repository"); got != "up" {
@@ -96,9 +96,9 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 				return "FEEDMARK"
 			}, key: "audit_feed", want: "up",
 			then: func(t *testing.T, g *gateway) {
-				g.eventually("audit_repository up as well", func() bool { return g.state("audit_repository") == "up" })
+				double.Eventually(t, "audit_repository up as well", func() bool { return g.state("audit_repository") == "up" })
 				// One event, two destinations: each repository got it.
-				g.eventually("the feed's delivery", func() bool { return delivered(g.feed, "FEEDMARK") == 1 })
+				double.Eventually(t, "the feed's delivery", func() bool { return delivered(g.feed, "FEEDMARK") == 1 })
 			},
 		},
 		{
@@ -113,7 +113,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 				if got := g.state("audit_feed"); got != "absent" {
 					t.Fatalf("audit_feed is %s", got)
 				}
-				if status, _ := g.do(http.MethodGet, "/operator/audit/quarantine", g.token); status != http.StatusNotFound {
+				if status, _ := g.Do(http.MethodGet, "/operator/audit/quarantine", g.Token, nil); status != http.StatusNotFound {
 					t.Fatalf("the quarantine route answered %d without a spool", status)
 				}
 			},
@@ -128,9 +128,9 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 			g := startGateway(t, harnessOptions{audit: tc.table})
 			marker := tc.act(g)
 			if marker != "" {
-				g.eventually("the event of "+marker+" delivered", func() bool { return delivered(g.arr, marker) >= 1 })
+				double.Eventually(t, "the event of "+marker+" delivered", func() bool { return delivered(g.arr, marker) >= 1 })
 			}
-			g.eventually("audit state "+tc.want, func() bool { return g.state(tc.key) == tc.want })
+			double.Eventually(t, "audit state "+tc.want, func() bool { return g.state(tc.key) == tc.want })
 			if tc.then != nil {
 				tc.then(t, g)
 			}
@@ -150,18 +150,18 @@ func TestRecordsLeftByAPreviousRunAreDegraded(t *testing.T) {
 			t.Fatalf("search answered %d", s)
 		}
 	}
-	g.stop()
+	g.Stop()
 	arr.Set(t, double.Knobs{})
-	arr.Script(t, double.Statuses(503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)...)
+	arr.Script(t, double.Statuses(503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)...)
 	g2 := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
 	if got := g2.state("audit_repository"); got != "degraded" {
 		t.Fatalf("a restart over undelivered records is %s, want degraded", got)
 	}
 	arr.Script(t)
-	g2.eventually("every record of the previous run delivered", func() bool {
+	double.Eventually(t, "every record of the previous run delivered", func() bool {
 		return delivered(arr, "LEFT1") >= 1 && delivered(arr, "LEFT2") >= 1 && delivered(arr, "LEFT3") >= 1
 	})
-	g2.eventually("up", func() bool { return g2.state("audit_repository") == "up" })
+	double.Eventually(t, "up", func() bool { return g2.state("audit_repository") == "up" })
 }
 
 type listedEntry struct {
@@ -180,8 +180,8 @@ func listQuarantine(t *testing.T, g *gateway, n int) []listedEntry {
 		Entries []listedEntry  `json:"entries"`
 		Total   map[string]int `json:"total"`
 	}
-	g.eventually("the quarantine lists the entries", func() bool {
-		status, raw := g.do(http.MethodGet, "/operator/audit/quarantine", g.token)
+	double.Eventually(t, "the quarantine lists the entries", func() bool {
+		status, raw := g.Do(http.MethodGet, "/operator/audit/quarantine", g.Token, nil)
 		if status != http.StatusOK {
 			t.Fatalf("GET quarantine answered %d", status)
 		}
@@ -207,18 +207,18 @@ func TestTheQuarantineRoutes(t *testing.T) {
 		{"a listing without a token is a 401", http.MethodGet, "/operator/audit/quarantine", "", http.StatusUnauthorized},
 		{"a listing without the scope is a 403", http.MethodGet, "/operator/audit/quarantine", g.noScop, http.StatusForbidden},
 		{"a drop without the scope is a 403", http.MethodDelete, "/operator/audit/quarantine/repository/" + id, g.noScop, http.StatusForbidden},
-		{"a retry of an unknown destination is a 404", http.MethodPost, "/operator/audit/quarantine/feed/" + id + "/retry", g.token, http.StatusNotFound},
-		{"a drop of an unknown id is a 404", http.MethodDelete, "/operator/audit/quarantine/repository/999999", g.token, http.StatusNotFound},
+		{"a retry of an unknown destination is a 404", http.MethodPost, "/operator/audit/quarantine/feed/" + id + "/retry", g.Token, http.StatusNotFound},
+		{"a drop of an unknown id is a 404", http.MethodDelete, "/operator/audit/quarantine/repository/999999", g.Token, http.StatusNotFound},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if status, body := g.do(c.method, c.path, c.token); status != c.want {
+			if status, body := g.Do(c.method, c.path, c.token, nil); status != c.want {
 				t.Fatalf("%s %s answered %d (%s), want %d", c.method, c.path, status, body, c.want)
 			}
 		})
 	}
 	t.Run("a retry spools the record again and the repository refuses it again", func(t *testing.T) {
 		before := g.arr.Requests()
-		if status, body := g.do(http.MethodPost, "/operator/audit/quarantine/repository/"+id+"/retry", g.token); status != http.StatusNoContent {
+		if status, body := g.Do(http.MethodPost, "/operator/audit/quarantine/repository/"+id+"/retry", g.Token, nil); status != http.StatusNoContent {
 			t.Fatalf("retry answered %d: %s", status, body)
 		}
 		again := listQuarantine(t, g, 1)
@@ -230,8 +230,8 @@ func TestTheQuarantineRoutes(t *testing.T) {
 		}
 		// The spool counts an entry once its directory is synced, a moment after the
 		// listing shows it.
-		g.eventually("degraded with an entry in quarantine", func() bool { return g.state("audit_repository") == "degraded" })
-		if status, _ := g.do(http.MethodDelete, "/operator/audit/quarantine/repository/"+again[0].ID, g.token); status != http.StatusNoContent {
+		double.Eventually(t, "degraded with an entry in quarantine", func() bool { return g.state("audit_repository") == "degraded" })
+		if status, _ := g.Do(http.MethodDelete, "/operator/audit/quarantine/repository/"+again[0].ID, g.Token, nil); status != http.StatusNoContent {
 			t.Fatalf("drop answered %d", status)
 		}
 		listQuarantine(t, g, 0)
@@ -259,7 +259,7 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 				return nil
 			}
 			before := g.member.Requests()
-			status, body := g.do(http.MethodGet, "/fhir/Patient?name=NOSPACE", "")
+			status, body := g.Do(http.MethodGet, "/fhir/Patient?name=NOSPACE", "", nil)
 			if status != c.want {
 				t.Fatalf("answered %d (%s), want %d", status, body, c.want)
 			}
@@ -276,7 +276,7 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 					t.Fatalf("the refusal carries the member's answer: %s", body)
 				}
 				before = g.member.Requests()
-				if status, _ := g.do(http.MethodGet, "/nodes/a/fhir/Patient/a-1", ""); status != http.StatusServiceUnavailable {
+				if status, _ := g.Do(http.MethodGet, "/nodes/a/fhir/Patient/a-1", "", nil); status != http.StatusServiceUnavailable {
 					t.Fatalf("a routed request answered %d", status)
 				}
 				if n := g.member.Requests() - before; n != 0 {
@@ -288,10 +288,10 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 				}
 			}
 			fs.Hook = nil
-			if status, _ := g.do(http.MethodGet, "/fhir/Patient?name=SPACEAGAIN", ""); status != http.StatusOK {
+			if status, _ := g.Do(http.MethodGet, "/fhir/Patient?name=SPACEAGAIN", "", nil); status != http.StatusOK {
 				t.Fatalf("after the disk came back the search answered %d", status)
 			}
-			g.eventually("the next event delivered", func() bool { return delivered(g.arr, "SPACEAGAIN") >= 1 })
+			double.Eventually(t, "the next event delivered", func() bool { return delivered(g.arr, "SPACEAGAIN") >= 1 })
 		})
 	}
 }

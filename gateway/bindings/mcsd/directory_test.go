@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
@@ -82,7 +81,7 @@ func TestAddChangeDelete(t *testing.T) {
 		t.Fatalf("after the delete: %+v", o)
 	}
 	want(t, g.asked(), "a", "b")
-	m, _ := g.report()
+	m, _ := g.Report()
 	if eps := m["endpoints"].(map[string]any); len(eps) != 2 || eps["c-query"] != nil {
 		t.Fatalf("a deleted member leaves the report: %v", eps)
 	}
@@ -99,7 +98,7 @@ func TestAddChangeDelete(t *testing.T) {
 	g.wantDirectory("up", "")
 
 	// Every exchange was audited as a BALP Query of ITI-90 or ITI-91.
-	evs := g.rec.all()
+	evs := g.rec.Events()
 	if len(evs) != g.double.Requests() {
 		t.Fatalf("%d events for %d exchanges", len(evs), g.double.Requests())
 	}
@@ -303,16 +302,12 @@ func TestAuditNotStored(t *testing.T) {
 	g.member("a")
 	g.refresh()
 	g.member("b")
-	g.rec.mu.Lock()
-	g.rec.fail = true
-	g.rec.mu.Unlock()
+	g.rec.Fail.Store(true)
 	if o := g.refresh(); o.State != dependencies.Failing || o.Swapped {
 		t.Fatalf("%+v", o)
 	}
 	want(t, g.asked(), "a")
-	g.rec.mu.Lock()
-	g.rec.fail = false
-	g.rec.mu.Unlock()
+	g.rec.Fail.Store(false)
 	g.refresh()
 	want(t, g.asked(), "a", "b")
 }
@@ -362,14 +357,14 @@ func TestRestartFromCache(t *testing.T) {
 		t.Fatalf("not ready from the cache: %v", err)
 	}
 	want(t, second.asked(), "a", "b")
-	waitFor(t, func() bool { m, _ := second.report(); return m["directory"] == "down" })
+	double.Eventually(t, "the directory is down", func() bool { m, _ := second.Report(); return m["directory"] == "down" })
 	if err := second.registryReady(); err != nil {
 		t.Fatal(err)
 	}
 	if err := dir.SetKnobs(double.Knobs{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { m, _ := second.report(); return m["directory"] == "up" })
+	double.Eventually(t, "the directory is up", func() bool { m, _ := second.Report(); return m["directory"] == "up" })
 	second.wantDirectory("up", "")
 }
 
@@ -388,17 +383,6 @@ func TestCacheRefused(t *testing.T) {
 }
 
 func quote(s string) string { return `"` + s + `"` }
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // Hostile directories: an answer of 100,000 resources and a history page that links
 // to itself are refused (failing), without a panic and within bounded memory.
@@ -467,12 +451,7 @@ func TestReloadKeepsTheDirectorysRegistry(t *testing.T) {
 	g.member("a")
 	g.member("b")
 	g.refresh()
-	apply, err := g.dir.PrepareReload(g.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply()
-	if err := g.fed.Reload(g.cfg); err != nil {
+	if err := g.Reload(g.cfg); err != nil {
 		t.Fatal(err)
 	}
 	want(t, g.asked(), "a", "b")
@@ -482,7 +461,7 @@ func TestReloadKeepsTheDirectorysRegistry(t *testing.T) {
 	// The reloaded configuration allows 2 members: a third is refused.
 	limited := *g.cfg
 	limited.Limits.MaxRegistryMembers = 2
-	apply, _ = g.dir.PrepareReload(&limited)
+	apply, _ := g.dir.PrepareReload(&limited)
 	apply()
 	g.member("c")
 	if o := g.refresh(); o.Fault != mcsd.FaultConfigurationMismatch {

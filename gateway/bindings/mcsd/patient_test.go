@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -93,7 +94,7 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 	for id, m := range g.members {
 		before[id] = int64(m.Requests())
 	}
-	res, err := g.gw.Client().Get(g.gw.URL + base + "/fhir/Observation?patient.identifier=" + url.QueryEscape(mpi+"|MRN-1"))
+	res, err := http.Get(g.URL + "/fhir/Observation?patient.identifier=" + url.QueryEscape(mpi+"|MRN-1"))
 	if err != nil {
 		g.t.Fatal(err)
 	}

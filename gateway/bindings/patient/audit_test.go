@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
@@ -49,8 +49,7 @@ func TestEachExchangeIsAudited(t *testing.T) {
 	}
 	type coding struct{ System, Code string }
 	var got map[string]bool
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	double.Eventually(t, "one event of each of the four bindings reached the repository", func() bool {
 		got = map[string]bool{}
 		for _, ev := range g.arr.Received() {
 			var e struct {
@@ -113,12 +112,6 @@ func TestEachExchangeIsAudited(t *testing.T) {
 				t.Errorf("%s: the event is not valid R4: %v\n%s", key, err, ev.Body)
 			}
 		}
-		if len(got) == len(want) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(got) != len(want) {
-		t.Fatalf("events of %v reached the repository, want one of each of the four bindings", got)
-	}
+		return len(got) == len(want)
+	}, func() string { return fmt.Sprintf("events of %v reached it", got) })
 }

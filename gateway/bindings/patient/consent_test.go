@@ -78,7 +78,7 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 			if a.status != tc.wantStatus {
 				t.Fatalf("answered %d, want %d: %s", a.status, tc.wantStatus, a.raw)
 			}
-			report, raw := g.report()
+			report, raw := g.States()
 			got, present := report["consent"]
 			switch {
 			case tc.want == "" && present:
@@ -87,8 +87,8 @@ func TestTheConsentStatesThroughTheDependencyReport(t *testing.T) {
 				t.Fatalf("consent is %q, want %q: %s", got, tc.want, raw)
 			}
 			// The service's body reaches neither the client nor the log.
-			if strings.Contains(string(a.raw), "AUTHZEN-BODY") || strings.Contains(g.logged(), "AUTHZEN-BODY") {
-				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			if strings.Contains(string(a.raw), "AUTHZEN-BODY") || strings.Contains(g.log.String(), "AUTHZEN-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.log.String())
 			}
 			if strings.Contains(string(raw), "AUTHZEN-BODY") {
 				t.Fatalf("the report carries the PDP's body: %s", raw)
@@ -167,7 +167,7 @@ func TestTheWholeFlowAsksOneMemberByItsOwnID(t *testing.T) {
 	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Resource: "a", Patient: aliceByID, Permit: true}}})
 	tables := fmt.Sprintf("[pdqm]\nurl = %q\n[resolver]\nurl = %q\n[consent]\nurl = %q\n", sup.URL, pix.URL, pdp.URL)
 	g := newGateway(t, gatewayOptions{tables: tables})
-	before, _ := g.report()
+	before, _ := g.States()
 	a := g.search("Observation?patient=Patient/m1&code=1234-5")
 	if a.status != http.StatusOK {
 		t.Fatalf("answered %d: %s", a.status, a.raw)
@@ -198,7 +198,7 @@ func TestTheWholeFlowAsksOneMemberByItsOwnID(t *testing.T) {
 	if last, _ := pdp.Last(); strings.Count(string(last.Body), `"type":"member"`) != 2 {
 		t.Errorf("the PDP was asked about %s", last.Body)
 	}
-	after, raw := g.report()
+	after, raw := g.States()
 	for key, want := range map[string]string{"demographics": "up", "resolver": "up", "consent": "up",
 		"endpoints.a-query": "up", "endpoints.b-query": before["endpoints.b-query"], "endpoints.c-query": before["endpoints.c-query"]} {
 		if after[key] != want {

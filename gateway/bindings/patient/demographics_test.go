@@ -99,7 +99,7 @@ func TestTheDemographicsStatesThroughTheDependencyReport(t *testing.T) {
 			if a.status != tc.wantStatus {
 				t.Fatalf("answered %d, want %d: %s", a.status, tc.wantStatus, a.raw)
 			}
-			report, raw := g.report()
+			report, raw := g.States()
 			got, present := report["demographics"]
 			switch {
 			case tc.want == "" && present:
@@ -108,8 +108,8 @@ func TestTheDemographicsStatesThroughTheDependencyReport(t *testing.T) {
 				t.Fatalf("demographics is %q, want %q: %s", got, tc.want, raw)
 			}
 			// The service's body reaches neither the client nor the log.
-			if strings.Contains(string(a.raw), "PDQM-BODY") || strings.Contains(g.logged(), "PDQM-BODY") {
-				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			if strings.Contains(string(a.raw), "PDQM-BODY") || strings.Contains(g.log.String(), "PDQM-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.log.String())
 			}
 			if strings.Contains(string(raw), "PDQM-BODY") {
 				t.Fatalf("the report carries the supplier's body: %s", raw)

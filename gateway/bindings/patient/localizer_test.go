@@ -111,7 +111,7 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			if took := time.Since(start); took >= budget {
 				t.Fatalf("the search took %s, past the request's budget of %s", took, budget)
 			}
-			report, raw := g.report()
+			report, raw := g.States()
 			got, present := report["localizer"]
 			switch {
 			case tc.want == "" && present:
@@ -119,14 +119,14 @@ func TestTheLocalizerStatesThroughTheDependencyReport(t *testing.T) {
 			case tc.want != "" && got != tc.want:
 				t.Fatalf("localizer is %q, want %q: %s", got, tc.want, raw)
 			}
-			if logs := g.logged(); tc.wantLog != "" && (!strings.Contains(logs, tc.wantLog) || !strings.Contains(logs, "failed open")) {
+			if logs := g.log.String(); tc.wantLog != "" && (!strings.Contains(logs, tc.wantLog) || !strings.Contains(logs, "failed open")) {
 				t.Errorf("the flow logged %q, want why the localizer failed open (%q)", logs, tc.wantLog)
 			}
 			// The service's body reaches neither the client nor the log.
-			if strings.Contains(string(a.raw), "XCPD-BODY") || strings.Contains(g.logged(), "XCPD-BODY") {
-				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			if strings.Contains(string(a.raw), "XCPD-BODY") || strings.Contains(g.log.String(), "XCPD-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.log.String())
 			}
-			if strings.Contains(string(raw), "XCPD-BODY") || strings.Contains(g.logged(), "XCPD-BODY") {
+			if strings.Contains(string(raw), "XCPD-BODY") || strings.Contains(g.log.String(), "XCPD-BODY") {
 				t.Fatalf("the report carries the gateway's body: %s", raw)
 			}
 			for _, id := range all {
@@ -184,7 +184,7 @@ func TestThePIXmLocalizer(t *testing.T) {
 			t.Errorf("member %s: %+v", id, r)
 		}
 	}
-	if report, raw := g.report(); report["localizer"] != "up" {
+	if report, raw := g.States(); report["localizer"] != "up" {
 		t.Errorf("report %s", raw)
 	}
 }
@@ -228,7 +228,7 @@ func TestThePIXmLocalizerFailsOpen(t *testing.T) {
 			if asked != tc.wantAsked {
 				t.Errorf("%d members asked, want %d", asked, tc.wantAsked)
 			}
-			if report, raw := g.report(); report["localizer"] != tc.want || strings.Contains(string(raw), "PIXM-BODY") {
+			if report, raw := g.States(); report["localizer"] != tc.want || strings.Contains(string(raw), "PIXM-BODY") {
 				t.Errorf("localizer is %q, want %q: %s", report["localizer"], tc.want, raw)
 			}
 		})

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
@@ -115,7 +114,7 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 			if a.status != tc.wantStatus {
 				t.Fatalf("answered %d, want %d: %s", a.status, tc.wantStatus, a.raw)
 			}
-			report, raw := g.report()
+			report, raw := g.States()
 			got, present := report["resolver"]
 			switch {
 			case tc.want == "" && present:
@@ -124,8 +123,8 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 				t.Fatalf("resolver is %q, want %q: %s", got, tc.want, raw)
 			}
 			// The service's body reaches neither the client nor the log.
-			if strings.Contains(string(a.raw), "PIXM-BODY") || strings.Contains(g.logged(), "PIXM-BODY") {
-				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.logged())
+			if strings.Contains(string(a.raw), "PIXM-BODY") || strings.Contains(g.log.String(), "PIXM-BODY") {
+				t.Fatalf("the service's body leaked: %s\n%s", a.raw, g.log.String())
 			}
 			if strings.Contains(string(raw), "PIXM-BODY") || strings.Contains(string(raw), "127.0.0.1") {
 				t.Fatalf("the report carries a body or an address: %s", raw)
@@ -146,9 +145,9 @@ func TestTheResolverStatesThroughTheDependencyReport(t *testing.T) {
 					t.Errorf("member %s, never asked, is %q", id, state)
 				}
 			}
-			if tc.wantWhy != "" && (!strings.Contains(string(a.raw), tc.wantWhy) || !strings.Contains(g.logged(), tc.wantWhy) ||
-				!strings.Contains(g.logged(), "failed closed")) {
-				t.Errorf("neither the answer nor the log say %q: %s\n%s", tc.wantWhy, a.raw, g.logged())
+			if tc.wantWhy != "" && (!strings.Contains(string(a.raw), tc.wantWhy) || !strings.Contains(g.log.String(), tc.wantWhy) ||
+				!strings.Contains(g.log.String(), "failed closed")) {
+				t.Errorf("neither the answer nor the log say %q: %s\n%s", tc.wantWhy, a.raw, g.log.String())
 			}
 			if tc.wantStatus >= 500 && (len(a.Bundle.Issue) == 0 || a.Bundle.Issue[0].Code == "") {
 				t.Errorf("a failure without an OperationOutcome issue: %s", a.raw)
@@ -196,7 +195,7 @@ func TestTheResolverAsksEachMemberByItsOwnID(t *testing.T) {
 	if g.members["c"].Requests() != 0 {
 		t.Error("the excluded member was contacted")
 	}
-	report, raw := g.report()
+	report, raw := g.States()
 	if report["endpoints.c-query"] != "unknown" || report["endpoints.a-query"] != "up" || report["resolver"] != "up" {
 		t.Errorf("report %s", raw)
 	}
@@ -211,8 +210,7 @@ func TestTheResolutionIsAudited(t *testing.T) {
 	if a := g.search(aliceSearch); a.status != http.StatusOK {
 		t.Fatalf("answered %d: %s", a.status, a.raw)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	double.Eventually(t, "an ITI-83 event reached the repository", func() bool {
 		for _, ev := range g.arr.Received() {
 			body := string(ev.Body)
 			if !strings.Contains(body, `"code":"ITI-83"`) {
@@ -227,13 +225,10 @@ func TestTheResolutionIsAudited(t *testing.T) {
 			if err := fhirschema.Validate(ev.Body); err != nil {
 				t.Fatalf("the event is not valid R4: %v\n%s", err, body)
 			}
-			return
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ITI-83 event reached the repository; it has %d events", len(g.arr.Received()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	}, func() string { return fmt.Sprintf("it has %d events", len(g.arr.Received())) })
 }
 
 // A member the flow does not know (one a reload added: the flow keeps the members'

@@ -16,7 +16,7 @@ func TestDrainDeletesTheSubscriptionOnce(t *testing.T) {
 	reg := identityregistry.Start(t, identityregistry.Options{})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
-	g.stop()
+	g.Stop()
 	if n := reg.Count(http.MethodDelete, "/Subscription"); n != 1 {
 		t.Fatalf("%d deletes, want 1", n)
 	}
@@ -26,7 +26,7 @@ func TestDrainDeletesTheSubscriptionOnce(t *testing.T) {
 	if !strings.Contains(g.log.String(), `"identity_registry_subscription"="deleted"`) {
 		t.Fatalf("drain step 4's line does not say the subscription was deleted:\n%s", g.log)
 	}
-	if g.rec.count(`"code":"delete"`) != 1 {
+	if g.rec.Count(`"code":"delete"`) != 1 {
 		t.Fatal("the delete was not audited")
 	}
 }
@@ -37,7 +37,7 @@ func TestARefusedDeleteIsWarnedOfByID(t *testing.T) {
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	reg.Set(t, double.Knobs{Route: identityregistry.DeleteRoute, Status: http.StatusInternalServerError})
-	g.stop()
+	g.Stop()
 	log := g.log.String()
 	if !strings.Contains(log, "Warning: could not delete the PMIR subscription") || !strings.Contains(log, `"subscription"="1"`) {
 		t.Fatalf("no warning naming the subscription:\n%s", log)

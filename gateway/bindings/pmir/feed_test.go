@@ -70,16 +70,16 @@ func TestTheFeedRoute(t *testing.T) {
 	g := startGateway(t, harnessOptions{})
 	const path = "/pmir/$process-message"
 	merge := published(t, "ex-PMIRBundleMerge.json")
-	if status, _ := g.do(http.MethodPost, path, "", merge); status != http.StatusUnauthorized {
+	if status, _ := g.Do(http.MethodPost, path, "", merge); status != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", status)
 	}
-	if status, body := g.do(http.MethodPost, path, g.token, merge); status != http.StatusForbidden || !strings.Contains(string(body), "insufficient_scope") {
+	if status, body := g.Do(http.MethodPost, path, g.Token, merge); status != http.StatusForbidden || !strings.Contains(string(body), "insufficient_scope") {
 		t.Fatalf("the operator's token without the feed scope: %d %s", status, body)
 	}
 	if g.invalidated.Load() != 0 {
 		t.Fatal("a refused message cleared the caches")
 	}
-	status, body := g.do(http.MethodPost, path, g.feedToken, merge)
+	status, body := g.Do(http.MethodPost, path, g.feedToken, merge)
 	if status != http.StatusOK {
 		t.Fatalf("merge: %d %s", status, body)
 	}
@@ -109,26 +109,26 @@ func TestTheFeedRoute(t *testing.T) {
 		want int64
 	}{{"ex-PMIRBundleCreate.json", 1}, {"ex-PMIRBundleUpdate.json", 2}, {"ex-PMIRBundleDelete.json", 3}} {
 		name, want := step.name, step.want
-		if status, body := g.do(http.MethodPost, path, g.feedToken, published(t, name)); status != http.StatusOK {
+		if status, body := g.Do(http.MethodPost, path, g.feedToken, published(t, name)); status != http.StatusOK {
 			t.Fatalf("%s: %d %s", name, status, body)
 		}
 		if g.invalidated.Load() != want {
 			t.Fatalf("after %s the caches were cleared %d times, want %d", name, g.invalidated.Load(), want)
 		}
 	}
-	if status, body := g.do(http.MethodPost, path, g.feedToken, []byte(`{"resourceType":"Bundle","type":"searchset"}`)); status != http.StatusBadRequest || !strings.Contains(string(body), "OperationOutcome") {
+	if status, body := g.Do(http.MethodPost, path, g.feedToken, []byte(`{"resourceType":"Bundle","type":"searchset"}`)); status != http.StatusBadRequest || !strings.Contains(string(body), "OperationOutcome") {
 		t.Fatalf("a message that is not PMIR's: %d %s", status, body)
 	}
 	big := make([]byte, pmir.MaxFeedBytes+1)
-	if status, _ := g.do(http.MethodPost, path, g.feedToken, big); status != http.StatusRequestEntityTooLarge {
+	if status, _ := g.Do(http.MethodPost, path, g.feedToken, big); status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a message past the cap: %d", status)
 	}
-	if n := g.rec.count(`"code":"ITI-93"`); n != 5 {
+	if n := g.rec.Count(`"code":"ITI-93"`); n != 5 {
 		t.Fatalf("%d feed messages audited, want 5 (4 taken, 1 refused as not PMIR's)", n)
 	}
 	// Its audit record not stored: 503, the registry sends it again; failing, audit-failed.
-	g.rec.fail.Store(true)
-	if status, _ := g.do(http.MethodPost, path, g.feedToken, merge); status != http.StatusServiceUnavailable {
+	g.rec.Fail.Store(true)
+	if status, _ := g.Do(http.MethodPost, path, g.feedToken, merge); status != http.StatusServiceUnavailable {
 		t.Fatalf("a message whose audit record was not stored: %d", status)
 	}
 	if s := g.state(); s != "failing/audit-failed" {
@@ -157,10 +157,10 @@ func TestHostileFeedMessages(t *testing.T) {
 		t.Fatalf("a long history: %+v %v", m, err)
 	}
 	g := startGateway(t, harnessOptions{})
-	if status, _ := g.do(http.MethodPost, "/pmir/$process-message", g.feedToken, []byte(many)); status != http.StatusOK {
+	if status, _ := g.Do(http.MethodPost, "/pmir/$process-message", g.feedToken, []byte(many)); status != http.StatusOK {
 		t.Fatalf("a long history within the cap answered %d", status)
 	}
-	if status, _ := g.do(http.MethodPost, "/pmir/$process-message", g.feedToken, []byte(strings.Repeat("[", pmir.MaxFeedBytes/2)+strings.Repeat("]", pmir.MaxFeedBytes/2))); status != http.StatusBadRequest {
+	if status, _ := g.Do(http.MethodPost, "/pmir/$process-message", g.feedToken, []byte(strings.Repeat("[", pmir.MaxFeedBytes/2)+strings.Repeat("]", pmir.MaxFeedBytes/2))); status != http.StatusBadRequest {
 		t.Fatalf("deep nesting answered %d", status)
 	}
 }
@@ -169,7 +169,7 @@ func TestHostileFeedMessages(t *testing.T) {
 // ex-messageheader-create-response: the same eventUri, identifier and code.
 func TestTheFeedAnswersAsThePublishedResponse(t *testing.T) {
 	g := startGateway(t, harnessOptions{})
-	status, body := g.do(http.MethodPost, "/pmir/$process-message", g.feedToken, published(t, "ex-PMIRBundleCreate.json"))
+	status, body := g.Do(http.MethodPost, "/pmir/$process-message", g.feedToken, published(t, "ex-PMIRBundleCreate.json"))
 	if status != http.StatusOK {
 		t.Fatalf("%d %s", status, body)
 	}

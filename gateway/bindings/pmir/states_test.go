@@ -38,7 +38,7 @@ func TestEachStateRowThroughTheDependencyReport(t *testing.T) {
 			reg := identityregistry.Start(t, identityregistry.Options{Script: row.script, Knobs: row.knobs})
 			g := startGateway(t, harnessOptions{reg: reg, pmir: row.pmir})
 			g.waitState(row.want)
-			if _, body := g.report(); strings.Contains(body, "PMIR-BODY") || strings.Contains(body, reg.URL) || strings.Contains(body, "127.0.0.1") {
+			if _, body := g.Report(); strings.Contains(body, "PMIR-BODY") || strings.Contains(body, reg.URL) || strings.Contains(body, "127.0.0.1") {
 				t.Fatalf("the report leaks the registry's words or URL: %s", body)
 			}
 			if err := reg.SetKnobs(double.Knobs{}); err != nil {
@@ -53,26 +53,26 @@ func TestEachStateRowThroughTheDependencyReport(t *testing.T) {
 func TestAnAuditRecordNotStoredIsAuditFailed(t *testing.T) {
 	g := startGateway(t, harnessOptions{})
 	g.waitState("up/-")
-	g.rec.fail.Store(true)
+	g.rec.Fail.Store(true)
 	g.waitState("failing/audit-failed")
-	g.rec.fail.Store(false)
+	g.rec.Fail.Store(false)
 	g.waitState("up/-")
-	if g.rec.count(`"code":"ITI-94"`) == 0 || g.rec.count(`"code":"read"`) == 0 || g.rec.count(`"code":"create"`) != 1 {
-		t.Fatalf("the exchanges were not audited: %d events", g.rec.count("AuditEvent"))
+	if g.rec.Count(`"code":"ITI-94"`) == 0 || g.rec.Count(`"code":"read"`) == 0 || g.rec.Count(`"code":"create"`) != 1 {
+		t.Fatalf("the exchanges were not audited: %d events", g.rec.Count("AuditEvent"))
 	}
 }
 
 // Without [pmir] neither key is in the report, and the feed route is not there.
 func TestWithoutPMIRTheKeysAreAbsent(t *testing.T) {
 	g := startGateway(t, harnessOptions{noPMIR: true})
-	r, _ := g.report()
+	r, _ := g.Report()
 	if _, ok := r["identity_registry"]; ok {
 		t.Fatalf("identity_registry present: %v", r)
 	}
 	if _, ok := r["identity_registry_fault"]; ok {
 		t.Fatalf("identity_registry_fault present: %v", r)
 	}
-	if status, _ := g.do(http.MethodPost, "/pmir/$process-message", "", []byte("{}")); status != http.StatusNotFound {
+	if status, _ := g.Do(http.MethodPost, "/pmir/$process-message", "", []byte("{}")); status != http.StatusNotFound {
 		t.Fatalf("the feed route answered %d without [pmir]", status)
 	}
 }
@@ -83,12 +83,12 @@ func TestActivationAfterADelayStaysUp(t *testing.T) {
 	reg := identityregistry.Start(t, identityregistry.Options{ActivateAfter: 300 * time.Millisecond})
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
-	g.eventually("the subscription is active", func() bool {
+	double.Eventually(t, "the subscription is active", func() bool {
 		subs := reg.Subscriptions()
 		return len(subs) == 1 && subs[0].Status == "active"
 	})
 	reads := reg.Count(http.MethodGet, "/Subscription/1")
-	g.eventually("the subscription is read again", func() bool { return reg.Count(http.MethodGet, "/Subscription/1") >= reads+2 })
+	double.Eventually(t, "the subscription is read again", func() bool { return reg.Count(http.MethodGet, "/Subscription/1") >= reads+2 })
 	if g.state() != "up/-" || reg.Count(http.MethodPost, "/Subscription") != 1 {
 		t.Fatalf("state %s after %d creates", g.state(), reg.Count(http.MethodPost, "/Subscription"))
 	}
@@ -101,12 +101,12 @@ func TestAVanishedSubscriptionIsCreatedAgain(t *testing.T) {
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("up/-")
 	reg.Remove("1")
-	g.eventually("a second subscription is created", func() bool {
+	double.Eventually(t, "a second subscription is created", func() bool {
 		subs := reg.Subscriptions()
 		return len(subs) == 1 && subs[0].ID == "2"
 	})
 	g.waitState("up/-")
-	g.stop()
+	g.Stop()
 	if n := reg.Count(http.MethodDelete, "/Subscription/2"); n != 1 {
 		t.Fatalf("%d deletes of the new subscription at the drain", n)
 	}
@@ -119,7 +119,7 @@ func TestAnUnmanageableCreateIsNotRepeated(t *testing.T) {
 	g := startGateway(t, harnessOptions{reg: reg})
 	g.waitState("failing/unmanageable")
 	searches := reg.Count(http.MethodGet, "/Subscription")
-	g.eventually("later checks search", func() bool { return reg.Count(http.MethodGet, "/Subscription") >= searches+3 })
+	double.Eventually(t, "later checks search", func() bool { return reg.Count(http.MethodGet, "/Subscription") >= searches+3 })
 	// The search finds it (the registry holds it under its own origin): it is held from
 	// then on, and the report is up.
 	g.waitState("up/-")
@@ -150,7 +150,7 @@ func TestALeftoverIsReusedAndAStaleOneDeleted(t *testing.T) {
 	if n := reg.Count(http.MethodDelete, "/Subscription/2"); n != 1 {
 		t.Fatalf("the duplicate was deleted %d times", n)
 	}
-	g.stop()
+	g.Stop()
 	ids := []string{}
 	for _, s := range reg.Subscriptions() {
 		ids = append(ids, s.ID)

@@ -124,18 +124,6 @@ func (r *rig) appendMarkers(t *testing.T, prefix string, n int) []string {
 	return ms
 }
 
-// eventually polls cond for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting until %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func state(sp *spool.Spool) dependencies.State { return spool.State(sp.Snapshot()) }
 
 func TestEveryRecordIsDeliveredOnceInOrder(t *testing.T) {
@@ -151,7 +139,7 @@ func TestEveryRecordIsDeliveredOnceInOrder(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, auditrepo.Options{}, c.o)
 			want := r.appendMarkers(t, "m", 120)
-			eventually(t, "all 120 are delivered", func() bool { return len(r.arr.Received()) >= 120 && r.sp.Snapshot().Pending == 0 })
+			double.Eventually(t, "all 120 are delivered", func() bool { return len(r.arr.Received()) >= 120 && r.sp.Snapshot().Pending == 0 })
 			got := markers(r.arr)
 			if c.o.InFlight == 1 && !slices.Equal(got, want) {
 				t.Fatalf("delivered %q, want %q in order", got, want)
@@ -177,13 +165,20 @@ func TestFailedDeliveriesAreRetriedAndTheStateIsDegradedMeanwhile(t *testing.T) 
 		setup func(t *testing.T, arr *auditrepo.Server)
 		heal  func(t *testing.T, arr *auditrepo.Server)
 	}{
-		{"503 three times, then 201", func(t *testing.T, a *auditrepo.Server) { a.Script(t, double.Statuses(503, 503, 503)...) }, func(*testing.T, *auditrepo.Server) {}},
+		// The answer after the refusals is held until the heal, so that the retrying
+		// state lasts until the test has seen it.
+		{"503 three times, then 201", func(t *testing.T, a *auditrepo.Server) {
+			a.Set(t, double.Knobs{Fault: double.FaultHold})
+			a.Script(t, double.Statuses(503, 503, 503)...)
+		}, func(t *testing.T, a *auditrepo.Server) { a.Set(t, double.Knobs{}) }},
 		{"429 with Retry-After past the bound", func(t *testing.T, a *auditrepo.Server) {
+			a.Set(t, double.Knobs{Fault: double.FaultHold})
 			a.Script(t, double.Knobs{Status: 429, RetryAfter: "3600"}, double.Knobs{Status: 429, RetryAfter: "3600"})
-		}, func(*testing.T, *auditrepo.Server) {}},
+		}, func(t *testing.T, a *auditrepo.Server) { a.Set(t, double.Knobs{}) }},
 		{"408 with an HTTP-date Retry-After", func(t *testing.T, a *auditrepo.Server) {
+			a.Set(t, double.Knobs{Fault: double.FaultHold})
 			a.Script(t, double.Knobs{Status: 408, RetryAfter: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)})
-		}, func(*testing.T, *auditrepo.Server) {}},
+		}, func(t *testing.T, a *auditrepo.Server) { a.Set(t, double.Knobs{}) }},
 		{"401 (never quarantined)", func(t *testing.T, a *auditrepo.Server) { a.Set(t, double.Knobs{Status: http.StatusUnauthorized}) }, func(t *testing.T, a *auditrepo.Server) { a.Set(t, double.Knobs{}) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,7 +194,7 @@ func TestFailedDeliveriesAreRetriedAndTheStateIsDegradedMeanwhile(t *testing.T) 
 				Logf: func(f string, a ...any) { t.Logf(f, a...) }})
 			r := &rig{sp: sp, arr: arr}
 			r.appendMarkers(t, "r", 3)
-			eventually(t, "a retry is seen", func() bool {
+			double.Eventually(t, "a retry is seen", func() bool {
 				s := sp.Snapshot()
 				seen.Store(spool.State(s), true)
 				return s.Retrying
@@ -208,8 +203,8 @@ func TestFailedDeliveriesAreRetriedAndTheStateIsDegradedMeanwhile(t *testing.T) 
 				t.Errorf("state while retrying = %s, want degraded", st)
 			}
 			c.heal(t, arr)
-			eventually(t, "all 3 are delivered", func() bool { return len(arr.Received()) == 3 && sp.Snapshot().Pending == 0 })
-			eventually(t, "the state is up", func() bool { return state(sp) == dependencies.Up })
+			double.Eventually(t, "all 3 are delivered", func() bool { return len(arr.Received()) == 3 && sp.Snapshot().Pending == 0 })
+			double.Eventually(t, "the state is up", func() bool { return state(sp) == dependencies.Up })
 			if q := sp.Snapshot().Quarantined; q != 0 {
 				t.Errorf("quarantined = %d, want 0: a retryable answer never quarantines", q)
 			}
@@ -222,7 +217,7 @@ func TestAPoisonRecordIsQuarantinedWithItsReasonAndTheRestDelivered(t *testing.T
 		t.Run(fmt.Sprintf("batch %v", batch), func(t *testing.T) {
 			r := newRig(t, auditrepo.Options{PoisonMarker: "p-007"}, deliver.Options{InFlight: 2, Batch: batch, BatchEntries: 4})
 			want := slices.DeleteFunc(r.appendMarkers(t, "p", 20), func(m string) bool { return m == "p-007" })
-			eventually(t, "19 delivered and one quarantined", func() bool {
+			double.Eventually(t, "19 delivered and one quarantined", func() bool {
 				return len(r.arr.Received()) == 19 && r.sp.Snapshot().Quarantined == 1 && r.sp.Snapshot().Pending == 0
 			})
 			if got := slices.Sorted(slices.Values(markers(r.arr))); !slices.Equal(got, want) {
@@ -253,7 +248,7 @@ func TestABatchRefusedAsTooLargeIsSentSingly(t *testing.T) {
 	r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Batch: true})
 	r.arr.Set(t, double.Knobs{Route: auditrepo.BatchRoute, Status: http.StatusRequestEntityTooLarge})
 	r.appendMarkers(t, "s", 10)
-	eventually(t, "all 10 are delivered", func() bool { return len(r.arr.Received()) == 10 && r.sp.Snapshot().Pending == 0 })
+	double.Eventually(t, "all 10 are delivered", func() bool { return len(r.arr.Received()) == 10 && r.sp.Snapshot().Pending == 0 })
 	for _, e := range r.arr.Received() {
 		if e.Batch {
 			t.Errorf("event %s came in a batch, want singly after the 413", e.ID)
@@ -290,7 +285,7 @@ func TestARefusedOrRedirectingRepositoryIsRetriedNeverFollowed(t *testing.T) {
 		if _, err := sp.Append(context.Background(), event(t, "x")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "a retry is seen", func() bool {
+		double.Eventually(t, "a retry is seen", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return sp.Snapshot().Retrying && (base == refused.URL || redirects >= 2)
@@ -349,7 +344,7 @@ func TestAMidLogCorruptRecordIsQuarantinedAndTheRestDelivered(t *testing.T) {
 	}
 	defer sp2.Close(context.Background()) //nolint:errcheck
 	start(t, sp2, deliver.Options{BaseURL: arr.URL, Batch: true})
-	eventually(t, "9 delivered", func() bool { return len(arr.Received()) == 9 && sp2.Snapshot().Pending == 0 })
+	double.Eventually(t, "9 delivered", func() bool { return len(arr.Received()) == 9 && sp2.Snapshot().Pending == 0 })
 	if got := markers(arr); slices.Contains(got, "c-004") || len(got) != 9 {
 		t.Errorf("delivered %q, want all but c-004", got)
 	}
@@ -363,7 +358,7 @@ func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 		r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, Timeout: 50 * time.Millisecond})
 		r.arr.Set(t, double.Knobs{Fault: double.FaultHold})
 		r.appendMarkers(t, "h", 1)
-		eventually(t, "the repository held the delivery twice", func() bool { return r.arr.Held() >= 2 })
+		double.Eventually(t, "the repository held the delivery twice", func() bool { return r.arr.Held() >= 2 })
 		if st := state(r.sp); st != dependencies.Degraded {
 			t.Errorf("state = %s, want degraded", st)
 		}
@@ -378,7 +373,7 @@ func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 		r := &rig{sp: sp, arr: arr}
 		r.appendMarkers(t, "b", 2) // both spooled before the loop starts: one batch
 		start(t, sp, deliver.Options{BaseURL: arr.URL, InFlight: 1, Batch: true, MaxResponseBytes: 64})
-		eventually(t, "a retry is seen", func() bool { return r.sp.Snapshot().Retrying })
+		double.Eventually(t, "a retry is seen", func() bool { return r.sp.Snapshot().Retrying })
 		if p := r.sp.Snapshot().Pending; p != 2 {
 			t.Errorf("pending = %d, want 2: not acknowledged on an unreadable answer", p)
 		}
@@ -386,7 +381,7 @@ func TestEachExchangeIsBoundedInTimeAndInAnswerSize(t *testing.T) {
 	t.Run("a single create's status suffices when its body is cut", func(t *testing.T) {
 		r := newRig(t, auditrepo.Options{}, deliver.Options{InFlight: 1, MaxResponseBytes: 16})
 		r.appendMarkers(t, "c", 2)
-		eventually(t, "both are delivered", func() bool { return r.sp.Snapshot().Pending == 0 })
+		double.Eventually(t, "both are delivered", func() bool { return r.sp.Snapshot().Pending == 0 })
 	})
 }
 
@@ -400,7 +395,7 @@ func TestABatchLingersUntilItIsFull(t *testing.T) {
 		ms = append(ms, r.appendMarkers(t, fmt.Sprintf("linger%d", i), 1)...)
 		time.Sleep(20 * time.Millisecond) // time for the loop to take the record (and, without Linger, send it)
 	}
-	eventually(t, "the batch is delivered", func() bool { return len(r.arr.Received()) == 5 })
+	double.Eventually(t, "the batch is delivered", func() bool { return len(r.arr.Received()) == 5 })
 	if n := r.arr.Requests(); n != 1 {
 		t.Errorf("%d requests for 5 records appended one by one, want 1 full batch", n)
 	}
@@ -454,7 +449,7 @@ func TestARecordReadBackIsCheckedBeforeItJoinsABatch(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sp.Close(context.Background()) })
 	start(t, sp, deliver.Options{BaseURL: arr.URL, InFlight: 1, Batch: true, KeptIsJSON: true})
-	eventually(t, "10 delivered and one quarantined", func() bool {
+	double.Eventually(t, "10 delivered and one quarantined", func() bool {
 		s := sp.Snapshot()
 		return len(arr.Received()) == 10 && s.Quarantined == 1 && s.Pending == 0
 	})

@@ -198,7 +198,7 @@ func TestSIGKILLLosesNoAcknowledgedRecord(t *testing.T) {
 			defer sp.Close(context.Background()) //nolint:errcheck
 			t.Logf("reopen: %+v", sp.Report())
 			start(t, sp, deliver.Options{BaseURL: arr.URL, InFlight: inFlight, Batch: true, BatchEntries: batchEntries})
-			eventually(t, "the spool is delivered", func() bool { return sp.Snapshot().Pending == 0 })
+			double.Eventually(t, "the spool is delivered", func() bool { return sp.Snapshot().Pending == 0 })
 			count := map[string]int{}
 			for _, m := range markers(arr) {
 				count[m]++

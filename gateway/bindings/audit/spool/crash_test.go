@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/test/crashfs"
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // killer is a Hook that lets the machine die at a chosen operation: that operation
@@ -322,17 +323,12 @@ func TestTheCursorIsWrittenLazily(t *testing.T) {
 	got = drain(t, s)
 	ackAll(t, s, got[:1])
 	want := fmt.Sprintf(" %d ", got[0].Seq)
-	deadline := time.Now().Add(10 * time.Second) // a bound, not a timing claim
-	for {
-		b, err := fsys.ReadFile(dir + "/cursor")
-		if err == nil && strings.Contains(string(b), want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the timer never wrote the cursor at %d: %q, %v", got[0].Seq, b, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var b []byte
+	var err error
+	double.Eventually(t, fmt.Sprintf("the timer writes the cursor at %d", got[0].Seq), func() bool {
+		b, err = fsys.ReadFile(dir + "/cursor")
+		return err == nil && strings.Contains(string(b), want)
+	}, func() string { return fmt.Sprintf("%q, %v", b, err) })
 	s = crash(s)
 	got = drain(t, s)
 	if !slices.Equal(payloads(got), wantPayloads(9, 20)) {

@@ -1,0 +1,48 @@
+package assemble
+
+import (
+	"github.com/ferrofed/ferrofed/gateway/bindings"
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
+	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
+	"github.com/ferrofed/ferrofed/gateway/server"
+)
+
+// Option changes what New builds beyond what a configuration file can say. serve and
+// `config check` pass none; the tests of a whole gateway (test/gatewaytest) pass what
+// they must inject into the production wiring: a recorder that refuses, a spool file
+// system that fails, a shorter delivery interval, a count of cache invalidations.
+type Option func(*options)
+
+type options struct {
+	recorder   bindings.Recorder
+	audit      []func(*audit.Options)
+	invalidate []func()
+	directory  []func(*mcsd.Options)
+	server     []server.Option
+}
+
+// WithRecorder records every access and exchange through r instead of the audit
+// trail, which is still built when [audit] is present but records nothing of the others'.
+func WithRecorder(r bindings.Recorder) Option { return func(o *options) { o.recorder = r } }
+
+// WithAuditOptions changes the audit trail's options once New filled them in.
+func WithAuditOptions(f func(*audit.Options)) Option {
+	return func(o *options) { o.audit = append(o.audit, f) }
+}
+
+// WithInvalidate calls f, after the patient flow's own, each time the identity feed
+// clears the flow's caches.
+func WithInvalidate(f func()) Option {
+	return func(o *options) { o.invalidate = append(o.invalidate, f) }
+}
+
+// WithServerOptions passes opts to server.New after the parts' registrations.
+func WithServerOptions(opts ...server.Option) Option {
+	return func(o *options) { o.server = append(o.server, opts...) }
+}
+
+// WithDirectoryOptions changes the mCSD directory's options once New filled them in
+// (limits of a test's own).
+func WithDirectoryOptions(f func(*mcsd.Options)) Option {
+	return func(o *options) { o.directory = append(o.directory, f) }
+}

@@ -1,0 +1,29 @@
+package assemble
+
+import (
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
+	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
+	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
+	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/gateway/storedquery"
+)
+
+// The parts a test of a whole gateway reaches into (test/gatewaytest): to run a
+// refresh or a drift check now instead of waiting for its loop. Each is nil when its
+// table is absent.
+
+// Audit is the audit trail ([audit]).
+func (g *Gateway) Audit() *audit.Trail { return g.audit }
+
+// Directory is the mCSD directory ([registry.mcsd]).
+func (g *Gateway) Directory() *mcsd.Directory { return g.directory }
+
+// Feed is the PMIR identity feed ([pmir]).
+func (g *Gateway) Feed() *pmir.Feed { return g.feed }
+
+// Queries are the stored queries ([stored_queries]).
+func (g *Gateway) Queries() *storedquery.Queries { return g.queries }
+
+// Registrations are what the parts registered with the server, in the server's order:
+// for the tests that mount the parts without the server (gatewaytest.Mounted).
+func (g *Gateway) Registrations() []server.Registration { return g.parts }

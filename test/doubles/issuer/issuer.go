@@ -1,0 +1,83 @@
+// Package issuer is an OAuth 2.0 token issuer for tests: a P-256 key, its JSON Web Key
+// Set written to a file (an [[auth.issuers]] jwks_file), and the access tokens it signs,
+// as the gateway's operators and feeds present them (docs/security.md, "Operator tokens").
+package issuer
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+const (
+	// URL is the issuer's iss.
+	URL = "https://issuer.test"
+	// Audience is the tokens' aud.
+	Audience = "ferrofed"
+	// OperatorScope is the scope of the operator routes in Table.
+	OperatorScope = "ferrofed.operator"
+)
+
+// Issuer signs tokens with one key, whose key set is at JWKS.
+type Issuer struct {
+	key *ecdsa.PrivateKey
+	// JWKS is the key set's file.
+	JWKS string
+}
+
+// New makes an issuer with a new key, its key set in a temporary directory of t.
+func New(t testing.TB) *Issuer {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(file, set, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &Issuer{key: key, JWKS: file}
+}
+
+// Table is the [[auth.issuers]] table that trusts this issuer, with OperatorScope as
+// the operator scope.
+func (i *Issuer) Table() string {
+	return fmt.Sprintf("[[auth.issuers]]\nissuer = %q\naudience = %q\njwks_file = %q\noperator_scope = %q\n",
+		URL, Audience, i.JWKS, OperatorScope)
+}
+
+// Sign is a token for sub with scope, valid for an hour.
+func (i *Issuer) Sign(t testing.TB, sub, scope string) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: i.key, KeyID: "k1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := jwt.Signed(signer).Claims(map[string]any{
+		"iss": URL, "aud": Audience, "sub": sub, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// Operator is a token of sub "alice" with OperatorScope.
+func (i *Issuer) Operator(t testing.TB) string {
+	t.Helper()
+	return i.Sign(t, "alice", OperatorScope)
+}

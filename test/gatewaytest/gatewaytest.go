@@ -1,0 +1,361 @@
+// Package gatewaytest starts a whole gateway for a test, as Kubernetes' StartTestServer
+// starts an API server: built from a configuration by the composition root,
+// gateway/assemble (the function `ferrofed serve` calls), listening on loopback, started,
+// ready, and drained when the test ends (docs/architecture.md).
+package gatewaytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-logr/logr"
+
+	"github.com/ferrofed/ferrofed/gateway/assemble"
+	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/test/double"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
+)
+
+// Gateway is a running gateway.
+type Gateway struct {
+	t testing.TB
+	// URL is the server's base URL, its base path included.
+	URL string
+	// Issuer signs the tokens the gateway trusts; Token is one of its operator tokens.
+	Issuer *issuer.Issuer
+	Token  string
+	// Config is the configuration it runs.
+	Config *config.Config
+	// Server is the running server.
+	Server *server.Server
+	// Assembled is the gateway as the composition root built it; nil from Serve.
+	Assembled *assemble.Gateway
+
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type options struct {
+	server string
+	issuer *issuer.Issuer
+	log    logr.Logger
+	parts  []assemble.Option
+}
+
+// Option tunes Start and Serve.
+type Option func(*options)
+
+// WithServer adds keys to the [server] table (base_path, budgets); Start writes listen
+// = "127.0.0.1:0", termination_message_path = "" and bindings_drain_timeout_ms = 2000
+// unless given.
+func WithServer(keys string) Option { return func(o *options) { o.server = keys } }
+
+// WithIssuer trusts is instead of a new issuer (gateways of one test sharing tokens).
+func WithIssuer(is *issuer.Issuer) Option { return func(o *options) { o.issuer = is } }
+
+// WithLog gives the gateway a logger; default none.
+func WithLog(log logr.Logger) Option { return func(o *options) { o.log = log } }
+
+// WithAssemble passes opts to assemble.New: what a test injects into the production
+// wiring (a recorder that refuses, a spool file system that fails, shorter intervals).
+func WithAssemble(opts ...assemble.Option) Option {
+	return func(o *options) { o.parts = append(o.parts, opts...) }
+}
+
+func apply(opts []Option) options {
+	o := options{log: logr.Discard()}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Config parses tables into a configuration with a [server] table listening on
+// loopback and the [[auth.issuers]] table of the issuer of opts (a new one by default),
+// which it returns.
+func Config(t testing.TB, tables string, opts ...Option) (*config.Config, *issuer.Issuer) {
+	t.Helper()
+	o := apply(opts)
+	if o.issuer == nil {
+		o.issuer = issuer.New(t)
+	}
+	doc := "[server]\nlisten = \"127.0.0.1:0\"\n" + o.server + "\n"
+	if !bytes.Contains([]byte(o.server), []byte("termination_message_path")) {
+		doc += "termination_message_path = \"\"\n"
+	}
+	if !bytes.Contains([]byte(o.server), []byte("bindings_drain_timeout_ms")) {
+		doc += "bindings_drain_timeout_ms = 2000\n"
+	}
+	doc += o.issuer.Table() + tables
+	cfg, err := config.Parse([]byte(doc), "test.toml", config.Options{})
+	if err != nil {
+		t.Fatalf("the test's configuration: %v\n%s", err, doc)
+	}
+	return cfg, o.issuer
+}
+
+// Start builds the gateway of tables (plus the [server] and [[auth.issuers]] tables of
+// Config) with assemble.New, listens, starts it and waits until it is ready; the
+// test's end drains it.
+func Start(t testing.TB, tables string, opts ...Option) *Gateway {
+	t.Helper()
+	cfg, is, a := build(t, tables, opts)
+	g := Serve(t, cfg, is, a.Server, a.Start)
+	g.Assembled = a
+	return g
+}
+
+// Mounted builds the gateway of tables with assemble.New, as Start does, and mounts
+// its parts without the server (Mount) and without starting them: for the tests that
+// search and read the report before the parts are ready (the server's gate would
+// refuse them) and run each refresh by hand.
+func Mounted(t testing.TB, tables string, opts ...Option) *Gateway {
+	t.Helper()
+	cfg, is, a := build(t, tables, opts)
+	g := Mount(t, cfg, is, a.Registrations()...)
+	g.Assembled = a
+	return g
+}
+
+func build(t testing.TB, tables string, opts []Option) (*config.Config, *issuer.Issuer, *assemble.Gateway) {
+	t.Helper()
+	cfg, is := Config(t, tables, opts...)
+	o := apply(opts)
+	// Readiness is polled every 10 ms while booting, so that a test waits for the
+	// gateway no longer than its parts take.
+	parts := append([]assemble.Option{assemble.WithServerOptions(server.WithBootPoll(10 * time.Millisecond))}, o.parts...)
+	a, err := assemble.New(cfg, o.log, parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, is, a
+}
+
+// Check runs the gateway's readiness check name once, as the server would.
+func (g *Gateway) Check(name string) error {
+	g.t.Helper()
+	for _, p := range g.Assembled.Registrations() {
+		for _, c := range p.Checks {
+			if c.Name() == name {
+				return c.Check(context.Background())
+			}
+		}
+	}
+	g.t.Fatalf("the gateway has no readiness check %q", name)
+	return nil
+}
+
+// Reload applies cfg to every part as the server's reload does: each part prepares
+// it, in order, and only once all prepared is each applied.
+func (g *Gateway) Reload(cfg *config.Config) error {
+	var applies []func()
+	for _, p := range g.Assembled.Registrations() {
+		if p.Reload == nil {
+			continue
+		}
+		apply, err := p.Reload(cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		applies = append(applies, apply)
+	}
+	for _, apply := range applies {
+		apply()
+	}
+	return nil
+}
+
+// Mount serves parts on loopback as the server mounts them (the base path, the
+// operator group, the data plane under the request deadline) but without the server:
+// no gate, no bounds, no probes. It is for the tests of a surface that a whole gateway
+// cannot give (a registry not ready yet, a request the server's own bounds refuse
+// first); each says why.
+func Mount(t testing.TB, cfg *config.Config, is *issuer.Issuer, parts ...server.Registration) *Gateway {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.ContextWithFallback = true
+	b := e.Group(cfg.Server.BasePath)
+	for _, p := range parts {
+		if p.Operator != nil {
+			p.Operator(b.Group("/operator"))
+		}
+		if p.DataPlane != nil {
+			p.DataPlane(b.Group("", func(c *gin.Context) {
+				ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
+				defer cancel()
+				c.Request = c.Request.WithContext(ctx)
+				c.Next()
+			}))
+		}
+	}
+	hs := httptest.NewServer(e)
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, p := range parts {
+			if p.Stop == nil {
+				continue
+			}
+			if err := p.Stop(ctx); err != nil {
+				t.Errorf("stopping part %s: %v", p.Name, err)
+			}
+		}
+	})
+	base := cfg.Server.BasePath
+	if base == "/" {
+		base = ""
+	}
+	return &Gateway{t: t, URL: hs.URL + base, Issuer: is, Token: is.Operator(t), Config: cfg}
+}
+
+// Serve runs a server a test built by hand from cfg and is (Config's), calling start
+// once it listens: for the tests that inject what the composition root cannot (a
+// recorder that refuses, a spool file system that fails, shortened delivery
+// intervals). Each such caller says why.
+func Serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error) *Gateway {
+	t.Helper()
+	g := &Gateway{t: t, Issuer: is, Token: is.Operator(t), Config: cfg, Server: srv, done: make(chan error, 1)}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	g.URL = srv.URL()
+	if start != nil {
+		if err := start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	go func() { g.done <- srv.Run(ctx) }()
+	t.Cleanup(g.Stop)
+	double.Eventually(t, "the gateway is ready", func() bool {
+		res, err := http.Get(g.URL + "/health/readiness")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return g
+}
+
+// Stop drains the gateway (step 4 stops the bindings) and waits for it; the test's end
+// calls it too.
+func (g *Gateway) Stop() {
+	if g.cancel == nil {
+		return
+	}
+	g.cancel()
+	g.cancel = nil
+	select {
+	case err := <-g.done:
+		if err != nil {
+			g.t.Errorf("the gateway stopped with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		g.t.Error("the gateway did not finish its drain")
+	}
+}
+
+// Do sends one request to URL+path, with a FHIR JSON body when body is not nil;
+// token "" sends none. It returns the status and the body.
+func (g *Gateway) Do(method, path, token string, body []byte) (int, []byte) {
+	g.t.Helper()
+	res, b := g.Request(method, path, token, body)
+	return res.StatusCode, b
+}
+
+// Reply is what a test reads of an answer besides its body: Request reads and closes
+// the body where it obtains the response.
+type Reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+// Request is Do returning the status and the header of the answer too.
+func (g *Gateway) Request(method, path, token string, body []byte) (*Reply, []byte) {
+	g.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, g.URL+path, rd)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Accept", "application/fhir+json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/fhir+json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return &Reply{StatusCode: res.StatusCode, Header: res.Header}, b
+}
+
+// Report is the dependency report (GET {base}/operator/dependencies with the
+// operator token), decoded and raw.
+func (g *Gateway) Report() (map[string]any, string) {
+	g.t.Helper()
+	status, body := g.Do(http.MethodGet, "/operator/dependencies", g.Token, nil)
+	if status != http.StatusOK {
+		g.t.Fatalf("the dependency report answered %d: %s", status, body)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(body, &r); err != nil {
+		g.t.Fatal(err)
+	}
+	return r, string(body)
+}
+
+// States is the dependency report flattened: each key's state, the endpoints' as
+// "endpoints.<id>"; and the raw report.
+func (g *Gateway) States() (map[string]string, []byte) {
+	g.t.Helper()
+	r, raw := g.Report()
+	out := map[string]string{}
+	for k, v := range r {
+		if eps, ok := v.(map[string]any); ok && k == "endpoints" {
+			for id, s := range eps {
+				out["endpoints."+id], _ = s.(string)
+			}
+			continue
+		}
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out, []byte(raw)
+}
+
+// Endpoints is the report's endpoints: each member's state.
+func (g *Gateway) Endpoints() map[string]string {
+	g.t.Helper()
+	r, _ := g.Report()
+	eps, _ := r["endpoints"].(map[string]any)
+	out := map[string]string{}
+	for id, s := range eps {
+		out[id], _ = s.(string)
+	}
+	return out
+}
