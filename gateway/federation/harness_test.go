@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
@@ -20,6 +18,7 @@ import (
 	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/gatewaytest/mount"
 )
 
 const testBase = "/api"
@@ -34,8 +33,8 @@ type node struct {
 }
 
 // harness is a gateway made of the federation surface alone, mounted the way the
-// server mounts it (base path, a data-plane group with the request deadline, an
-// operator group), in front of real loopback members.
+// server mounts it (mount.Serve; the package's own tests cannot import the composition
+// root, which imports the package), in front of real loopback members.
 type harness struct {
 	t        testing.TB
 	surface  *Surface
@@ -130,25 +129,7 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	h.registry.MustRegister(tracker.Collector())
 	h.surface = s
 	h.cfg = cfg
-	gin.SetMode(gin.TestMode)
-	e := gin.New()
-	e.ContextWithFallback = true
-	base := e.Group(testBase)
-	s.RegisterOperator(base.Group("/operator"))
-	s.RegisterDataPlane(base.Group("", func(c *gin.Context) {
-		// The server's request deadline (gateway/server requestTimeout).
-		ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
-		defer cancel()
-		c.Request = c.Request.WithContext(ctx)
-		c.Next()
-	}))
-	h.gw = httptest.NewServer(e)
-	t.Cleanup(h.gw.Close)
-	t.Cleanup(func() {
-		if err := s.Stop(context.Background()); err != nil {
-			t.Errorf("stopping the surface: %v", err)
-		}
-	})
+	h.gw = mount.Serve(t, cfg, h.registration())
 	return h
 }
 

@@ -11,11 +11,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 
 	"github.com/ferrofed/ferrofed/gateway/assemble"
@@ -23,6 +21,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/issuer"
+	"github.com/ferrofed/ferrofed/test/gatewaytest/mount"
 )
 
 // Gateway is a running gateway.
@@ -181,37 +180,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 // first); each says why.
 func Mount(t testing.TB, cfg *config.Config, is *issuer.Issuer, parts ...server.Registration) *Gateway {
 	t.Helper()
-	gin.SetMode(gin.TestMode)
-	e := gin.New()
-	e.ContextWithFallback = true
-	b := e.Group(cfg.Server.BasePath)
-	for _, p := range parts {
-		if p.Operator != nil {
-			p.Operator(b.Group("/operator"))
-		}
-		if p.DataPlane != nil {
-			p.DataPlane(b.Group("", func(c *gin.Context) {
-				ctx, cancel := context.WithTimeout(c.Request.Context(), cfg.Lifecycle().RequestTimeout)
-				defer cancel()
-				c.Request = c.Request.WithContext(ctx)
-				c.Next()
-			}))
-		}
-	}
-	hs := httptest.NewServer(e)
-	t.Cleanup(hs.Close)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, p := range parts {
-			if p.Stop == nil {
-				continue
-			}
-			if err := p.Stop(ctx); err != nil {
-				t.Errorf("stopping part %s: %v", p.Name, err)
-			}
-		}
-	})
+	hs := mount.Serve(t, cfg, parts...)
 	base := cfg.Server.BasePath
 	if base == "/" {
 		base = ""
@@ -326,6 +295,18 @@ func (g *Gateway) Report() (map[string]any, string) {
 		g.t.Fatal(err)
 	}
 	return r, string(body)
+}
+
+// State is the dependency report's value of key, "absent" when it has none.
+func (g *Gateway) State(key string) string {
+	g.t.Helper()
+	r, _ := g.Report()
+	v, ok := r[key]
+	if !ok {
+		return "absent"
+	}
+	s, _ := v.(string)
+	return s
 }
 
 // States is the dependency report flattened: each key's state, the endpoints' as

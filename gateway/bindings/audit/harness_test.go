@@ -2,8 +2,6 @@ package audit_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -105,35 +103,4 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	g.trail = g.Assembled.Audit()
 	g.noScop = is.Sign(t, "bob", "other")
 	return g
-}
-
-// search is one federated search carrying marker in its query.
-func (g *gateway) search(marker string) int {
-	status, _ := g.Do(http.MethodGet, "/fhir/Patient?name="+url.QueryEscape(marker), "", nil)
-	return status
-}
-
-// state is the report's value of key, "absent" when it has none.
-func (g *gateway) state(key string) string {
-	r, _ := g.Report()
-	v, ok := r[key]
-	if !ok {
-		return "absent"
-	}
-	s, _ := v.(string)
-	return s
-}
-
-// delivered counts the repository's stored events whose decoded query holds marker.
-func delivered(arr *auditrepo.Server, marker string) int {
-	n := 0
-	for _, e := range arr.Received() {
-		for _, q := range e.Queries {
-			if strings.Contains(q, marker) {
-				n++
-				break
-			}
-		}
-	}
-	return n
 }

@@ -51,7 +51,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 			}, key: "audit_repository", want: "degraded",
 			then: func(t *testing.T, g *gateway) {
 				g.arr.Script(t) // healthy again: the retry delivers and the state comes back
-				double.Eventually(t, "up after the retry delivered", func() bool { return g.state("audit_repository") == "up" })
+				double.Eventually(t, "up after the retry delivered", func() bool { return g.State("audit_repository") == "up" })
 				if delivered(g.arr, "RETRYMARK") < 1 {
 					t.Fatal("the retried event was not delivered")
 				}
@@ -66,7 +66,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 			}, key: "audit_repository", want: "degraded",
 			then: func(t *testing.T, g *gateway) {
 				g.arr.Set(t, double.Knobs{})
-				double.Eventually(t, "up once the held delivery went through", func() bool { return g.state("audit_repository") == "up" })
+				double.Eventually(t, "up once the held delivery went through", func() bool { return g.State("audit_repository") == "up" })
 			},
 		},
 		{
@@ -84,7 +84,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 				if status, _ := g.Do(http.MethodDelete, "/operator/audit/quarantine/repository/"+entries[0].ID, g.Token, nil); status != http.StatusNoContent {
 					t.Fatalf("DELETE answered %d", status)
 				}
-				if got := g.state("audit_repository"); got != "up" {
+				if got := g.State("audit_repository"); got != "up" {
 					t.Fatalf("after the drop the state is %s, want up", got)
 				}
 			},
@@ -96,7 +96,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 				return "FEEDMARK"
 			}, key: "audit_feed", want: "up",
 			then: func(t *testing.T, g *gateway) {
-				double.Eventually(t, "audit_repository up as well", func() bool { return g.state("audit_repository") == "up" })
+				double.Eventually(t, "audit_repository up as well", func() bool { return g.State("audit_repository") == "up" })
 				// One event, two destinations: each repository got it.
 				double.Eventually(t, "the feed's delivery", func() bool { return delivered(g.feed, "FEEDMARK") == 1 })
 			},
@@ -110,7 +110,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 				return ""
 			}, key: "audit_repository", want: "absent",
 			then: func(t *testing.T, g *gateway) {
-				if got := g.state("audit_feed"); got != "absent" {
+				if got := g.State("audit_feed"); got != "absent" {
 					t.Fatalf("audit_feed is %s", got)
 				}
 				if status, _ := g.Do(http.MethodGet, "/operator/audit/quarantine", g.Token, nil); status != http.StatusNotFound {
@@ -130,7 +130,7 @@ func TestTheStatesThroughTheDependencyReport(t *testing.T) {
 			if marker != "" {
 				double.Eventually(t, "the event of "+marker+" delivered", func() bool { return delivered(g.arr, marker) >= 1 })
 			}
-			double.Eventually(t, "audit state "+tc.want, func() bool { return g.state(tc.key) == tc.want })
+			double.Eventually(t, "audit state "+tc.want, func() bool { return g.State(tc.key) == tc.want })
 			if tc.then != nil {
 				tc.then(t, g)
 			}
@@ -154,14 +154,14 @@ func TestRecordsLeftByAPreviousRunAreDegraded(t *testing.T) {
 	arr.Set(t, double.Knobs{})
 	arr.Script(t, double.Statuses(503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)...)
 	g2 := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr})
-	if got := g2.state("audit_repository"); got != "degraded" {
+	if got := g2.State("audit_repository"); got != "degraded" {
 		t.Fatalf("a restart over undelivered records is %s, want degraded", got)
 	}
 	arr.Script(t)
 	double.Eventually(t, "every record of the previous run delivered", func() bool {
 		return delivered(arr, "LEFT1") >= 1 && delivered(arr, "LEFT2") >= 1 && delivered(arr, "LEFT3") >= 1
 	})
-	double.Eventually(t, "up", func() bool { return g2.state("audit_repository") == "up" })
+	double.Eventually(t, "up", func() bool { return g2.State("audit_repository") == "up" })
 }
 
 type listedEntry struct {
@@ -230,7 +230,7 @@ func TestTheQuarantineRoutes(t *testing.T) {
 		}
 		// The spool counts an entry once its directory is synced, a moment after the
 		// listing shows it.
-		double.Eventually(t, "degraded with an entry in quarantine", func() bool { return g.state("audit_repository") == "degraded" })
+		double.Eventually(t, "degraded with an entry in quarantine", func() bool { return g.State("audit_repository") == "degraded" })
 		if status, _ := g.Do(http.MethodDelete, "/operator/audit/quarantine/repository/"+again[0].ID, g.Token, nil); status != http.StatusNoContent {
 			t.Fatalf("drop answered %d", status)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/assemble"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
-	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
 	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -66,29 +65,4 @@ func startGateway(t testing.TB, o harnessOptions) *gateway {
 	g.feed = g.Assembled.Feed()
 	g.feedToken = is.Sign(t, "registry", feedScope)
 	return g
-}
-
-// state is identity_registry and identity_registry_fault ("-" when absent), as
-// "state/fault".
-func (g *gateway) state() string {
-	r, _ := g.Report()
-	s, ok := r["identity_registry"].(string)
-	if !ok {
-		s = "-"
-	}
-	f, ok := r["identity_registry_fault"].(string)
-	if !ok {
-		f = "-"
-	}
-	return s + "/" + f
-}
-
-// waitState waits until the report reads want.
-func (g *gateway) waitState(want string) {
-	g.t.Helper()
-	last := ""
-	double.Eventually(g.t, "identity_registry reads "+want, func() bool {
-		last = g.state()
-		return last == want
-	}, func() string { return "last " + last })
 }
