@@ -9,11 +9,10 @@ import (
 
 // readTogether are the *_ms keys read otherwise than by their own accessor: the drain
 // budgets, whose defaults follow from one another, are read as one plan
-// (Config.Lifecycle); a BindingService's timeout_ms has a default per binding table,
-// so its Timeout takes it (docs/configuration.md, "How it is read").
+// (Config.Lifecycle) (docs/configuration.md, "How it is read").
 var readTogether = map[string]bool{
 	"Server.RequestTimeoutMS": true, "Server.DrainDelayMS": true, "Server.ShutdownTimeoutMS": true,
-	"Server.BindingsDrainTimeoutMS": true, "BindingService.TimeoutMS": true,
+	"Server.BindingsDrainTimeoutMS": true,
 }
 
 // TestEveryMillisecondKeyHasItsDurationAccessor keeps the one shape of a duration

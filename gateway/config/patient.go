@@ -70,6 +70,10 @@ type BindingService struct {
 	MaxBodyBytes *int64 `toml:"max_body_bytes"`
 	// Credentials of the service.
 	Credentials
+
+	// defaultTimeoutMS and defaultBodyBytes are the table's defaults, filled in when
+	// the file is read (applyPatientDefaults): each binding table has its own.
+	defaultTimeoutMS, defaultBodyBytes int64
 }
 
 // PDQm is the [pdqm] table: the PDQm Supplier asked first (ITI-78) to find the patient.
@@ -110,12 +114,18 @@ type Localizer struct {
 	Protocol string `toml:"protocol"`
 }
 
-// Timeout is the service's timeout_ms resolved against def.
-func (b *BindingService) Timeout(def int64) time.Duration {
-	if b == nil || b.TimeoutMS == nil {
-		return ms(def)
+// Timeout is the service's timeout_ms, its table's default when unset. A service
+// not read from a file (a test's) that sets none gets the longest allowed.
+func (b *BindingService) Timeout() time.Duration {
+	switch {
+	case b == nil:
+		return ms(MaxBindingTimeoutMS)
+	case b.TimeoutMS != nil:
+		return ms(*b.TimeoutMS)
+	case b.defaultTimeoutMS > 0:
+		return ms(b.defaultTimeoutMS)
 	}
-	return ms(*b.TimeoutMS)
+	return ms(MaxBindingTimeoutMS)
 }
 
 // CacheTTL is resolver.cache_ttl_ms as a duration (0: every search asks).
@@ -134,16 +144,34 @@ func (c *Consent) CacheTTL() time.Duration {
 	return ms(c.CacheTTLMS)
 }
 
-// BodyCap is the service's max_body_bytes resolved against def.
-func (b *BindingService) BodyCap(def int64) int64 {
-	if b == nil || b.MaxBodyBytes == nil {
-		return def
+// BodyCap is the service's max_body_bytes, its table's default when unset; a service
+// not read from a file that sets none gets the largest allowed.
+func (b *BindingService) BodyCap() int64 {
+	switch {
+	case b == nil:
+		return MaxBindingBodyBytes
+	case b.MaxBodyBytes != nil:
+		return *b.MaxBodyBytes
+	case b.defaultBodyBytes > 0:
+		return b.defaultBodyBytes
 	}
-	return *b.MaxBodyBytes
+	return MaxBindingBodyBytes
 }
 
 // applyDefaults fills the defaults of the binding tables.
 func (c *Config) applyPatientDefaults() {
+	if c.PDQm != nil {
+		c.PDQm.setDefaults(DefaultPDQmTimeoutMS, DefaultPDQmMaxBodyBytes)
+	}
+	if c.Resolver != nil {
+		c.Resolver.setDefaults(DefaultResolverTimeoutMS, DefaultResolverMaxBodyBytes)
+	}
+	if c.Consent != nil {
+		c.Consent.setDefaults(DefaultConsentTimeoutMS, DefaultConsentMaxBodyBytes)
+	}
+	if c.Localizer != nil {
+		c.Localizer.setDefaults(DefaultLocalizerTimeoutMS, DefaultLocalizerMaxBodyBytes)
+	}
 	if c.Consent != nil {
 		if c.Consent.Protocol == "" {
 			c.Consent.Protocol = ConsentAuthZEN
@@ -324,4 +352,9 @@ func tokenProblem(s string, limit int) string {
 		return "must be visible ASCII without spaces"
 	}
 	return ""
+}
+
+// setDefaults records the table's defaults, which Timeout and BodyCap apply.
+func (b *BindingService) setDefaults(timeoutMS, bodyBytes int64) {
+	b.defaultTimeoutMS, b.defaultBodyBytes = timeoutMS, bodyBytes
 }

@@ -95,13 +95,37 @@ func TestTheBindingDefaults(t *testing.T) {
 	if c.Consent.PurposeOfUse != DefaultPurposeOfUse || c.Consent.Protocol != ConsentAuthZEN {
 		t.Errorf("consent = %+v", c.Consent)
 	}
-	if got := c.Consent.Timeout(DefaultConsentTimeoutMS); got.Milliseconds() != DefaultConsentTimeoutMS {
-		t.Errorf("consent timeout = %v", got)
-	}
-	if got := c.PDQm.BodyCap(DefaultPDQmMaxBodyBytes); got != DefaultPDQmMaxBodyBytes {
-		t.Errorf("pdqm cap = %d", got)
-	}
 	if c.Resolver != nil || c.Localizer != nil {
 		t.Error("absent tables decoded as present")
+	}
+	// Each table has its own defaults, applied by Timeout and BodyCap; a key set wins.
+	c, err = Parse([]byte("[server]\nrequest_timeout_ms = 10000\n[consent]\nurl = \"http://p\"\n[pdqm]\nurl = \"http://m/fhir\"\n"+
+		"[resolver]\nurl = \"http://r/fhir\"\ntimeout_ms = 700\nmax_body_bytes = 1000\n[localizer]\nurl = \"http://l\"\nprotocol = \"xcpd\"\n"+
+		"[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a/fhir\"\nidentifier_system = \"urn:oid:1.2\"\nhome_community_id = \"urn:oid:1.3\"\n"), "t.toml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		table   string
+		b       *BindingService
+		timeout int64
+		cap     int64
+	}{
+		{"consent", &c.Consent.BindingService, DefaultConsentTimeoutMS, DefaultConsentMaxBodyBytes},
+		{"pdqm", &c.PDQm.BindingService, DefaultPDQmTimeoutMS, DefaultPDQmMaxBodyBytes},
+		{"resolver", &c.Resolver.BindingService, 700, 1000},
+		{"localizer", &c.Localizer.BindingService, DefaultLocalizerTimeoutMS, DefaultLocalizerMaxBodyBytes},
+	} {
+		if got := tc.b.Timeout(); got.Milliseconds() != tc.timeout {
+			t.Errorf("%s timeout = %v, want %d ms", tc.table, got, tc.timeout)
+		}
+		if got := tc.b.BodyCap(); got != tc.cap {
+			t.Errorf("%s cap = %d, want %d", tc.table, got, tc.cap)
+		}
+	}
+	// A service not read from a file, setting nothing, is bounded by the largest allowed.
+	var bare BindingService
+	if bare.Timeout().Milliseconds() != MaxBindingTimeoutMS || bare.BodyCap() != MaxBindingBodyBytes {
+		t.Errorf("a bare service: timeout %v, cap %d", bare.Timeout(), bare.BodyCap())
 	}
 }

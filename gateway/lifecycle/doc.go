@@ -58,6 +58,6 @@
 //	unset drainDelay = readiness poll            both GatewaySpec rules spell the drain with
 //	                                             has(drainDelay) ? drainDelay : periodSeconds × failureThreshold
 //
-// Durations being whole milliseconds is a CRD pattern and a webhook check
-// (api/v1alpha1), not a rule of this package: ferrofed.toml cannot express anything else.
+// Durations being whole milliseconds is a CRD pattern (api/v1alpha1) and an admission
+// check (internal/gatewayspec), not a rule of this package: ferrofed.toml cannot express anything else.
 package lifecycle

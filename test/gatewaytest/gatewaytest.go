@@ -36,7 +36,7 @@ type Gateway struct {
 	Config *config.Config
 	// Server is the running server.
 	Server *server.Server
-	// Assembled is the gateway as the composition root built it; nil from Serve.
+	// Assembled is the gateway as the composition root built it.
 	Assembled *assemble.Gateway
 
 	cancel context.CancelFunc
@@ -50,7 +50,7 @@ type options struct {
 	parts  []assemble.Option
 }
 
-// Option tunes Start and Serve.
+// Option tunes Start and Mounted.
 type Option func(*options)
 
 // WithServer adds keys to the [server] table (base_path, budgets); Start writes listen
@@ -108,19 +108,19 @@ func Config(t testing.TB, tables string, opts ...Option) (*config.Config, *issue
 func Start(t testing.TB, tables string, opts ...Option) *Gateway {
 	t.Helper()
 	cfg, is, a := build(t, tables, opts)
-	g := Serve(t, cfg, is, a.Server, a.Start)
+	g := serve(t, cfg, is, a.Server, a.Start)
 	g.Assembled = a
 	return g
 }
 
 // Mounted builds the gateway of tables with assemble.New, as Start does, and mounts
-// its parts without the server (Mount) and without starting them: for the tests that
+// its parts without the server (test/gatewaytest/mount) and without starting them: for the tests that
 // search and read the report before the parts are ready (the server's gate would
 // refuse them) and run each refresh by hand.
 func Mounted(t testing.TB, tables string, opts ...Option) *Gateway {
 	t.Helper()
 	cfg, is, a := build(t, tables, opts)
-	g := Mount(t, cfg, is, a.Registrations()...)
+	g := mounted(t, cfg, is, a.Registrations()...)
 	g.Assembled = a
 	return g
 }
@@ -173,12 +173,8 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	return nil
 }
 
-// Mount serves parts on loopback as the server mounts them (the base path, the
-// operator group, the data plane under the request deadline) but without the server:
-// no gate, no bounds, no probes. It is for the tests of a surface that a whole gateway
-// cannot give (a registry not ready yet, a request the server's own bounds refuse
-// first); each says why.
-func Mount(t testing.TB, cfg *config.Config, is *issuer.Issuer, parts ...server.Registration) *Gateway {
+// mounted serves parts on loopback without the server (mount.Serve).
+func mounted(t testing.TB, cfg *config.Config, is *issuer.Issuer, parts ...server.Registration) *Gateway {
 	t.Helper()
 	hs := mount.Serve(t, cfg, parts...)
 	base := cfg.Server.BasePath
@@ -188,11 +184,9 @@ func Mount(t testing.TB, cfg *config.Config, is *issuer.Issuer, parts ...server.
 	return &Gateway{t: t, URL: hs.URL + base, Issuer: is, Token: is.Operator(t), Config: cfg}
 }
 
-// Serve runs a server a test built by hand from cfg and is (Config's), calling start
-// once it listens: for the tests that inject what the composition root cannot (a
-// recorder that refuses, a spool file system that fails, shortened delivery
-// intervals). Each such caller says why.
-func Serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error) *Gateway {
+// serve listens with srv, calls start once it listens, runs it and waits until it is
+// ready; the test's end drains it.
+func serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error) *Gateway {
 	t.Helper()
 	g := &Gateway{t: t, Issuer: is, Token: is.Operator(t), Config: cfg, Server: srv, done: make(chan error, 1)}
 	if err := srv.Listen(); err != nil {

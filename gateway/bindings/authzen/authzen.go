@@ -67,9 +67,9 @@ type Client struct {
 
 // New builds the client; the credential files are read now.
 func New(o Options) (*Client, error) {
-	timeout := o.Service.Timeout(config.DefaultConsentTimeoutMS)
+	timeout := o.Service.Timeout()
 	c, err := bindings.NewClient(bindings.ClientOptions{Name: Key, Table: "consent", Timeout: timeout,
-		MaxResponseBytes: o.Service.BodyCap(config.DefaultConsentMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
+		MaxResponseBytes: o.Service.BodyCap(), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -171,7 +171,6 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 		var err error
 		if l.Protocol == config.LocalizerPIXm {
 			f.pixmLocalizer, err = pixm.New(pixm.Options{Key: ByLocalizer, Service: l.BindingService,
-				DefaultTimeoutMS: config.DefaultLocalizerTimeoutMS, DefaultMaxBodyBytes: config.DefaultLocalizerMaxBodyBytes,
 				Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker})
 		} else {
 			f.xcpdLocalizer, err = xcpd.New(xcpd.Options{Service: l.BindingService, Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker})
@@ -184,7 +183,6 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 		return f, nil
 	}
 	r, err := pixm.New(pixm.Options{Key: ByResolver, Service: cfg.Resolver.BindingService,
-		DefaultTimeoutMS: config.DefaultResolverTimeoutMS, DefaultMaxBodyBytes: config.DefaultResolverMaxBodyBytes,
 		Domains: domains, Recorder: o.Recorder, Metrics: o.Metrics, Tracker: o.Tracker, CacheTTL: cfg.Resolver.CacheTTL()})
 	if err != nil {
 		return nil, err

@@ -62,9 +62,9 @@ type Consumer struct {
 
 // New builds the consumer; the credential files are read now.
 func New(o Options) (*Consumer, error) {
-	timeout := o.Service.Timeout(config.DefaultPDQmTimeoutMS)
+	timeout := o.Service.Timeout()
 	c, err := bindings.NewClient(bindings.ClientOptions{Name: Key, Table: "pdqm", Timeout: timeout,
-		MaxResponseBytes: o.Service.BodyCap(config.DefaultPDQmMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
+		MaxResponseBytes: o.Service.BodyCap(), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -45,10 +45,9 @@ const (
 type Options struct {
 	// Key is the report key and the metrics' binding label: "resolver" or "localizer".
 	Key string
-	// Service is the table's url, budget, cap and credentials; DefaultTimeoutMS and
-	// DefaultMaxBodyBytes apply where it sets none.
-	Service                               config.BindingService
-	DefaultTimeoutMS, DefaultMaxBodyBytes int64
+	// Service is the table's url, budget, cap and credentials, its table's defaults
+	// applied where it sets none.
+	Service config.BindingService
 	// Domains are the targetSystems of every query: each member's identifier_system.
 	Domains []string
 	// Recorder stores each exchange's AuditEvent; nil stores nothing.
@@ -83,8 +82,8 @@ func New(o Options) (*Consumer, error) {
 	c, err := bindings.NewClient(bindings.ClientOptions{
 		Name:             o.Key,
 		Table:            o.Key, // "resolver" or "localizer", its table's name too
-		Timeout:          o.Service.Timeout(o.DefaultTimeoutMS),
-		MaxResponseBytes: o.Service.BodyCap(o.DefaultMaxBodyBytes),
+		Timeout:          o.Service.Timeout(),
+		MaxResponseBytes: o.Service.BodyCap(),
 		Credentials:      o.Service.Credentials,
 		Metrics:          o.Metrics,
 		Transport:        o.Transport,
@@ -93,7 +92,7 @@ func New(o Options) (*Consumer, error) {
 		return nil, err
 	}
 	cons := &Consumer{key: o.Key, base: strings.TrimSuffix(o.Service.URL, "/"), client: c, rec: o.Recorder,
-		timeout: o.Service.Timeout(o.DefaultTimeoutMS), cache: bindings.NewCache[Mapping](o.CacheTTL, nil), tracker: o.Tracker}
+		timeout: o.Service.Timeout(), cache: bindings.NewCache[Mapping](o.CacheTTL, nil), tracker: o.Tracker}
 	cons.domains.Store(&domainSet{list: o.Domains})
 	o.Tracker.SetService(o.Key, dependencies.Unknown, "")
 	return cons, nil

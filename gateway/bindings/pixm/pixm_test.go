@@ -15,8 +15,7 @@ import (
 func consumer(t *testing.T, url string) (*pixm.Consumer, *dependencies.Tracker) {
 	t.Helper()
 	tr := dependencies.NewTracker()
-	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: url}, DefaultTimeoutMS: 2000,
-		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, Tracker: tr})
+	c, err := pixm.New(pixm.Options{Key: "resolver", Service: service(url), Domains: []string{"urn:oid:1.2"}, Tracker: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +71,7 @@ func TestUseDomains(t *testing.T) {
 		{ID: "x-a", Identifiers: []pixmanager.Identifier{{System: "urn:oid:1.2", Value: "pa-1"}}},
 		{ID: "x-b", Identifiers: []pixmanager.Identifier{{System: "urn:oid:1.3", Value: "pb-1"}}},
 	}}})
-	c, err := pixm.New(pixm.Options{Key: "resolver", Service: config.BindingService{URL: p.URL}, DefaultTimeoutMS: 2000,
-		DefaultMaxBodyBytes: 1 << 16, Domains: []string{"urn:oid:1.2"}, CacheTTL: time.Minute, Tracker: dependencies.NewTracker()})
+	c, err := pixm.New(pixm.Options{Key: "resolver", Service: service(p.URL), Domains: []string{"urn:oid:1.2"}, CacheTTL: time.Minute, Tracker: dependencies.NewTracker()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,4 +95,10 @@ func TestUseDomains(t *testing.T) {
 	if _, err := c.Resolve(context.Background(), "", "urn:oid:9", "MRN-1"); err != nil || p.Requests() != 2 {
 		t.Fatalf("the mapping for the new domains was not cached: %v, %d requests", err, p.Requests())
 	}
+}
+
+// service is a resolver's table as the tests write it: a 2 s budget, a 64 KiB cap.
+func service(url string) config.BindingService {
+	timeout, maxBody := int64(2000), int64(1<<16)
+	return config.BindingService{URL: url, TimeoutMS: &timeout, MaxBodyBytes: &maxBody}
 }

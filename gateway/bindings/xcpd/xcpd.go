@@ -84,9 +84,9 @@ type Client struct {
 
 // New builds the client; the credential files are read now.
 func New(o Options) (*Client, error) {
-	timeout := o.Service.Timeout(config.DefaultLocalizerTimeoutMS)
+	timeout := o.Service.Timeout()
 	c, err := bindings.NewClient(bindings.ClientOptions{Name: Key, Table: "localizer", Timeout: timeout,
-		MaxResponseBytes: o.Service.BodyCap(config.DefaultLocalizerMaxBodyBytes), Credentials: o.Service.Credentials, Metrics: o.Metrics})
+		MaxResponseBytes: o.Service.BodyCap(), Credentials: o.Service.Credentials, Metrics: o.Metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,7 @@
 // base path, the operator group, the data plane under the request deadline) but
 // without the server: no readiness gate, no bounds, no probes. It imports no part of
 // the gateway but the server's registration, so that a part's own package tests can
-// use it as well as test/gatewaytest (docs/architecture.md, "Tests").
+// use it as well as test/gatewaytest (docs/architecture.md, "The parts").
 package mount
 
 import (
