@@ -14,6 +14,8 @@ import (
 
 const (
 	crdName = "gateways.ferrofed.io"
+	// storedQueryCRDName is the chart's other CRD.
+	storedQueryCRDName = "storedqueries.ferrofed.io"
 	// olderField is the spec field the older chart's CRD lacks.
 	olderField = "tolerations"
 	// olderDescription is the Gateway description of the older chart's CRD.
@@ -83,12 +85,18 @@ func TestHelmUpgradeUpdatesTheCRD(t *testing.T) {
 		}
 		return hasField
 	}
+	// gone waits until every CRD of the chart is deleted (the StoredQuery CRD too: a
+	// CRD still terminating would refuse the next release's install).
 	gone := func(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(time.Minute)
-		for crd(t) != nil {
+		for {
+			left := strings.TrimSpace(run(t, kubeEnv, kubectl, "get", "crd", crdName, storedQueryCRDName, "--ignore-not-found", "-o", "name"))
+			if left == "" {
+				return
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("CRD %s is still there a minute after it was deleted", crdName)
+				t.Fatalf("CRDs still there a minute after they were deleted: %s", left)
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
@@ -136,7 +144,7 @@ func TestHelmUpgradeUpdatesTheCRD(t *testing.T) {
 		}
 		run(t, kubeEnv, kubectl, "delete", "crd", crdName, "--wait=true")
 		// The chart's other CRD is kept alike; the next release installs it anew.
-		run(t, kubeEnv, kubectl, "delete", "crd", "storedqueries.ferrofed.io", "--wait=true")
+		run(t, kubeEnv, kubectl, "delete", "crd", storedQueryCRDName, "--wait=true")
 		gone(t)
 	})
 
