@@ -29,6 +29,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
@@ -307,23 +308,20 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// waitFor polls cond until it holds or ctx ends; on timeout it fails with cond's last
-// word (the operator's output is logged by its cleanup).
+// waitFor polls cond until it holds or ctx ends (double.EventuallyWithin); on timeout
+// it fails with cond's last word (the operator's output is logged by its cleanup).
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
 	t.Helper()
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s (last: %s)", what, last)
-		case <-time.After(250 * time.Millisecond):
-		}
+	within := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		within = time.Until(d)
 	}
+	last := ""
+	double.EventuallyWithin(t, within, what, func() bool {
+		ok, why := cond()
+		last = why
+		return ok
+	}, func() string { return "(last: " + last + ")" })
 }
 
 // run runs a command with extra environment and fails the test when it fails.

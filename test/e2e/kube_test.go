@@ -15,36 +15,30 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
 var gatewayGVR = rollout.GatewayGVR
 
-// eventually polls check every interval until it reports done, failing the test with
-// the last detail after timeout.
+// eventually polls check until it reports done (double.EventuallyWithin), logging each
+// new detail it gives and failing the test with the last one after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) (bool, string, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	detail := ""
-	for {
+	double.EventuallyWithin(t, timeout, what, func() bool {
 		done, d, err := check(ctx)
 		if err != nil {
 			d = err.Error()
 		}
-		if done {
-			return
-		}
-		if d != detail && d != "" {
+		if !done && d != detail && d != "" {
 			t.Logf("  waiting for %s: %s", what, d)
 			detail = d
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not done after %s: %s", what, timeout, detail)
-		case <-time.After(time.Second):
-		}
-	}
+		return done
+	}, func() string { return detail })
 }
 
 // ---------------------------------------------------------------------------- Gateways

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/test/double"
 )
 
 // ctrlLogger logs errors only, or everything with FERROFED_TEST_LOG=1.
@@ -41,18 +42,10 @@ func dur(s string) *metav1.Duration {
 	return &metav1.Duration{Duration: d}
 }
 
-// eventually retries check until it returns nil or timeout passes.
+// eventually retries check until it returns nil or timeout passes (double.EventuallyWithin),
+// failing with check's last error.
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var err error
+	double.EventuallyWithin(t, timeout, what, func() bool { err = check(); return err == nil }, func() string { return err.Error() })
 }
