@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrofed/ferrofed/gateway/access"
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
@@ -174,8 +175,12 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
-	parts := []server.Registration{{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
-		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}}}
+	// Who may use the data plane: the guard runs in front of every part's data-plane
+	// routes, verifying with the issuers the federation's reload keeps current.
+	guard := access.New(sh.cfg, sh.operators.Verifier)
+	parts := []server.Registration{{Name: "access", Guard: guard.Handler(), Reload: guard.PrepareReload}}
+	parts = append(parts, server.Registration{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
+		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}})
 	// The stored queries reach the members through the federation; each exchange
 	// with a member about a stored query is audited.
 	if expander != nil {

@@ -11,6 +11,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,6 +130,11 @@ type Principal struct {
 	Issuer  string
 	Subject string
 	Scopes  []string
+	// Patient is the token's SMART launch context (its patient claim), "" for none;
+	// FHIRUser its fhirUser claim; ClientID its client_id claim, or azp.
+	Patient  string
+	FHIRUser string
+	ClientID string
 }
 
 // Error is a refused token: the status to answer (401 or 403), the RFC 6750 error
@@ -183,6 +189,12 @@ type tokenClaims struct {
 	jwt.Claims
 	Scope json.RawMessage `json:"scope,omitempty"`
 	Scp   json.RawMessage `json:"scp,omitempty"`
+	// The SMART launch context and the client (SMART App Launch; RFC 8693 client_id,
+	// OpenID Connect azp).
+	Patient         string `json:"patient,omitempty"`
+	FHIRUser        string `json:"fhirUser,omitempty"`
+	ClientID        string `json:"client_id,omitempty"`
+	AuthorizedParty string `json:"azp,omitempty"`
 }
 
 // Verify checks the value of an Authorization header. ctx bounds a key fetch the
@@ -200,8 +212,18 @@ func (v *Verifier) VerifyScope(ctx context.Context, authorization, scope string)
 	return v.verify(ctx, authorization, scope)
 }
 
-// verify checks authorization for scope, or for the issuer's operator_scope when
-// scope is empty.
+// VerifyClient is Verify for the data plane: the token must verify, but no scope is
+// asked for here; what its scopes allow is decided per request (gateway/access).
+func (v *Verifier) VerifyClient(ctx context.Context, authorization string) (*Principal, *Error) {
+	return v.verify(ctx, authorization, anyScope)
+}
+
+// anyScope, as verify's scope, asks for no scope at all. It is no scope a token could
+// carry: scopes are split on spaces and never hold a NUL.
+const anyScope = "\x00"
+
+// verify checks authorization for scope, for the issuer's operator_scope when scope
+// is empty, or for none when it is anyScope.
 func (v *Verifier) verify(ctx context.Context, authorization, scope string) (*Principal, *Error) {
 	if !v.Configured() {
 		return nil, ErrNoIssuer
@@ -304,6 +326,11 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebT
 		return nil, ErrClaims
 	}
 	scopes := Scopes(claims.Scope, claims.Scp)
+	p := &Principal{Issuer: claims.Issuer, Subject: claims.Subject, Scopes: scopes, Patient: claims.Patient,
+		FHIRUser: claims.FHIRUser, ClientID: cmp.Or(claims.ClientID, claims.AuthorizedParty)}
+	if scope == anyScope {
+		return p, nil
+	}
 	if scope == "" {
 		scope = is.cfg.OperatorScope
 	}
@@ -314,5 +341,5 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebT
 		}
 		return nil, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Description: desc, Scope: scope}
 	}
-	return &Principal{Issuer: claims.Issuer, Subject: claims.Subject, Scopes: scopes}, nil
+	return p, nil
 }

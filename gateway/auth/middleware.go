@@ -35,9 +35,15 @@ func Middleware(current func() *Verifier) gin.HandlerFunc {
 // Middleware guards a route group with v.
 func (v *Verifier) Middleware() gin.HandlerFunc { return Middleware(func() *Verifier { return v }) }
 
+// AuthorizeClient is Authorize for the data plane (VerifyClient): a verified token,
+// whatever its scopes.
+func (v *Verifier) AuthorizeClient(r *http.Request) (*Principal, *Error) { return v.authorize(r, anyScope) }
+
 // Authorize verifies r's Authorization header. More than one Authorization header is
 // refused: which one a proxy in front read is anyone's guess.
-func (v *Verifier) Authorize(r *http.Request) (*Principal, *Error) {
+func (v *Verifier) Authorize(r *http.Request) (*Principal, *Error) { return v.authorize(r, "") }
+
+func (v *Verifier) authorize(r *http.Request, scope string) (*Principal, *Error) {
 	values := r.Header.Values("Authorization")
 	switch {
 	case !v.Configured():
@@ -47,5 +53,5 @@ func (v *Verifier) Authorize(r *http.Request) (*Principal, *Error) {
 	case len(values) > 1:
 		return nil, ErrMalformed
 	}
-	return v.Verify(r.Context(), values[0])
+	return v.verify(r.Context(), values[0], scope)
 }

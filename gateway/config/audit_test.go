@@ -71,7 +71,7 @@ func TestTheAuditTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.doc), "t.toml", Options{})
+			c, err := parseDoc([]byte(tc.doc), "t.toml", Options{})
 			if tc.wantKey == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -96,14 +96,14 @@ func TestTheAuditTable(t *testing.T) {
 }
 
 func TestTheAuditDefaults(t *testing.T) {
-	c, err := Parse([]byte("[server]\nlisten = \":8080\"\n"), "t.toml", Options{})
+	c, err := parseDoc([]byte("[server]\nlisten = \":8080\"\n"), "t.toml", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Audit != nil {
 		t.Fatal("no [audit] table, but Audit is set: audit must be off unless its table is present")
 	}
-	c, err = Parse([]byte("[audit]\ndestination = \"repository\"\nurl = \"http://a/fhir\"\nspool_dir = \""+t.TempDir()+"\"\n"), "t.toml", Options{})
+	c, err = parseDoc([]byte("[audit]\ndestination = \"repository\"\nurl = \"http://a/fhir\"\nspool_dir = \""+t.TempDir()+"\"\n"), "t.toml", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,7 +176,21 @@ type Metrics struct {
 // Auth is the [auth] table.
 type Auth struct {
 	Issuers []Issuer `toml:"issuers"`
+	// DataPlane is who may use the data plane ({base}/fhir and {base}/nodes):
+	// DataPlaneRequired (the default) asks every request for a bearer token one of
+	// Issuers signed; DataPlaneOpen, which must be written out, asks nobody
+	// (docs/security.md).
+	DataPlane string `toml:"data_plane"`
 }
+
+// The values of auth.data_plane.
+const (
+	DataPlaneRequired = "required"
+	DataPlaneOpen     = "open"
+)
+
+// DataPlaneRequired reports whether the data plane asks for a bearer token.
+func (a Auth) DataPlaneRequired() bool { return a.DataPlane != DataPlaneOpen }
 
 // Issuer is one [[auth.issuers]] entry: who may sign operator tokens.
 type Issuer struct {
@@ -380,6 +394,7 @@ func defaults() Config {
 		Registry:   Registry{MaxMemberBodyBytes: DefaultMaxMemberBodyBytes},
 		Federation: defaultFederation(),
 		Limits:     defaultLimits(),
+		Auth:       Auth{DataPlane: DataPlaneRequired},
 	}
 }
 

@@ -207,7 +207,7 @@ func TestParseRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(tt.toml), "test.toml", Options{})
+			cfg, err := parseDoc([]byte(tt.toml), "test.toml", Options{})
 			got := problemsOf(t, err)
 			checkProblems(t, got, tt.wants)
 			if (err == nil) != (cfg != nil) {
@@ -223,7 +223,7 @@ func TestParseRules(t *testing.T) {
 }
 
 func TestProblemsAreSortedAndTheErrorListsEach(t *testing.T) {
-	_, err := Parse([]byte("[server]\nlisten = \"nope\"\nbase_path = \"x\"\n"), "f.toml", Options{})
+	_, err := parseDoc([]byte("[server]\nlisten = \"nope\"\nbase_path = \"x\"\n"), "f.toml", Options{})
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -240,16 +240,16 @@ func TestProblemsAreSortedAndTheErrorListsEach(t *testing.T) {
 func TestSkipFilesLeavesReferencedFilesUnread(t *testing.T) {
 	text := "[server.tls]\ncertificate_file = \"/nonexistent/c\"\nkey_file = \"/nonexistent/k\"\nclient_ca_file = \"/nonexistent/ca\"\n" +
 		"[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_file = \"/nonexistent/k.json\"\n"
-	if _, err := Parse([]byte(text), "t", Options{SkipFiles: true}); err != nil {
+	if _, err := parseDoc([]byte(text), "t", Options{SkipFiles: true}); err != nil {
 		t.Fatalf("SkipFiles still read files: %v", err)
 	}
-	if _, err := Parse([]byte(text), "t", Options{}); err == nil {
+	if _, err := parseDoc([]byte(text), "t", Options{}); err == nil {
 		t.Fatal("without SkipFiles the missing files were not reported")
 	}
 }
 
 func TestDefaults(t *testing.T) {
-	cfg, err := Parse([]byte("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a\"\n[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = \"https://i/k\"\n"), "t", Options{})
+	cfg, err := parseDoc([]byte("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a\"\n[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = \"https://i/k\"\n"), "t", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestShutdownTimeoutFollowsTheRequestTimeout(t *testing.T) {
-	cfg, err := Parse([]byte("[server]\nrequest_timeout_ms = 12000\n"), "t", Options{})
+	cfg, err := parseDoc([]byte("[server]\nrequest_timeout_ms = 12000\n"), "t", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

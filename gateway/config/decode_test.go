@@ -34,7 +34,7 @@ func TestATypeErrorNamesTheDottedKeyAndItsLine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.doc), "t.toml", Options{})
+			_, err := parseDoc([]byte(tc.doc), "t.toml", Options{})
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -105,7 +105,7 @@ func TestProblemReportingIsLinear(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			parse := func(doc []byte) func() {
 				return func() {
-					if _, err := Parse(doc, "t.toml", Options{SkipFiles: true}); err == nil {
+					if _, err := parseDoc(doc, "t.toml", Options{SkipFiles: true}); err == nil {
 						t.Fatal("accepted")
 					}
 				}
@@ -135,7 +135,7 @@ func BenchmarkParseProblemAtTheEnd(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(doc)))
 				for b.Loop() {
-					if _, err := Parse(doc, "b.toml", Options{SkipFiles: true}); err == nil {
+					if _, err := parseDoc(doc, "b.toml", Options{SkipFiles: true}); err == nil {
 						b.Fatal("accepted")
 					}
 				}
@@ -226,7 +226,7 @@ func TestADocumentOfManyUnknownKeysIsNotDecoded(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.doc), "t.toml", Options{SkipFiles: true})
+			_, err := parseDoc([]byte(tc.doc), "t.toml", Options{SkipFiles: true})
 			var ps *Problems
 			if !errors.As(err, &ps) {
 				t.Fatalf("got %v, want *Problems", err)

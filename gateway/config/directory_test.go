@@ -114,7 +114,7 @@ member_identifier_system = "urn:oid:1.2.3"
 refresh_ms = 1000`, "registry.mcsd.refresh_ms", "unknown key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(directoryBase+tc.doc), "test.toml", Options{})
+			cfg, err := parseDoc([]byte(directoryBase+tc.doc), "test.toml", Options{})
 			if tc.wantKey == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -164,7 +164,7 @@ func TestDirectoryMembers(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	cfg, err := Parse([]byte(directoryBase+`[registry.mcsd]
+	cfg, err := parseDoc([]byte(directoryBase+`[registry.mcsd]
 url = "https://dir.example/fhir"
 member_identifier_system = "urn:oid:1.2.3"
 patient_domain_identifier_system = "https://ferrofed.example/patient-domain"
@@ -224,7 +224,7 @@ func TestDirectoryCacheFile(t *testing.T) {
 		{"a folder no one can write", "/proc/self/cache.json", "its folder /proc/self is not writable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(directoryBase+table(tc.file)), "test.toml", Options{})
+			_, err := parseDoc([]byte(directoryBase+table(tc.file)), "test.toml", Options{})
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -247,7 +247,7 @@ func TestDirectoryCacheFile(t *testing.T) {
 		})
 	}
 	// The operator's webhook validates for another machine: no file is looked at.
-	if _, err := Parse([]byte(directoryBase+table(filepath.Join(dir, "missing", "c.json"))), "test.toml", Options{SkipFiles: true}); err != nil {
+	if _, err := parseDoc([]byte(directoryBase+table(filepath.Join(dir, "missing", "c.json"))), "test.toml", Options{SkipFiles: true}); err != nil {
 		t.Fatalf("SkipFiles looked at the cache folder: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestTheFederationTable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(c.toml), "t.toml", c.opts)
+			cfg, err := parseDoc([]byte(c.toml), "t.toml", c.opts)
 			if c.problem == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -66,7 +66,7 @@ func TestTokensInClear(t *testing.T) {
 			{"allowed without a token", "http://s.example/fhir", allow, table + ".allow_insecure", "it has no bearer_token_file", false},
 		} {
 			t.Run(table+"/"+tc.name, func(t *testing.T) {
-				c, err := Parse([]byte(doc(tc.url, tc.extra)), "t.toml", Options{})
+				c, err := parseDoc([]byte(doc(tc.url, tc.extra)), "t.toml", Options{})
 				if tc.wantKey == "" {
 					if err != nil {
 						t.Fatalf("refused: %v", err)
@@ -103,7 +103,7 @@ func TestTokensInClear(t *testing.T) {
 // The operator's webhook validates with SkipFiles: the refusal reads no file and is
 // made there too.
 func TestTokensInClearWithoutFiles(t *testing.T) {
-	_, err := Parse([]byte("[consent]\nurl = \"http://pdp.example\"\nbearer_token_file = \"/var/run/secrets/t\"\n"), "t.toml", Options{SkipFiles: true})
+	_, err := parseDoc([]byte("[consent]\nurl = \"http://pdp.example\"\nbearer_token_file = \"/var/run/secrets/t\"\n"), "t.toml", Options{SkipFiles: true})
 	if err == nil || !strings.Contains(err.Error(), "consent.url") {
 		t.Fatalf("err = %v, want consent.url refused", err)
 	}

@@ -41,7 +41,7 @@ func TestLimitsAreRefusedOutOfRangeNamingTheirKeys(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(c.toml), "t.toml", Options{})
+			cfg, err := parseDoc([]byte(c.toml), "t.toml", Options{})
 			if c.problem == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -79,7 +79,7 @@ func TestAMemberThatIsTheGatewayItselfIsRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			doc := "[server]\nlisten = \"" + c.listen + "\"\nbase_path = \"" + c.base + "\"\n[[registry.members]]\nid = \"a\"\nquery_endpoint = \"" + c.endpoint + "\"\n"
-			_, err := Parse([]byte(doc), "t.toml", Options{})
+			_, err := parseDoc([]byte(doc), "t.toml", Options{})
 			const want = "registry.members[0].query_endpoint (line 6): " + `"`
 			switch {
 			case c.self && (err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "this gateway's own listener")):

@@ -21,7 +21,7 @@ func TestMemberTimeoutAndBodyCap(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(c.toml), "t.toml", Options{})
+			cfg, err := parseDoc([]byte(c.toml), "t.toml", Options{})
 			if c.problem == "" {
 				if err != nil {
 					t.Fatal(err)

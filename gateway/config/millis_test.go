@@ -33,7 +33,7 @@ func TestMillisecondKeysOutOfRangeAreRefusedBeforeTheyWrap(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.doc), "t.toml", Options{})
+			_, err := parseDoc([]byte(tc.doc), "t.toml", Options{})
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -72,7 +72,7 @@ id = "a"
 query_endpoint = "http://a/fhir"
 timeout_ms = %[1]d
 `, MaxBudgetMS, MaxReadHeaderTimeoutMS, MaxCheckTimeoutMS, MaxCacheTTLMS, MaxCapabilityTTLMS, MaxJWKSRefreshMS)
-	c, err := Parse([]byte(doc), "t.toml", Options{})
+	c, err := parseDoc([]byte(doc), "t.toml", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

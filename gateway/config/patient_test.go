@@ -63,7 +63,7 @@ func TestThePatientBindingTables(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.doc), "t.toml", Options{})
+			c, err := parseDoc([]byte(tc.doc), "t.toml", Options{})
 			if tc.wantKey == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -88,7 +88,7 @@ func TestThePatientBindingTables(t *testing.T) {
 }
 
 func TestTheBindingDefaults(t *testing.T) {
-	c, err := Parse([]byte("[consent]\nurl = \"http://p\"\n[pdqm]\nurl = \"http://m/fhir\"\n"), "t.toml", Options{})
+	c, err := parseDoc([]byte("[consent]\nurl = \"http://p\"\n[pdqm]\nurl = \"http://m/fhir\"\n"), "t.toml", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestTheBindingDefaults(t *testing.T) {
 		t.Error("absent tables decoded as present")
 	}
 	// Each table has its own defaults, applied by Timeout and BodyCap; a key set wins.
-	c, err = Parse([]byte("[server]\nrequest_timeout_ms = 10000\n[consent]\nurl = \"http://p\"\n[pdqm]\nurl = \"http://m/fhir\"\n"+
+	c, err = parseDoc([]byte("[server]\nrequest_timeout_ms = 10000\n[consent]\nurl = \"http://p\"\n[pdqm]\nurl = \"http://m/fhir\"\n"+
 		"[resolver]\nurl = \"http://r/fhir\"\ntimeout_ms = 700\nmax_body_bytes = 1000\n[localizer]\nurl = \"http://l\"\nprotocol = \"xcpd\"\n"+
 		"[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a/fhir\"\nidentifier_system = \"urn:oid:1.2\"\nhome_community_id = \"urn:oid:1.3\"\n"), "t.toml", Options{})
 	if err != nil {

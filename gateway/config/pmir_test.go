@@ -39,13 +39,13 @@ func TestThePMIRTable(t *testing.T) {
 		{"a zero timeout", issuer + table + "timeout_ms = 0\n", "pmir.timeout_ms", "greater than zero"},
 		{"a timeout past a minute", issuer + table + "timeout_ms = 60001\n", "pmir.timeout_ms", "more than the maximum, 60000"},
 		{"no feed scope", issuer + "[pmir]\nurl = \"http://mpi/fhir\"\nendpoint = \"https://gw/pmir/$process-message\"\n", "pmir.feed_scope", "must not be empty"},
-		{"a feed scope without an issuer", table, "pmir.feed_scope", "needs [[auth.issuers]]"},
+		{"a feed scope without an issuer", "[auth]\ndata_plane = \"open\"\n" + table, "pmir.feed_scope", "needs [[auth.issuers]]"},
 		{"a missing token file", issuer + table + "bearer_token_file = \"" + filepath.Join(dir, "nope") + "\"\n", "pmir.bearer_token_file", "no such file"},
 		{"an unknown key", issuer + table + "retries = 2\n", "pmir.retries", "unknown key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.doc), "t.toml", Options{})
+			c, err := parseDoc([]byte(tc.doc), "t.toml", Options{})
 			if tc.wantKey == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -70,7 +70,7 @@ func TestThePMIRTable(t *testing.T) {
 }
 
 func TestThePMIRDefaults(t *testing.T) {
-	c, err := Parse([]byte("[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = \"https://i/keys\"\n"+
+	c, err := parseDoc([]byte("[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = \"https://i/keys\"\n"+
 		"[pmir]\nurl = \"http://m/fhir\"\nendpoint = \"http://gw/pmir/$process-message\"\nfeed_scope = \"f\"\n"), "t.toml", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestThePMIRDefaults(t *testing.T) {
 	if c.PMIR.Criteria != DefaultPMIRCriteria || c.PMIR.CheckInterval() != time.Minute || c.PMIR.Timeout() != 5*time.Second {
 		t.Errorf("pmir = %+v", c.PMIR)
 	}
-	c, err = Parse([]byte("[server]\n"), "t.toml", Options{})
+	c, err = parseDoc([]byte("[server]\n"), "t.toml", Options{})
 	if err != nil || c.PMIR != nil {
 		t.Fatalf("an absent [pmir] decoded as %+v (%v)", c.PMIR, err)
 	}

@@ -31,7 +31,7 @@ func TestRenderWritesTheSetFieldsOfTheTypedServer(t *testing.T) {
 			t.Errorf("rendered file sets %s, which the owner left unset:\n%s", absent, got)
 		}
 	}
-	if _, err := Parse(out, "rendered", Options{SkipFiles: true}); err != nil {
+	if _, err := parseDoc(out, "rendered", Options{SkipFiles: true}); err != nil {
 		t.Errorf("the rendered file does not parse: %v", err)
 	}
 }

@@ -27,7 +27,7 @@ func TestStoredQueriesTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.doc), "t.toml", Options{})
+			_, err := parseDoc([]byte(tc.doc), "t.toml", Options{})
 			var ps *Problems
 			if !errors.As(err, &ps) {
 				t.Fatalf("accepted: %v", err)
@@ -41,7 +41,7 @@ func TestStoredQueriesTable(t *testing.T) {
 		})
 	}
 	t.Run("a store takes the default drift interval", func(t *testing.T) {
-		c, err := Parse([]byte("[stored_queries]\ndir = \""+dir+"\"\n"), "t.toml", Options{})
+		c, err := parseDoc([]byte("[stored_queries]\ndir = \""+dir+"\"\n"), "t.toml", Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,13 +50,13 @@ func TestStoredQueriesTable(t *testing.T) {
 		}
 	})
 	t.Run("without the table there is no store", func(t *testing.T) {
-		c, err := Parse(nil, "t.toml", Options{})
+		c, err := parseDoc(nil, "t.toml", Options{})
 		if err != nil || c.StoredQueries != nil {
 			t.Fatalf("%v %+v", err, c.StoredQueries)
 		}
 	})
 	t.Run("the webhook does not look for the directory", func(t *testing.T) {
-		if _, err := Parse([]byte("[stored_queries]\ndir = \"/no/such/dir\"\n"), "t.toml", Options{SkipFiles: true}); err != nil {
+		if _, err := parseDoc([]byte("[stored_queries]\ndir = \"/no/such/dir\"\n"), "t.toml", Options{SkipFiles: true}); err != nil {
 			t.Fatal(err)
 		}
 	})

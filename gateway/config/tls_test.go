@@ -29,7 +29,7 @@ func TestACertificateNearOrPastItsExpiryIsAWarning(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(text), "t.toml", Options{Now: tt.now})
+			cfg, err := parseDoc([]byte(text), "t.toml", Options{Now: tt.now})
 			if err != nil {
 				t.Fatalf("a warning refused the configuration: %v", err)
 			}
@@ -53,19 +53,19 @@ func TestACertificateNearOrPastItsExpiryIsAWarning(t *testing.T) {
 
 	t.Run("a zero Now is the clock", func(t *testing.T) {
 		// The fixture expires within the hour.
-		cfg, err := Parse([]byte(text), "t.toml", Options{})
+		cfg, err := parseDoc([]byte(text), "t.toml", Options{})
 		if err != nil || len(cfg.Warnings()) != 1 {
 			t.Fatalf("%v %v", cfg, err)
 		}
 	})
 	t.Run("SkipFiles reads no certificate, so warns of none", func(t *testing.T) {
-		cfg, err := Parse([]byte(text), "t.toml", Options{SkipFiles: true, Now: notAfter.Add(time.Hour)})
+		cfg, err := parseDoc([]byte(text), "t.toml", Options{SkipFiles: true, Now: notAfter.Add(time.Hour)})
 		if err != nil || len(cfg.Warnings()) != 0 {
 			t.Fatalf("%v %v", cfg, err)
 		}
 	})
 	t.Run("a configuration without TLS has no warning", func(t *testing.T) {
-		cfg, err := Parse(nil, "t.toml", Options{Now: notAfter.Add(time.Hour)})
+		cfg, err := parseDoc(nil, "t.toml", Options{Now: notAfter.Add(time.Hour)})
 		if err != nil || len(cfg.Warnings()) != 0 {
 			t.Fatalf("%v %v", cfg, err)
 		}

@@ -87,6 +87,9 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	for i, is := range c.Auth.Issuers {
 		ps = append(ps, is.validate(fmt.Sprintf("auth.issuers[%d]", i), opts)...)
 	}
+	authPs, authWarnings := c.Auth.dataPlaneProblems()
+	ps = append(ps, authPs...)
+	warnings = append(warnings, authWarnings...)
 	ps = append(ps, c.Federation.validate(opts)...)
 	ps = append(ps, c.validBounds()...)
 	ps = append(ps, c.Audit.validate(opts)...)
@@ -302,6 +305,24 @@ func (r Registry) validate() []Problem {
 		}
 	}
 	return ps
+}
+
+// dataPlaneProblems checks auth.data_plane: a required data plane needs an issuer to
+// verify its tokens, and an open one is said out loud at every start and reload.
+func (a Auth) dataPlaneProblems() (ps, warnings []Problem) {
+	switch a.DataPlane {
+	case DataPlaneRequired:
+		if len(a.Issuers) == 0 {
+			ps = append(ps, Problem{Key: "auth.data_plane", Message: `is "required" (the default) but no [[auth.issuers]] is configured: ` +
+				`add an issuer under auth.issuers to verify the clients' tokens, or write data_plane = "open"`})
+		}
+	case DataPlaneOpen:
+		warnings = append(warnings, Problem{Key: "auth.data_plane", Message: `is "open": anyone who can reach the gateway ` +
+			`can search every member for every patient, with no token`})
+	default:
+		ps = append(ps, Problem{Key: "auth.data_plane", Message: fmt.Sprintf(`%q must be "required" or "open"`, a.DataPlane)})
+	}
+	return ps, warnings
 }
 
 func (is Issuer) validate(key string, opts Options) []Problem {

@@ -20,14 +20,14 @@ func TestZeroIsNotTheDefault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.doc), "t.toml", Options{})
+			_, err := parseDoc([]byte(tt.doc), "t.toml", Options{})
 			if err == nil || !strings.Contains(err.Error(), tt.wantKey) {
-				t.Fatalf("Parse() error = %v, want a problem naming %s", err, tt.wantKey)
+				t.Fatalf("parseDoc() error = %v, want a problem naming %s", err, tt.wantKey)
 			}
 		})
 	}
 	t.Run("an empty termination message path turns the message off", func(t *testing.T) {
-		c, err := Parse([]byte("[server]\ntermination_message_path = \"\"\n"), "t.toml", Options{})
+		c, err := parseDoc([]byte("[server]\ntermination_message_path = \"\"\n"), "t.toml", Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestZeroIsNotTheDefault(t *testing.T) {
 		}
 	})
 	t.Run("a zero cache TTL turns the cache off", func(t *testing.T) {
-		c, err := Parse([]byte("[health]\ncache_ttl_ms = 0\n"), "t.toml", Options{})
+		c, err := parseDoc([]byte("[health]\ncache_ttl_ms = 0\n"), "t.toml", Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

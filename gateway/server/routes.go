@@ -68,6 +68,11 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 	// asked; health routes are in no such group: a flood never slows liveness down.
 	data := base.Group("", s.count(surfaceDataPlane), s.queryLimit(), s.shed(), health.Gate(s.state), s.requestTimeout())
 	for _, p := range s.parts {
+		if p.Guard != nil {
+			data.Use(p.Guard)
+		}
+	}
+	for _, p := range s.parts {
 		if p.Operator != nil {
 			p.Operator(operator)
 		}

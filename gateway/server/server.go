@@ -84,6 +84,9 @@ type Registration struct {
 	// DataPlane registers routes on the data-plane group: under {base}, behind the
 	// readiness gate and the request deadline.
 	DataPlane func(g *gin.RouterGroup)
+	// Guard, when set, runs on the data-plane group in front of every part's routes
+	// (after the gate and the request deadline): who may use the data plane at all.
+	Guard gin.HandlerFunc
 	// Operator registers routes on the operator group, {base}/operator: no gate, the
 	// part applies the operator-token check itself.
 	Operator func(g *gin.RouterGroup)

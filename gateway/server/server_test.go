@@ -27,7 +27,9 @@ import (
 // parse builds a validated configuration from TOML text.
 func parse(t testing.TB, text string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]byte(text), "test.toml", config.Options{})
+	// These tests build no access guard (gateway/access is the composition root's
+	// part), so their data plane is written open and needs no issuer.
+	cfg, err := config.Parse([]byte(text+"\n[auth]\ndata_plane = \"open\"\n"), "test.toml", config.Options{})
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -353,7 +355,7 @@ func TestReload(t *testing.T) {
 	}
 
 	t.Run("an invalid file is refused with the messages of config check and the old configuration keeps serving", func(t *testing.T) {
-		if err := os.WriteFile(path, []byte("[server]\nrequest_timeout_ms = 2000\nshutdown_timeout_ms = 1000\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte("[server]\nrequest_timeout_ms = 2000\nshutdown_timeout_ms = 1000\n[auth]\ndata_plane = \"open\"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		before := s.Config()
@@ -377,7 +379,7 @@ func TestReload(t *testing.T) {
 		}
 	})
 	t.Run("keys that need a restart are logged, the rest applies", func(t *testing.T) {
-		if err := os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:1\"\nrequest_timeout_ms = 2000\n[health]\nminimal = true\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:1\"\nrequest_timeout_ms = 2000\n[health]\nminimal = true\n[auth]\ndata_plane = \"open\"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.ReloadFile(path); err != nil {

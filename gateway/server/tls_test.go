@@ -277,7 +277,7 @@ func TestSIGHUPReloadsTheKeyPair(t *testing.T) {
 	s := startTLS(t, v, "", logs.logger(), time.Hour) // no poll within the test: only the reload
 	addr := s.Addr().String()
 	path := filepath.Join(t.TempDir(), "ferrofed.toml")
-	if err := os.WriteFile(path, fmt.Appendf(nil, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\n[server.tls]\ncertificate_file = %q\nkey_file = %q\n",
+	if err := os.WriteFile(path, fmt.Appendf(nil, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\n[server.tls]\ncertificate_file = %q\nkey_file = %q\n[auth]\ndata_plane = \"open\"\n",
 		v.certFile(), v.keyFile()), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestSIGHUPReloadsTheKeyPair(t *testing.T) {
 	// A configuration that changes the paths needs a restart, and the log says so; the
 	// files of the old paths keep serving.
 	moved := newSecretVolume(t, first)
-	if err := os.WriteFile(path, fmt.Appendf(nil, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\n[server.tls]\ncertificate_file = %q\nkey_file = %q\n",
+	if err := os.WriteFile(path, fmt.Appendf(nil, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\n[server.tls]\ncertificate_file = %q\nkey_file = %q\n[auth]\ndata_plane = \"open\"\n",
 		moved.certFile(), moved.keyFile()), 0o600); err != nil {
 		t.Fatal(err)
 	}

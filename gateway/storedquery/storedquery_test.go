@@ -220,7 +220,7 @@ func TestAClientRunsAStoredQueryWithItsParametersSubstitutedSafely(t *testing.T)
 	}
 	run := func(t *testing.T, query string) (int, url.Values) {
 		t.Helper()
-		status, body := g.Do(http.MethodGet, "/fhir/Observation?"+query, "", nil)
+		status, body := g.Do(http.MethodGet, "/fhir/Observation?"+query, g.Client, nil)
 		if status != http.StatusOK {
 			return status, nil
 		}
@@ -272,7 +272,7 @@ func TestAClientRunsAStoredQueryWithItsParametersSubstitutedSafely(t *testing.T)
 		})
 	}
 	t.Run("a stored query runs on its own resource type only", func(t *testing.T) {
-		if status, _ := g.Do(http.MethodGet, "/fhir/Patient?_query=high-risk&patient=p1", "", nil); status != http.StatusBadRequest {
+		if status, _ := g.Do(http.MethodGet, "/fhir/Patient?_query=high-risk&patient=p1", g.Client, nil); status != http.StatusBadRequest {
 			t.Fatalf("%d", status)
 		}
 	})
@@ -363,7 +363,7 @@ func TestTwoGatewaysOnOneStoreAnswerTheSameList(t *testing.T) {
 	same("after an upload to the second", 2)
 	// Both run what either stored.
 	for _, g := range []*gateway{g1, g2} {
-		if status, body := g.Do(http.MethodGet, "/fhir/Observation?_query=two&patient=p", "", nil); status != http.StatusOK {
+		if status, body := g.Do(http.MethodGet, "/fhir/Observation?_query=two&patient=p", g.Client, nil); status != http.StatusOK {
 			t.Fatalf("%d %s", status, body)
 		}
 	}

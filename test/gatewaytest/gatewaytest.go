@@ -29,9 +29,11 @@ type Gateway struct {
 	t testing.TB
 	// URL is the server's base URL, its base path included.
 	URL string
-	// Issuer signs the tokens the gateway trusts; Token is one of its operator tokens.
+	// Issuer signs the tokens the gateway trusts; Token is one of its operator tokens,
+	// Client one of its data-plane tokens (issuer.ClientScope).
 	Issuer *issuer.Issuer
 	Token  string
+	Client string
 	// Config is the configuration it runs.
 	Config *config.Config
 	// Server is the running server.
@@ -181,14 +183,14 @@ func mounted(t testing.TB, cfg *config.Config, is *issuer.Issuer, parts ...serve
 	if base == "/" {
 		base = ""
 	}
-	return &Gateway{t: t, URL: hs.URL + base, Issuer: is, Token: is.Operator(t), Config: cfg}
+	return &Gateway{t: t, URL: hs.URL + base, Issuer: is, Token: is.Operator(t), Client: is.Client(t), Config: cfg}
 }
 
 // serve listens with srv, calls start once it listens, runs it and waits until it is
 // ready; the test's end drains it.
 func serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Server, start func() error) *Gateway {
 	t.Helper()
-	g := &Gateway{t: t, Issuer: is, Token: is.Operator(t), Config: cfg, Server: srv, done: make(chan error, 1)}
+	g := &Gateway{t: t, Issuer: is, Token: is.Operator(t), Client: is.Client(t), Config: cfg, Server: srv, done: make(chan error, 1)}
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +239,17 @@ func (g *Gateway) Do(method, path, token string, body []byte) (int, []byte) {
 	g.t.Helper()
 	res, b := g.Request(method, path, token, body)
 	return res.StatusCode, b
+}
+
+// Get sends GET URL+path with the Client token and returns the response, its body
+// unread: for the tests that stream or time an answer.
+func (g *Gateway) Get(path string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, g.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+g.Client)
+	return http.DefaultClient.Do(req)
 }
 
 // Reply is what a test reads of an answer besides its body: Request reads and closes

@@ -22,7 +22,7 @@ func TestStartGivesAReadyGatewayAsServeRunsIt(t *testing.T) {
 	if !strings.HasSuffix(g.URL, "/gw") || g.Assembled == nil || g.Assembled.Queries() != nil || g.Assembled.Directory() != nil {
 		t.Fatalf("URL %s, parts %+v", g.URL, g.Assembled)
 	}
-	if status, body := g.Do(http.MethodGet, "/fhir/Patient", "", nil); status != http.StatusOK {
+	if status, body := g.Do(http.MethodGet, "/fhir/Patient", g.Client, nil); status != http.StatusOK {
 		t.Fatalf("search: %d %s", status, body)
 	}
 	if status, _ := g.Do(http.MethodGet, "/operator/dependencies", "", nil); status != http.StatusUnauthorized {

@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"gateway/dependencies": {},
 	"gateway/scrub":        {},
 	"gateway/auth":         {"gateway/config"},
+	"gateway/access":       {"gateway/auth", "gateway/config", "gateway/fhir"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/config",
@@ -41,7 +42,7 @@ var allowed = map[string][]string{
 	"internal/gatewayspec": {"api/v1alpha1", "gateway/config", "gateway/lifecycle"},
 	"internal/webhook":     {"api/v1alpha1", "internal/gatewayspec"},
 	// The composition root: every part of the gateway, made and put together.
-	"gateway/assemble": {"gateway/auth", "gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
+	"gateway/assemble": {"gateway/access", "gateway/auth", "gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
 		"gateway/bindings/pmir", "gateway/config", "gateway/dependencies", "gateway/federation", "gateway/server", "gateway/storedquery"},
 	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle", "internal/gatewayspec", "internal/webhook"},
 

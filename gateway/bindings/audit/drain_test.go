@@ -118,7 +118,7 @@ func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
 	}
 	blocking.Store(true)
 	go func() { // its append hangs in the sync; the drain cuts it
-		if res, err := http.Get(g.URL + "/fhir/Patient?name=HUNG"); err == nil {
+		if res, err := g.Get("/fhir/Patient?name=HUNG"); err == nil {
 			res.Body.Close()
 		}
 	}()

@@ -10,7 +10,7 @@ import (
 
 // search is one federated search carrying marker in its query.
 func (g *gateway) search(marker string) int {
-	status, _ := g.Do(http.MethodGet, "/fhir/Patient?name="+url.QueryEscape(marker), "", nil)
+	status, _ := g.Do(http.MethodGet, "/fhir/Patient?name="+url.QueryEscape(marker), g.Client, nil)
 	return status
 }
 

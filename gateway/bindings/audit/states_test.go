@@ -259,7 +259,7 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 				return nil
 			}
 			before := g.member.Requests()
-			status, body := g.Do(http.MethodGet, "/fhir/Patient?name=NOSPACE", "", nil)
+			status, body := g.Do(http.MethodGet, "/fhir/Patient?name=NOSPACE", g.Client, nil)
 			if status != c.want {
 				t.Fatalf("answered %d (%s), want %d", status, body, c.want)
 			}
@@ -276,7 +276,7 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 					t.Fatalf("the refusal carries the member's answer: %s", body)
 				}
 				before = g.member.Requests()
-				if status, _ := g.Do(http.MethodGet, "/nodes/a/fhir/Patient/a-1", "", nil); status != http.StatusServiceUnavailable {
+				if status, _ := g.Do(http.MethodGet, "/nodes/a/fhir/Patient/a-1", g.Client, nil); status != http.StatusServiceUnavailable {
 					t.Fatalf("a routed request answered %d", status)
 				}
 				if n := g.member.Requests() - before; n != 0 {
@@ -288,7 +288,7 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 				}
 			}
 			fs.Hook = nil
-			if status, _ := g.Do(http.MethodGet, "/fhir/Patient?name=SPACEAGAIN", "", nil); status != http.StatusOK {
+			if status, _ := g.Do(http.MethodGet, "/fhir/Patient?name=SPACEAGAIN", g.Client, nil); status != http.StatusOK {
 				t.Fatalf("after the disk came back the search answered %d", status)
 			}
 			double.Eventually(t, "the next event delivered", func() bool { return delivered(g.arr, "SPACEAGAIN") >= 1 })

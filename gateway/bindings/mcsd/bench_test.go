@@ -79,7 +79,7 @@ func BenchmarkQueryDuringRefresh(b *testing.B) {
 	g, change := benchGateway(b)
 	search := func() time.Duration {
 		start := time.Now()
-		res, err := http.Get(g.URL + "/fhir/Observation?_count=10")
+		res, err := g.Get("/fhir/Observation?_count=10")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -86,7 +86,7 @@ func (g *gateway) wantDirectory(state, fault string) {
 // asked is the ids of the members a federated search asked (outcome ok), sorted.
 func (g *gateway) asked() []string {
 	g.t.Helper()
-	res, raw := g.Request(http.MethodGet, "/fhir/Observation", "", nil)
+	res, raw := g.Request(http.MethodGet, "/fhir/Observation", g.Client, nil)
 	var b struct {
 		Meta struct {
 			Federation []federation.Record `json:"federation"`

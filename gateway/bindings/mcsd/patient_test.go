@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -94,7 +93,7 @@ func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 	for id, m := range g.members {
 		before[id] = int64(m.Requests())
 	}
-	res, err := http.Get(g.URL + "/fhir/Observation?patient.identifier=" + url.QueryEscape(mpi+"|MRN-1"))
+	res, err := g.Get("/fhir/Observation?patient.identifier=" + url.QueryEscape(mpi+"|MRN-1"))
 	if err != nil {
 		g.t.Fatal(err)
 	}

@@ -38,13 +38,13 @@ type answer struct {
 	}
 }
 
-// search asks the gateway GET {base}/fhir/{path}, anonymously.
+// search asks the gateway GET {base}/fhir/{path} with its data-plane client's token.
 func (g *gateway) search(path string) answer {
 	g.t.Helper()
-	return g.searchAs(path, "")
+	return g.searchAs(path, g.Client)
 }
 
-// searchAs asks as the holder of token ("" for anonymous).
+// searchAs asks as the holder of token ("" for none).
 func (g *gateway) searchAs(path, token string) answer {
 	g.t.Helper()
 	res, raw := g.Request(http.MethodGet, "/fhir/"+path, token, nil)

@@ -32,9 +32,9 @@ func TestTheCachesNeverCrossPatientsOrCallers(t *testing.T) {
 				// asks is how many times each binding has been asked after the step, cached.
 				asks int
 			}{
-				{"the first search", "Observation?patient.identifier=" + mpi + "|MRN-1", "", 1},
-				{"the same patient by the same caller", "Observation?patient.identifier=" + mpi + "|MRN-1", "", 1},
-				{"another patient", "Observation?patient.identifier=" + mpi + "|MRN-2", "", 2},
+				{"the first search", "Observation?patient.identifier=" + mpi + "|MRN-1", g.Client, 1},
+				{"the same patient by the same caller", "Observation?patient.identifier=" + mpi + "|MRN-1", g.Client, 1},
+				{"another patient", "Observation?patient.identifier=" + mpi + "|MRN-2", g.Client, 2},
 				{"the first patient by another caller", "Observation?patient.identifier=" + mpi + "|MRN-1", g.token, 3},
 				{"that caller again", "Observation?patient.identifier=" + mpi + "|MRN-1", g.token, 3},
 			}

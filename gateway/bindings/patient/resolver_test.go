@@ -237,7 +237,8 @@ func TestTheResolutionIsAudited(t *testing.T) {
 func TestAMemberTheFlowDoesNotKnowIsExcludedByTheResolver(t *testing.T) {
 	p := pixmanager.Start(t, alice())
 	doc := fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a.example/fhir\"\nidentifier_system = %q\n"+
-		"[[registry.members]]\nid = \"b\"\nquery_endpoint = \"http://b.example/fhir\"\nidentifier_system = %q\n[resolver]\nurl = %q\n", domainA, domainB, p.URL)
+		"[[registry.members]]\nid = \"b\"\nquery_endpoint = \"http://b.example/fhir\"\nidentifier_system = %q\n[resolver]\nurl = %q\n"+
+		"[auth]\ndata_plane = \"open\"\n", domainA, domainB, p.URL) // the flow alone: no data plane in front
 	cfg, err := config.Parse([]byte(doc), "t.toml", config.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,9 @@ const (
 	Audience = "ferrofed"
 	// OperatorScope is the scope of the operator routes in Table.
 	OperatorScope = "ferrofed.operator"
+	// ClientScope is the scope of Client's tokens: a system-level SMART grant of every
+	// interaction on every resource type.
+	ClientScope = "system/*.cruds"
 )
 
 // Issuer signs tokens with one key, whose key set is at JWKS.
@@ -80,4 +83,11 @@ func (i *Issuer) Sign(t testing.TB, sub, scope string) string {
 func (i *Issuer) Operator(t testing.TB) string {
 	t.Helper()
 	return i.Sign(t, "alice", OperatorScope)
+}
+
+// Client is a data-plane token of sub "app" with ClientScope: what a backend service
+// that may do anything on the data plane presents.
+func (i *Issuer) Client(t testing.TB) string {
+	t.Helper()
+	return i.Sign(t, "app", ClientScope)
 }

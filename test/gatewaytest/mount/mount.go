@@ -1,5 +1,6 @@
 // Package mount serves a gateway's parts on loopback as the server mounts them (the
-// base path, the operator group, the data plane under the request deadline) but
+// base path, the operator group, the data plane under the request deadline and the
+// parts' guards) but
 // without the server: no readiness gate, no bounds, no probes. It imports no part of
 // the gateway but the server's registration, so that a part's own package tests can
 // use it as well as test/gatewaytest (docs/architecture.md, "The parts").
@@ -31,12 +32,18 @@ func Serve(t testing.TB, cfg *config.Config, parts ...server.Registration) *http
 		c.Request = c.Request.WithContext(ctx)
 		c.Next()
 	}
+	data := []gin.HandlerFunc{deadline}
+	for _, p := range parts {
+		if p.Guard != nil {
+			data = append(data, p.Guard)
+		}
+	}
 	for _, p := range parts {
 		if p.Operator != nil {
 			p.Operator(b.Group("/operator"))
 		}
 		if p.DataPlane != nil {
-			p.DataPlane(b.Group("", deadline))
+			p.DataPlane(b.Group("", data...))
 		}
 	}
 	hs := httptest.NewServer(e)
