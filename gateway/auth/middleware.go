@@ -37,7 +37,9 @@ func (v *Verifier) Middleware() gin.HandlerFunc { return Middleware(func() *Veri
 
 // AuthorizeClient is Authorize for the data plane (VerifyClient): a verified token,
 // whatever its scopes.
-func (v *Verifier) AuthorizeClient(r *http.Request) (*Principal, *Error) { return v.authorize(r, anyScope) }
+func (v *Verifier) AuthorizeClient(r *http.Request) (*Principal, *Error) {
+	return v.authorize(r, anyScope)
+}
 
 // Authorize verifies r's Authorization header. More than one Authorization header is
 // refused: which one a proxy in front read is anyone's guess.
