@@ -36,6 +36,8 @@ var allowed = map[string][]string{
 	"gateway/proxy":       {"gateway/fhir", "gateway/scrub"},
 	"gateway/searchquery": {"gateway/fhir", "gateway/proxy"},
 	"gateway/calllimit":   {"gateway/config", "gateway/fhir", "gateway/proxy"},
+	// SMART on FHIR authorization's logic: scopes, decisions, the patient compartment.
+	"gateway/smart": {},
 	// The API is types only (api_test.go, TestTheAPIIsTypesOnly); what maps a spec
 	// onto the gateway is internal/gatewayspec, the webhook serving it internal/webhook.
 	"api/v1alpha1":         {},
