@@ -1,9 +1,6 @@
 package process
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,12 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
-
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -59,14 +54,8 @@ func TestSIGKILLLosesNoAuditRecord(t *testing.T) {
 	member := members.Start(t, members.Options{ID: "a"})
 	dir := t.TempDir()
 	spoolDir := filepath.Join(dir, "spool")
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
-	jwks := filepath.Join(dir, "jwks.json")
-	writeFile(t, jwks, string(set))
-	token := operatorToken(t, key)
+	jwks := clients.JWKS
+	token := clients.Sign(t, "monitoring", issuer.OperatorScope)
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	path := filepath.Join(dir, "ferrofed.toml")
@@ -112,7 +101,7 @@ spool_dir = %q
 					marker := fmt.Sprintf("KILLMARK%04d", next)
 					next++
 					mu.Unlock()
-					res, err := http.Get(base + "/fhir/Patient?name=" + marker)
+					res, err := clientGet(base + "/fhir/Patient?name=" + marker)
 					if err != nil {
 						continue // the gateway was killed under it
 					}
@@ -275,21 +264,4 @@ func repeat(v, n int) []int {
 		out[i] = v
 	}
 	return out
-}
-
-func operatorToken(t *testing.T, key *ecdsa.PrivateKey) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(map[string]any{
-		"iss": "https://issuer.test", "aud": "ferrofed", "sub": "monitoring",
-		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "ferrofed.operator",
-	}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }

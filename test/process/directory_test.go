@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,7 +82,7 @@ cache_file = %q
 	waitHealthcheck(t, path, 0, 3*time.Second)
 	g.waitLog(t, "Serving the registry cached from the directory")
 	before := m.Requests()
-	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/fhir/Observation", port))
+	res, err := clientGet(fmt.Sprintf("http://127.0.0.1:%d/fhir/Observation", port))
 	if err != nil {
 		t.Fatal(err)
 	}

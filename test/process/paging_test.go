@@ -88,7 +88,7 @@ func TestTwoProcessesSharingAPageTokenKeyServeEachOthersPages(t *testing.T) {
 	if pages != 7 || len(seen) != 67 {
 		t.Fatalf("%d pages, %d distinct matches; want 7 and 67", pages, len(seen))
 	}
-	res, err := http.Get(own + "/fhir/" + firstNext)
+	res, err := clientGet(own + "/fhir/" + firstNext)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func waitReady(t *testing.T, base string) {
 // get GETs url, checks a 200 of valid FHIR R4 (but for meta.federation), and decodes it.
 func get(t *testing.T, url string, v any) {
 	t.Helper()
-	res, err := http.Get(url)
+	res, err := clientGet(url)
 	if err != nil {
 		t.Fatal(err)
 	}

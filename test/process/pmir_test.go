@@ -1,9 +1,6 @@
 package process
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,13 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
-
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/identityregistry"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 )
@@ -38,17 +33,11 @@ type pmirGateway struct {
 func writePMIRConfig(t *testing.T, reg *identityregistry.Server, server, extra string) pmirGateway {
 	t.Helper()
 	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
-	jwks := filepath.Join(dir, "jwks.json")
-	writeFile(t, jwks, string(set))
+	jwks := clients.JWKS
 	port := freePort(t)
 	g := pmirGateway{path: filepath.Join(dir, "ferrofed.toml"), base: fmt.Sprintf("http://127.0.0.1:%d/gw", port),
 		terminationLog: filepath.Join(dir, "termination-log"),
-		operatorToken:  scopedToken(t, key, "ferrofed.operator"), feedToken: scopedToken(t, key, "pmir.feed")}
+		operatorToken:  clients.Sign(t, "registry", issuer.OperatorScope), feedToken: clients.Sign(t, "registry", "pmir.feed")}
 	var member string
 	if !strings.Contains(extra, "[[registry.members]]") {
 		member = fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", members.Start(t, members.Options{ID: "a"}).URL)
@@ -72,23 +61,6 @@ check_interval_ms = 200
 %s
 `, port, g.terminationLog, server, member, jwks, reg.URL, g.base, extra))
 	return g
-}
-
-func scopedToken(t *testing.T, key *ecdsa.PrivateKey, scope string) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(map[string]any{
-		"iss": "https://issuer.test", "aud": "ferrofed", "sub": "registry",
-		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
-	}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }
 
 // report reads identity_registry/identity_registry_fault from the binary.
@@ -297,7 +269,7 @@ func TestAPMIRMergeClearsTheResolverCache(t *testing.T) {
 	})
 	search := func() {
 		t.Helper()
-		res, err := http.Get(g.base + "/fhir/Observation?patient.identifier=" + mpi + "%7CMRN-1")
+		res, err := clientGet(g.base + "/fhir/Observation?patient.identifier=" + mpi + "%7CMRN-1")
 		if err != nil {
 			t.Fatal(err)
 		}

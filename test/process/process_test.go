@@ -28,10 +28,20 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/test/certpool"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
 var binary string
+
+// clients is the issuer the configurations of these tests trust (writeFile gives one
+// that names no issuer its table: the data plane asks for a token by default), and
+// clientToken one of its data-plane tokens (issuer.ClientScope), which clientGet and
+// authorized send.
+var (
+	clients     *issuer.Issuer
+	clientToken string
+)
 
 // beforeTests, when set (by a platform's file), runs first in TestMain: it may turn the
 // test binary into a launcher of another process and never return.
@@ -47,6 +57,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "ferrofed")
+	if clients, err = issuer.NewIn(dir); err == nil {
+		clientToken, err = clients.Token(map[string]any{"sub": "app", "scope": issuer.ClientScope, "exp": time.Now().Add(24 * time.Hour).Unix()})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	if err := proctest.BuildFerrofed(binary); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
@@ -68,10 +86,53 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// writeFile writes text to path. A configuration (*.toml) that names no issuer and
+// says nothing of auth.data_plane gets the table of clients: the tests of other
+// tables run the data plane as it ships, asking for a token.
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()
+	if strings.HasSuffix(path, ".toml") && !strings.Contains(text, "auth.issuers") && !strings.Contains(text, "data_plane") &&
+		!strings.Contains(text, "[auth]") {
+		text += "\n" + clients.Table()
+	}
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// clientGet is http.Get with clientToken.
+func clientGet(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+clientToken)
+	return http.DefaultClient.Do(req)
+}
+
+// authorized sends clientToken on every request of rt (nil: the default transport)
+// that carries no Authorization of its own.
+func authorized(rt http.RoundTripper) http.RoundTripper {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return bearer{rt}
+}
+
+type bearer struct{ rt http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+clientToken)
+	}
+	return b.rt.RoundTrip(r)
+}
+
+// CloseIdleConnections passes http.Client.CloseIdleConnections on.
+func (b bearer) CloseIdleConnections() {
+	if c, ok := b.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
 	}
 }
 

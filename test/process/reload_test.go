@@ -37,7 +37,7 @@ func TestARefusedReloadLeavesTheOldRequestTimeoutInEffect(t *testing.T) {
 	waitReady(t, base)
 	routed := func() int {
 		t.Helper()
-		res, err := http.Get(base + "/nodes/node-a/fhir/Patient/node-a-1")
+		res, err := clientGet(base + "/nodes/node-a/fhir/Patient/node-a-1")
 		if err != nil {
 			t.Fatal(err)
 		}

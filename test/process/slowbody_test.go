@@ -70,7 +70,7 @@ func slowBodies(t *testing.T, base string, n int) <-chan int {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		head := "POST /nodes/node-a/fhir/Patient/_search HTTP/1.1\r\nHost: gw.test\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 5\r\n\r\n"
+		head := "POST /nodes/node-a/fhir/Patient/_search HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer " + clientToken + "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 5\r\n\r\n"
 		if _, err := io.WriteString(conn, head); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func victim(client *http.Client, url string) int {
 func TestSlowBodiesHoldNoSlotOfTheMember(t *testing.T) {
 	base, _ := slowBodyGateway(t)
 	// The member is seen up once.
-	client := &http.Client{Timeout: victimBudget}
+	client := &http.Client{Timeout: victimBudget, Transport: authorized(nil)}
 	if s := victim(client, base+"/nodes/node-a/fhir/Patient/1"); s != 200 {
 		t.Fatalf("before the attack: %d", s)
 	}
@@ -178,7 +178,7 @@ func TestADrainUnderSlowBodiesDropsNothingThatArrivedBeforeSIGTERM(t *testing.T)
 	stop := make(chan struct{})
 	for w := range slowPerMember {
 		wg.Go(func() {
-			client := &http.Client{Timeout: victimBudget}
+			client := &http.Client{Timeout: victimBudget, Transport: authorized(nil)}
 			for i := 0; ; i++ {
 				select {
 				case <-stop:

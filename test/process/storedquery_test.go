@@ -2,9 +2,6 @@ package process
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -30,14 +26,8 @@ func TestTwoProcessesOnOneStoredQueryStoreAnswerTheSameList(t *testing.T) {
 	if err := os.Mkdir(store, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
-	jwks := filepath.Join(dir, "jwks.json")
-	writeFile(t, jwks, string(set))
-	token := operatorToken(t, key)
+	jwks := clients.JWKS
+	token := clients.Sign(t, "monitoring", issuer.OperatorScope)
 	var bases []string
 	for i := range 2 {
 		port := freePort(t)
@@ -60,7 +50,7 @@ dir = %q
 		defer g.stop(t)
 		bases = append(bases, fmt.Sprintf("http://127.0.0.1:%d", port))
 	}
-	do := func(method, url string, body []byte) (int, []byte) {
+	do := func(method, url, token string, body []byte) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, url, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -75,7 +65,7 @@ dir = %q
 	// list is a process's list, the per-process drift left out.
 	list := func(base string) string {
 		t.Helper()
-		status, body := do(http.MethodGet, base+"/operator/stored-queries", nil)
+		status, body := do(http.MethodGet, base+"/operator/stored-queries", token, nil)
 		var l struct {
 			StoredQueries []struct {
 				ID, Code, Resource, Digest string
@@ -107,18 +97,18 @@ dir = %q
 			`"parameter":[{"name":"patient","use":"in","min":1,"max":"1","type":"string"}],`+
 			`"extension":[{"url":"https://ferrofed.io/fhir/StructureDefinition/stored-query-template","valueExpression":{"language":"application/x-fhir-query","expression":"Observation?subject=Patient/{{%%patient}}"}}]}`, id, id))
 	}
-	if status, body := do(http.MethodPut, bases[0]+"/operator/stored-queries/one", def("one")); status != http.StatusCreated {
+	if status, body := do(http.MethodPut, bases[0]+"/operator/stored-queries/one", token, def("one")); status != http.StatusCreated {
 		t.Fatalf("upload to the first: %d %s", status, body)
 	}
 	same("after an upload to the first", `"ID":"one"`)
-	if status, body := do(http.MethodPut, bases[1]+"/operator/stored-queries/two", def("two")); status != http.StatusCreated {
+	if status, body := do(http.MethodPut, bases[1]+"/operator/stored-queries/two", token, def("two")); status != http.StatusCreated {
 		t.Fatalf("upload to the second: %d %s", status, body)
 	}
 	same("after an upload to the second", `"ID":"two"`)
-	if status, body := do(http.MethodGet, bases[1]+"/fhir/Observation?_query=one&patient=p1", nil); status != http.StatusOK {
+	if status, body := do(http.MethodGet, bases[1]+"/fhir/Observation?_query=one&patient=p1", clientToken, nil); status != http.StatusOK {
 		t.Fatalf("the second runs what the first stored: %d %s", status, body)
 	}
-	if status, _ := do(http.MethodDelete, bases[1]+"/operator/stored-queries/one", nil); status != http.StatusOK {
+	if status, _ := do(http.MethodDelete, bases[1]+"/operator/stored-queries/one", token, nil); status != http.StatusOK {
 		t.Fatalf("delete on the second: %d", status)
 	}
 	same("after a delete on the second", `"ID":"two"`)

@@ -27,15 +27,15 @@ import (
 	"github.com/ferrofed/ferrofed/test/certpool"
 )
 
-// issuer is a CA that issues server certificates for 127.0.0.1 with chosen serials and
+// certIssuer is a CA that issues server certificates for 127.0.0.1 with chosen serials and
 // validity.
-type issuer struct {
+type certIssuer struct {
 	cert *x509.Certificate
 	key  any
 	pool *x509.CertPool
 }
 
-func newIssuer(t *testing.T) issuer {
+func newIssuer(t *testing.T) certIssuer {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -48,11 +48,11 @@ func newIssuer(t *testing.T) issuer {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	return issuer{cert: cert, key: key, pool: certpool.Of(cert)}
+	return certIssuer{cert: cert, key: key, pool: certpool.Of(cert)}
 }
 
 // serverPair is a server certificate for 127.0.0.1 and its key, as PEM.
-func (is issuer) serverPair(t *testing.T, serial int64, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+func (is certIssuer) serverPair(t *testing.T, serial int64, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -202,9 +202,9 @@ query_endpoint = "%s/fhir"
 	// Clients verify the certificate for real, against the CA.
 	tlsConfig := &tls.Config{RootCAs: ca.pool}
 	newHandshakes := &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{Proxy: nil, TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
+		Transport: authorized(&http.Transport{Proxy: nil, TLSClientConfig: tlsConfig, DisableKeepAlives: true})}
 	keepAlive := &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{Proxy: nil, TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 1}}
+		Transport: authorized(&http.Transport{Proxy: nil, TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 1})}
 	defer keepAlive.CloseIdleConnections()
 	get := func(c *http.Client, url string) observation {
 		o := observation{at: time.Now(), fresh: c == newHandshakes}
@@ -229,7 +229,7 @@ query_endpoint = "%s/fhir"
 	// and finishes after the new certificate is served.
 	slowDone := make(chan observation, 1)
 	go func() {
-		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: tlsConfig}}
+		c := &http.Client{Timeout: 30 * time.Second, Transport: authorized(&http.Transport{Proxy: nil, TLSClientConfig: tlsConfig})}
 		o := observation{at: time.Now()}
 		resp, err := c.Get(base + "/nodes/a/fhir/Patient/slow")
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,19 +41,29 @@ type Issuer struct {
 // New makes an issuer with a new key, its key set in a temporary directory of t.
 func New(t testing.TB) *Issuer {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	i, err := NewIn(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	return i
+}
+
+// NewIn makes an issuer with a new key, its key set written into dir: for a TestMain,
+// which has no testing.TB.
+func NewIn(dir string) (*Issuer, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	set, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Use: "sig"}}})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	file := filepath.Join(t.TempDir(), "jwks.json")
+	file := filepath.Join(dir, "jwks.json")
 	if err := os.WriteFile(file, set, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return &Issuer{key: key, JWKS: file}
+	return &Issuer{key: key, JWKS: file}, nil
 }
 
 // Table is the [[auth.issuers]] table that trusts this issuer, with OperatorScope as
@@ -65,18 +76,24 @@ func (i *Issuer) Table() string {
 // Sign is a token for sub with scope, valid for an hour.
 func (i *Issuer) Sign(t testing.TB, sub, scope string) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: i.key, KeyID: "k1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(map[string]any{
-		"iss": URL, "aud": Audience, "sub": sub, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": scope,
-	}).Serialize()
+	tok, err := i.Token(map[string]any{"sub": sub, "scope": scope})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// Token signs claims over the defaults (iss, aud, an hour's exp, iat): a claim given
+// replaces its default.
+func (i *Issuer) Token(claims map[string]any) (string, error) {
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: i.key, KeyID: "k1"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	all := map[string]any{"iss": URL, "aud": Audience, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
+	maps.Copy(all, claims)
+	return jwt.Signed(signer).Claims(all).Serialize()
 }
 
 // Operator is a token of sub "alice" with OperatorScope.
