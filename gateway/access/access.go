@@ -9,6 +9,7 @@ package access
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
@@ -16,6 +17,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/smart"
 )
 
 // Guard is the data plane's door. Its mode follows the configuration in force (a
@@ -24,6 +26,22 @@ import (
 type Guard struct {
 	required atomic.Bool
 	verifier func() *auth.Verifier
+	bounds   atomic.Pointer[bounds]
+}
+
+// bounds are what the guard reads of a configuration besides its mode: where the
+// data plane is, and how much of a body it reads to decide.
+type bounds struct {
+	// prefix is the base path without its trailing slash.
+	prefix string
+	// formBytes bounds a POST _search's form (limits.max_query_bytes), bundleBytes a
+	// transaction Bundle (limits.max_routed_body_buffer_bytes).
+	formBytes, bundleBytes int64
+}
+
+func boundsOf(cfg *config.Config) *bounds {
+	return &bounds{prefix: strings.TrimSuffix(cfg.Server.BasePath, "/"), formBytes: int64(cfg.Limits.MaxQueryBytes),
+		bundleBytes: cfg.Limits.MaxRoutedBodyBufferBytes}
 }
 
 // New is the guard of cfg, verifying with the Verifier current returns at each
@@ -31,22 +49,28 @@ type Guard struct {
 func New(cfg *config.Config, current func() *auth.Verifier) *Guard {
 	g := &Guard{verifier: current}
 	g.required.Store(cfg.Auth.DataPlaneRequired())
+	g.bounds.Store(boundsOf(cfg))
 	return g
 }
 
 // PrepareReload reads the mode of cfg; the function it returns applies it. It cannot
 // fail: cfg is validated, and the issuers are the federation's to prepare.
 func (g *Guard) PrepareReload(cfg *config.Config) (func(), error) {
-	required := cfg.Auth.DataPlaneRequired()
-	return func() { g.required.Store(required) }, nil
+	required, b := cfg.Auth.DataPlaneRequired(), boundsOf(cfg)
+	return func() { g.required.Store(required); g.bounds.Store(b) }, nil
 }
 
-// Handler verifies each data-plane request's token when the data plane is required,
-// and stores the caller's *auth.Principal under auth.PrincipalKey for what follows; an
-// open data plane lets every request through with no principal.
+// Handler guards the FHIR APIs of the data plane ({base}/fhir, {base}/nodes/{id}/fhir)
+// when it is required: it verifies the request's token, decides what its scopes allow
+// (Decide), answers a refusal itself, applies what the decision adds or drops, and
+// stores the caller's *auth.Principal under auth.PrincipalKey for what follows. An
+// open data plane, and the data plane's other routes (the PMIR feed checks its own
+// token), let every request through.
 func (g *Guard) Handler() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if !g.required.Load() {
+		b := g.bounds.Load()
+		call, ok := callOf(c.Request, b.prefix)
+		if !ok || !g.required.Load() {
 			c.Next()
 			return
 		}
@@ -55,9 +79,39 @@ func (g *Guard) Handler() gin.HandlerFunc {
 			Refuse(c, e)
 			return
 		}
+		if !readBodies(c, &call, b) {
+			return
+		}
+		v := Decide(smart.Parse(p.Scopes), p.Patient, call)
+		switch v.Status {
+		case 0:
+		case http.StatusNotFound:
+			fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", v.Reason))
+			c.Abort()
+			return
+		default:
+			Refuse(c, &auth.Error{Status: v.Status, Code: "insufficient_scope", Description: refusal(v), Scope: v.Needed})
+			return
+		}
+		rewrite(c.Request, v)
+		if len(v.Drop) > 0 {
+			c.Set(DroppedKey, v.Drop)
+		}
 		c.Set(auth.PrincipalKey, p)
 		c.Next()
 	}
+}
+
+// DroppedKey is the gin context key of the _include and _revinclude items the guard
+// dropped ([]string "key=value"), for the answer's outcome entry.
+const DroppedKey = "ferrofed.access.dropped"
+
+// refusal is a 403's description: the reason, and the scope that would do.
+func refusal(v Verdict) string {
+	if v.Needed == "" {
+		return v.Reason
+	}
+	return v.Reason + " (needs " + v.Needed + ")"
 }
 
 // Refuse answers e as the data plane does: its status, its challenge, no caching, and

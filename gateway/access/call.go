@@ -1,0 +1,202 @@
+package access
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/smart"
+)
+
+// callOf reads the Call of a request under prefix (the base path); false for a path
+// outside the FHIR APIs of the data plane. A query that cannot be read is left to the
+// route, which refuses it; here it is read as no parameters, and so decided on less.
+func callOf(r *http.Request, prefix string) (Call, bool) {
+	rest, ok := strings.CutPrefix(r.URL.Path, prefix)
+	if !ok {
+		return Call{}, false
+	}
+	segs := nonEmpty(strings.Split(rest, "/"))
+	call := Call{Method: r.Method, IfNoneExist: r.Header.Get("If-None-Exist")}
+	switch {
+	case len(segs) >= 1 && segs[0] == "fhir":
+		segs = segs[1:]
+	case len(segs) >= 3 && segs[0] == "nodes" && segs[2] == "fhir":
+		call.Routed, segs = true, segs[3:]
+	default:
+		return Call{}, false
+	}
+	call.Path = strings.Join(segs, "/")
+	call.Params, _ = url.ParseQuery(r.URL.RawQuery)
+	if call.Params == nil {
+		call.Params = url.Values{}
+	}
+	return call, true
+}
+
+func nonEmpty(segs []string) []string {
+	out := segs[:0]
+	for _, s := range segs {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// readBodies reads what the decision needs of a body, and puts it back for the
+// route: a POST _search's form (its parameters are the search's), and a Bundle
+// POSTed to a member's base (a transaction or batch, decided entry by entry). It
+// answers a body it cannot read itself, and reports false then.
+func readBodies(c *gin.Context, call *Call, b *bounds) bool {
+	r := c.Request
+	switch {
+	case r.Method != http.MethodPost:
+		return true
+	case strings.HasSuffix(call.Path, "/_search"):
+		body, ok := peek(c, b.formBytes, "the form body is longer than limits.max_query_bytes")
+		if !ok {
+			return false
+		}
+		if form, err := url.ParseQuery(strings.TrimSpace(string(body))); err == nil {
+			for k, vs := range form {
+				call.Params[k] = append(call.Params[k], vs...)
+			}
+		}
+		return true
+	case call.Routed && call.Path == "":
+		body, ok := peek(c, b.bundleBytes, "a Bundle the gateway checks entry by entry is longer than limits.max_routed_body_buffer_bytes")
+		if !ok {
+			return false
+		}
+		entries, err := bundleEntries(body)
+		if err != nil {
+			fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", err.Error()))
+			c.Abort()
+			return false
+		}
+		call.Entries = entries
+	}
+	return true
+}
+
+// peek reads r's body, at most limit bytes (413 past it, with tooLong), and puts it
+// back.
+func peek(c *gin.Context, limit int64, tooLong string) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
+	switch {
+	case err != nil:
+		c.Header("Connection", "close")
+		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", "the body could not be read"))
+	case int64(len(body)) > limit:
+		c.Header("Connection", "close")
+		fhir.Write(c.Writer, http.StatusRequestEntityTooLarge, fhir.Outcome("too-long", fmt.Sprintf("%s (%d bytes)", tooLong, limit)))
+	default:
+		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+		return body, true
+	}
+	c.Abort()
+	return nil, false
+}
+
+// bundleEntries reads the requests of a transaction or batch Bundle; anything that
+// is not one is an error (a member's base takes nothing else by POST).
+func bundleEntries(body []byte) ([]smart.Entry, error) {
+	var b struct {
+		ResourceType string `json:"resourceType"`
+		Type         string `json:"type"`
+		Entry        []struct {
+			Request *struct {
+				Method      string `json:"method"`
+				URL         string `json:"url"`
+				IfNoneExist string `json:"ifNoneExist"`
+			} `json:"request"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil || b.ResourceType != "Bundle" || (b.Type != "transaction" && b.Type != "batch") {
+		return nil, fmt.Errorf("a POST to a member's base takes a transaction or batch Bundle, decided entry by entry")
+	}
+	entries := make([]smart.Entry, 0, len(b.Entry))
+	for i, e := range b.Entry {
+		if e.Request == nil {
+			return nil, fmt.Errorf("entry %d of the Bundle has no request", i)
+		}
+		se, ok := smart.ParseEntry(e.Request.Method, e.Request.URL, e.Request.IfNoneExist)
+		if !ok {
+			return nil, fmt.Errorf("entry %d of the Bundle is a request the gateway cannot decide (an absolute url, an operation, a nested Bundle)", i)
+		}
+		entries = append(entries, se)
+	}
+	return entries, nil
+}
+
+// rewrite applies a verdict to the request: the items it drops leave the query, the
+// parameters it adds join it.
+func rewrite(r *http.Request, v Verdict) {
+	if len(v.Drop) == 0 && len(v.Add) == 0 {
+		return
+	}
+	q := r.URL.RawQuery
+	if len(v.Drop) > 0 {
+		var kept []string
+		for item := range strings.SplitSeq(q, "&") {
+			k, val, _ := strings.Cut(item, "=")
+			dk, _ := url.QueryUnescape(k)
+			dv, _ := url.QueryUnescape(val)
+			if !contains(v.Drop, dk+"="+dv) {
+				kept = append(kept, item)
+			}
+		}
+		q = strings.Join(kept, "&")
+	}
+	if add := v.Add.Encode(); add != "" {
+		if q != "" {
+			q += "&"
+		}
+		q += add
+	}
+	r.URL.RawQuery = q
+	if r.Method == http.MethodPost && len(v.Drop) > 0 && isForm(r) {
+		dropForm(r, v.Drop)
+	}
+}
+
+func isForm(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "application/x-www-form-urlencoded"
+}
+
+// dropForm removes the dropped items from a POST _search's form body (read back by
+// peek, so it is in memory).
+func dropForm(r *http.Request, drop []string) {
+	body, _ := io.ReadAll(r.Body)
+	var kept []string
+	for item := range strings.SplitSeq(strings.TrimSpace(string(body)), "&") {
+		k, val, _ := strings.Cut(item, "=")
+		dk, _ := url.QueryUnescape(k)
+		dv, _ := url.QueryUnescape(val)
+		if !contains(drop, dk+"="+dv) {
+			kept = append(kept, item)
+		}
+	}
+	out := strings.Join(kept, "&")
+	r.Body = io.NopCloser(strings.NewReader(out))
+	r.ContentLength = int64(len(out))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,170 @@
+package access
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/ferrofed/ferrofed/gateway/smart"
+)
+
+// referenceTargets are the search parameters whose references reach one type only,
+// so that a chain through them (patient.identifier) searches that type. A chain
+// through any other parameter names its type with a modifier (subject:Patient.name)
+// or reaches every type.
+var referenceTargets = map[string]string{
+	"patient": "Patient", "encounter": "Encounter", "organization": "Organization", "location": "Location",
+	"medication": "Medication", "specimen": "Specimen", "device": "Device",
+}
+
+// decideReach decides what a search reaches beyond its own type: the types of _type,
+// the targets of its chains and the types of its reverse chains must be searchable
+// (a 403 otherwise), and an _include or _revinclude of a type the token may not read
+// is dropped.
+func decideReach(g smart.Grants, e smart.Entry) Verdict {
+	var v Verdict
+	for key, values := range e.Params {
+		switch name, _, _ := strings.Cut(key, ":"); {
+		case name == "_type":
+			for _, t := range splitList(values) {
+				if d := g.Allow(t, smart.SearchType); !d.Allowed {
+					return refuse(d.Needed, fmt.Sprintf("_type names %s, which the token may not search", t))
+				}
+			}
+		case name == "_include" || name == "_revinclude":
+			for _, value := range values {
+				if t := includedType(name, value); !readable(g, t) {
+					v.Drop = append(v.Drop, key+"="+value)
+				}
+			}
+		case strings.HasPrefix(key, "_has:"):
+			parts := strings.Split(key, ":")
+			if d := g.Allow(parts[1], smart.SearchType); !d.Allowed {
+				return refuse(d.Needed, fmt.Sprintf("the reverse chain %s searches %s, which the token may not search", key, parts[1]))
+			}
+		case strings.Contains(key, "."):
+			t := chainTarget(key)
+			if d := g.Allow(t, smart.SearchType); t == "" || !d.Allowed {
+				needed := d.Needed
+				if t == "" {
+					needed, t = "system/*.s", "a type the chain does not name (add a type modifier, as in subject:Patient.name)"
+				}
+				return refuse(needed, fmt.Sprintf("the chain %s searches %s, which the token may not search", key, t))
+			}
+		}
+	}
+	return v
+}
+
+// decideTypes decides a system-level search by its _type: each type must be
+// searchable at the user or system level (a patient-level grant cannot confine
+// several types in one search).
+func decideTypes(g smart.Grants, params map[string][]string) Verdict {
+	types := splitList(params["_type"])
+	if len(types) == 0 {
+		return refuse("", "_type names no type")
+	}
+	for _, t := range types {
+		d := g.AllowSearch(t, smart.SearchType, params)
+		if !d.Allowed {
+			return refuse(d.Needed, fmt.Sprintf("_type names %s, which the token may not search", t))
+		}
+		if d.Level == smart.LevelPatient {
+			return refuse("", "a search of several types cannot be confined to the token's patient: search one type")
+		}
+	}
+	return decideReach(g, smart.Entry{Interaction: smart.SearchSystem, Params: params})
+}
+
+// includedType is the type an _include (Source:param[:Target]) or _revinclude
+// (Source:param[:Target]) adds to the page; "" when it could be any type.
+func includedType(name, value string) string {
+	parts := strings.Split(value, ":")
+	switch {
+	case name == "_revinclude":
+		return parts[0]
+	case len(parts) >= 3:
+		return parts[2]
+	case len(parts) == 2:
+		return referenceTargets[parts[1]]
+	}
+	return ""
+}
+
+// chainTarget is the type a chained parameter searches: its type modifier, or the one
+// type its reference parameter reaches; "" when it could be any.
+func chainTarget(key string) string {
+	ref, _, _ := strings.Cut(key, ".")
+	name, modifier, _ := strings.Cut(ref, ":")
+	if modifier != "" {
+		return modifier
+	}
+	return referenceTargets[name]
+}
+
+// readable reports whether the token may read resources of type t ("" for any type:
+// only a * grant).
+func readable(g smart.Grants, t string) bool {
+	if t == "" {
+		t = "*"
+		for _, gr := range g.List() {
+			if gr.Type == "*" && gr.Perms.Has(smart.PermRead) && gr.Query == nil {
+				return true
+			}
+		}
+		return false
+	}
+	d := g.Allow(t, smart.Read)
+	return d.Allowed && len(d.Restrictions) == 0
+}
+
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return out
+}
+
+// confine confines a call decided at the patient level to the token's patient (docs/
+// security.md, "Patient context"): a search of a type in the patient compartment gets
+// the patient added (one naming another patient is refused), a read of another
+// patient is a 404, and what cannot be confined (a write, a read of a compartment type
+// by id, a history) is refused.
+func confine(patient string, e smart.Entry, path string) Verdict {
+	if patient == "" {
+		return refuse("", "a patient-level scope needs the token's patient claim (the SMART launch context)")
+	}
+	inCompartment := e.ResourceType == "Patient" || smart.InCompartment(e.ResourceType)
+	switch e.Interaction {
+	case smart.SearchType:
+		if !inCompartment {
+			return Verdict{}
+		}
+		if refs := smart.PatientsNamed(e.ResourceType, e.Params); len(refs.IDs) > 0 && !(len(refs.IDs) == 1 && refs.IDs[0] == patient) {
+			return refuse("", "the token's patient-level scopes reach its own patient only")
+		}
+		if e.ResourceType == "Patient" {
+			return Verdict{Add: map[string][]string{"_id": {patient}}}
+		}
+		params, _ := smart.CompartmentParams(e.ResourceType)
+		return Verdict{Add: map[string][]string{params[0]: {"Patient/" + patient}}}
+	case smart.Read, smart.VRead, smart.HistoryInstance:
+		switch id := strings.Split(path, "/")[1]; {
+		case !inCompartment:
+			return Verdict{}
+		case e.ResourceType == "Patient" && id == patient:
+			return Verdict{}
+		case e.ResourceType == "Patient":
+			return notFound
+		}
+	}
+	return refuse("", "a patient-level scope allows searches and reads of its patient's compartment only")
+}
+
+// notFound is the verdict for a patient the token may not know of.
+var notFound = Verdict{Status: http.StatusNotFound, Reason: "no such resource"}
