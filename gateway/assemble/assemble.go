@@ -31,6 +31,8 @@ type Gateway struct {
 	// Server is the server that listens and drains.
 	Server *server.Server
 
+	// federation is the federation surface, always built.
+	federation *federation.Surface
 	// The parts a configuration may switch off: nil when their table is absent.
 	audit     *audit.Trail
 	flow      *patient.Flow
@@ -170,10 +172,14 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	if expander != nil {
 		fedOpts.StoredQueries = expander
 	}
+	for _, f := range sh.opts.federation {
+		f(&fedOpts)
+	}
 	fed, err := federation.New(sh.cfg, fedOpts)
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
+	g.federation = fed
 	parts := []server.Registration{{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
 		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}}}
 	// The stored queries reach the members through the federation; each exchange
