@@ -165,9 +165,12 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
 	}
-	fedOpts := federation.Options{Logger: sh.log.WithName("federation"), Tracker: sh.tracker, Operators: sh.operators, Patient: g.flow}
+	fedOpts := federation.Options{Logger: sh.log.WithName("federation"), Tracker: sh.tracker, Operators: sh.operators}
 	if g.audit != nil {
 		fedOpts.Audit = g.audit
+	}
+	if g.flow != nil {
+		fedOpts.Patient = g.flow
 	}
 	if expander != nil {
 		fedOpts.StoredQueries = expander

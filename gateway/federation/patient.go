@@ -8,11 +8,20 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
+
+// PatientFlow is the flow of patient-scoped searches: *patient.Flow.
+type PatientFlow interface {
+	// Plan plans the first page of a search; scoped is false when it names no patient.
+	Plan(ctx context.Context, q patient.Query) (plan patient.Plan, scoped bool, err error)
+	// UseMembers makes members' keys the ones the flow maps and localizes by.
+	UseMembers(members []config.Member)
+}
 
 // planPatient runs the patient-scoped flow (Options.Patient, gateway/bindings/patient)
 // for the first page of a search whose positions ask every member: when the search
