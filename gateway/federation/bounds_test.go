@@ -719,7 +719,7 @@ func TestAMembersUnaskedSwitchingProtocolsIsABadGatewayAnswer(t *testing.T) {
 	h := newHarness(t, harnessOptions{requestTimeout: 10 * time.Second}, node{id: "node-u", url: switcher.URL + "/fhir"})
 	gw := h.Serve()
 	// Each request is given up after 5 s.
-	get := func(path string) (*http.Response, []byte, error) {
+	get := func(path string) (*reply, []byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gw.URL+path, nil)
@@ -729,7 +729,7 @@ func TestAMembersUnaskedSwitchingProtocolsIsABadGatewayAnswer(t *testing.T) {
 		}
 		defer res.Body.Close()
 		body, _ := io.ReadAll(res.Body)
-		return res, body, nil
+		return replyOf(res), body, nil
 	}
 
 	res, body, err := get("/nodes/node-u/fhir/Patient")
