@@ -69,14 +69,29 @@ func (g *Guard) PrepareReload(cfg *config.Config) (func(), error) {
 func (g *Guard) Handler() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		b := g.bounds.Load()
-		call, ok := callOf(c.Request, b.prefix)
-		if !ok || !g.required.Load() {
+		call, fhirAPI, decidable := callOf(c.Request, b.prefix)
+		if !fhirAPI {
+			c.Next()
+			return
+		}
+		if !g.required.Load() {
+			// Open: a token that verifies still names its caller in the evidence.
+			if c.Request.Header.Get("Authorization") != "" {
+				if p, e := g.verifier().AuthorizeClient(c.Request); e == nil {
+					c.Set(auth.PrincipalKey, p)
+				}
+			}
 			c.Next()
 			return
 		}
 		p, e := g.verifier().AuthorizeClient(c.Request)
 		if e != nil {
 			Refuse(c, e)
+			return
+		}
+		c.Set(auth.PrincipalKey, p)
+		if !decidable {
+			c.Next() // the route refuses it, asking no member
 			return
 		}
 		if !readBodies(c, &call, b) {
@@ -97,7 +112,6 @@ func (g *Guard) Handler() gin.HandlerFunc {
 		if len(v.Drop) > 0 {
 			c.Set(DroppedKey, v.Drop)
 		}
-		c.Set(auth.PrincipalKey, p)
 		c.Next()
 	}
 }

@@ -8,39 +8,54 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/smart"
 )
 
-// callOf reads the Call of a request under prefix (the base path); false for a path
-// outside the FHIR APIs of the data plane. A query that cannot be read is left to the
-// route, which refuses it; here it is read as no parameters, and so decided on less.
-func callOf(r *http.Request, prefix string) (Call, bool) {
+// callOf reads the Call of a request under prefix (the base path). fhirAPI is false
+// for a path outside the FHIR APIs of the data plane; decidable is false for one the
+// route refuses before asking any member (a dot segment, however hidden: the route's
+// own path rule), which needs a token but no decision. A query that cannot be read is
+// read as no parameters (the route refuses it too).
+func callOf(r *http.Request, prefix string) (call Call, fhirAPI, decidable bool) {
 	rest, ok := strings.CutPrefix(r.URL.Path, prefix)
 	if !ok {
-		return Call{}, false
+		return Call{}, false, false
 	}
-	segs := nonEmpty(strings.Split(rest, "/"))
-	call := Call{Method: r.Method, IfNoneExist: r.Header.Get("If-None-Exist")}
+	cleaned, err := proxy.CleanPath(rest)
+	// A method no FHIR interaction has (TRACE, CONNECT) is the route's 405.
+	decidable = err == nil && slices.Contains(restMethods, r.Method)
+	segs := nonEmpty(strings.Split(cleaned, "/"))
+	if !decidable {
+		segs = nonEmpty(strings.Split(rest, "/"))
+	}
+	call = Call{Method: r.Method, IfNoneExist: r.Header.Get("If-None-Exist")}
 	switch {
 	case len(segs) >= 1 && segs[0] == "fhir":
 		segs = segs[1:]
 	case len(segs) >= 3 && segs[0] == "nodes" && segs[2] == "fhir":
 		call.Routed, segs = true, segs[3:]
+	case len(segs) >= 1 && segs[0] == "nodes":
+		return Call{}, true, false // a path under /nodes the route answers 404
 	default:
-		return Call{}, false
+		return Call{}, false, false
 	}
 	call.Path = strings.Join(segs, "/")
 	call.Params, _ = url.ParseQuery(r.URL.RawQuery)
 	if call.Params == nil {
 		call.Params = url.Values{}
 	}
-	return call, true
+	return call, true, decidable
 }
+
+// restMethods are the methods of FHIR's RESTful API.
+var restMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
 func nonEmpty(segs []string) []string {
 	out := segs[:0]

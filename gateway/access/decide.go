@@ -59,11 +59,21 @@ func Decide(g smart.Grants, patient string, call Call) Verdict {
 		return decideEntries(g, call.Entries)
 	}
 	e, ok := classify(call)
-	if !ok {
-		if op := operation(call.Path); op != "" {
-			return decideOperation(g, call.Path)
+	switch {
+	case ok:
+	case !call.Routed:
+		// The federated surface answers what it does not serve with an error of its
+		// own (404, 405, 400), asking no member.
+		return Verdict{}
+	case operation(call.Path) != "":
+		return decideOperation(g, call.Path)
+	default:
+		// A path the gateway cannot tell the interaction of goes to the member only for
+		// a token that may do everything there.
+		if v := decideOperation(g, "$"); v.Status != 0 {
+			return refuse(v.Needed, "the gateway cannot tell which interaction this request is: only a token that may do everything on every type may send it")
 		}
-		return refuse("", "the gateway cannot tell which interaction this request is, so no scope allows it")
+		return Verdict{}
 	}
 	if e.Interaction == smart.SearchSystem && e.Params.Has("_type") {
 		return decideTypes(g, e.Params)

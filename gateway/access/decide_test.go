@@ -47,7 +47,8 @@ func TestDecide(t *testing.T) {
 		{name: "a conditional delete needs s too", scopes: "user/Observation.d", call: routed("DELETE", "Observation", "code=x"), status: 403},
 		{name: "the capability statement needs nothing", scopes: "", call: get("metadata", "")},
 		{name: "no scope at all", scopes: "openid fhirUser", call: get("Patient", ""), status: 403, needed: "user/Patient.s"},
-		{name: "a path of no interaction", scopes: "system/*.cruds", call: routed("GET", "Patient/1/x/y", ""), status: 403},
+		{name: "a path of no interaction, a token that may do everything", scopes: "system/*.cruds", call: routed("GET", "Patient;v=1/a..b", "")},
+		{name: "a path of no interaction", scopes: "system/*.rs", call: routed("GET", "Patient/1/x/y", ""), status: 403, needed: "system/*.cruds"},
 		{name: "a compartment search is a search of its type", scopes: "system/Observation.s", call: routed("GET", "Patient/1/Observation", "")},
 		{name: "a compartment search needs its type", scopes: "system/Patient.rs", call: routed("GET", "Patient/1/Observation", ""), status: 403, needed: "system/Observation.s"},
 		// What a search reaches beyond its type.

@@ -32,6 +32,8 @@ type Gateway struct {
 	// Server is the server that listens and drains.
 	Server *server.Server
 
+	// federation is the federation surface, always built.
+	federation *federation.Surface
 	// The parts a configuration may switch off: nil when their table is absent.
 	audit     *audit.Trail
 	flow      *patient.Flow
@@ -164,23 +166,31 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the stored queries could not be built: %w", err)}
 	}
-	fedOpts := federation.Options{Logger: sh.log.WithName("federation"), Tracker: sh.tracker, Operators: sh.operators, Patient: g.flow}
+	fedOpts := federation.Options{Logger: sh.log.WithName("federation"), Tracker: sh.tracker, Operators: sh.operators}
 	if g.audit != nil {
 		fedOpts.Audit = g.audit
 	}
+	if g.flow != nil {
+		fedOpts.Patient = g.flow
+	}
 	if expander != nil {
 		fedOpts.StoredQueries = expander
+	}
+	for _, f := range sh.opts.federation {
+		f(&fedOpts)
 	}
 	fed, err := federation.New(sh.cfg, fedOpts)
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the federation surface could not be built: %w", err)}
 	}
-	// Who may use the data plane: the guard runs in front of every part's data-plane
-	// routes, verifying with the issuers the federation's reload keeps current.
+	// Who may use the data plane: the access guard runs in front of every part's
+	// data-plane routes, verifying with the issuers the federation's reload keeps
+	// current; the federation's loop guard before it (a nested request has no token).
+	g.federation = fed
 	guard := access.New(sh.cfg, sh.operators.Verifier)
-	parts := []server.Registration{{Name: "access", Guard: guard.Handler(), Reload: guard.PrepareReload}}
-	parts = append(parts, server.Registration{Name: "federation", DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
-		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}})
+	parts := []server.Registration{{Name: "federation", Guard: fed.LoopGuard, DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
+		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}},
+		{Name: "access", Guard: guard.Handler(), Reload: guard.PrepareReload}}
 	// The stored queries reach the members through the federation; each exchange
 	// with a member about a stored query is audited.
 	if expander != nil {

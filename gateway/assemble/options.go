@@ -4,13 +4,15 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 )
 
 // Option changes what New builds beyond what a configuration file can say. serve and
 // `config check` pass none; the tests of a whole gateway (test/gatewaytest) pass what
 // they must inject into the production wiring: a recorder that refuses, a spool file
-// system that fails, a shorter delivery interval, a count of cache invalidations.
+// system that fails, a shorter delivery interval, a count of cache invalidations, a
+// member transport of a benchmark's own.
 type Option func(*options)
 
 type options struct {
@@ -18,6 +20,7 @@ type options struct {
 	audit      []func(*audit.Options)
 	invalidate []func()
 	directory  []func(*mcsd.Options)
+	federation []func(*federation.Options)
 	server     []server.Option
 }
 
@@ -45,4 +48,11 @@ func WithServerOptions(opts ...server.Option) Option {
 // (limits of a test's own).
 func WithDirectoryOptions(f func(*mcsd.Options)) Option {
 	return func(o *options) { o.directory = append(o.directory, f) }
+}
+
+// WithFederationOptions changes the federation surface's options once New filled them
+// in (a member transport of a benchmark's own: one that counts its dials, or answers
+// off the network).
+func WithFederationOptions(f func(*federation.Options)) Option {
+	return func(o *options) { o.federation = append(o.federation, f) }
 }

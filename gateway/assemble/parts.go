@@ -4,13 +4,17 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/bindings/pmir"
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
 )
 
 // The parts a test of a whole gateway reaches into (test/gatewaytest): to run a
-// refresh or a drift check now instead of waiting for its loop. Each is nil when its
-// table is absent.
+// refresh or a drift check now instead of waiting for its loop, or to read what a
+// part's own tests read of it. Each but the federation is nil when its table is absent.
+
+// Federation is the federation surface.
+func (g *Gateway) Federation() *federation.Surface { return g.federation }
 
 // Audit is the audit trail ([audit]).
 func (g *Gateway) Audit() *audit.Trail { return g.audit }

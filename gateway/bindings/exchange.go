@@ -105,12 +105,8 @@ func (e Exchange) State(stored bool) (s dependencies.State, ok bool) {
 	return dependencies.FromHTTP(e.Answered, e.Status), true
 }
 
-// Observe puts the exchange's state under key in tracker (nil: nowhere; the directory
-// sets its state once a whole refresh is done).
+// Observe puts the exchange's state under key in tracker.
 func (e Exchange) Observe(tracker *dependencies.Tracker, key string, stored bool) {
-	if tracker == nil {
-		return
-	}
 	if s, ok := e.State(stored); ok {
 		tracker.SetService(key, s, "")
 	}
@@ -155,12 +151,20 @@ func AuditFailure(step string) *Failure {
 		Diagnostics: "the audit record of the " + step + "'s exchange could not be stored, so its answer was not used: retry later"}
 }
 
-// Finish ends one exchange of a patient-scoped binding: when the request left the
-// gateway it records the exchange's AuditEvent (ev, with its outcome from ex) through
-// rec within timeout, whatever the client does meanwhile, then sets ev.Key's state in
-// tracker. stored is false when the record could not be stored: the exchange is
-// failing and its answer must not be used.
+// Finish ends one exchange of a patient-scoped binding: it records the exchange
+// (RecordExchange), then sets ev.Key's state in tracker. stored is false when the
+// record could not be stored: the exchange is failing and its answer must not be used.
 func Finish(ctx context.Context, ex Exchange, ev QueryEvent, rec Recorder, timeout time.Duration, tracker *dependencies.Tracker) (stored bool) {
+	stored = RecordExchange(ctx, ex, ev, rec, timeout)
+	ex.Observe(tracker, ev.Key, stored)
+	return stored
+}
+
+// RecordExchange records, when the request left the gateway, the exchange's AuditEvent
+// (ev, with its outcome from ex) through rec within timeout, whatever the client does
+// meanwhile; stored is false when the record could not be stored. The directory
+// records its exchanges with it alone: it sets its state once a whole refresh is done.
+func RecordExchange(ctx context.Context, ex Exchange, ev QueryEvent, rec Recorder, timeout time.Duration) (stored bool) {
 	stored = true
 	if ex.Sent {
 		ev.Outcome = ex.AuditOutcome()
@@ -172,6 +176,5 @@ func Finish(ctx context.Context, ex Exchange, ev QueryEvent, rec Recorder, timeo
 		}
 		stored = err == nil
 	}
-	ex.Observe(tracker, ev.Key, stored)
 	return stored
 }

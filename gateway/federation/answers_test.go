@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
@@ -24,20 +25,33 @@ func replyOf(res *http.Response) *reply {
 	return &reply{StatusCode: res.StatusCode, Header: res.Header, ContentLength: res.ContentLength}
 }
 
-// do sends a request to the gateway; authorization is the whole header value, "" for none.
-func (h *harness) do(ctx context.Context, method, path, authorization string, header http.Header) (*reply, []byte, error) {
+// send sends a request of path (under the base) to the gateway, body nil for none,
+// and returns the answer unread. Every request of the harness goes through it, to
+// gatewaytest's one place (Gateway.Send, which gives a data-plane request the
+// client token).
+func (h *harness) send(ctx context.Context, method, path string, body io.Reader, header http.Header) (*http.Response, error) {
 	h.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, h.gw.URL+testBase+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, h.URL+path, body)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	return h.Send(req)
+}
+
+// do sends a request to the gateway; authorization is the whole header value, "" for none.
+func (h *harness) do(ctx context.Context, method, path, authorization string, header http.Header) (*reply, []byte, error) {
+	h.t.Helper()
 	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
+		header = header.Clone()
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set("Authorization", authorization)
 	}
-	res, err := h.gw.Client().Do(req)
+	res, err := h.send(ctx, method, path, nil, header)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,7 +96,7 @@ func (h *harness) get(path string) (*reply, []byte) {
 // too, for the assertions on what it must never contain.
 func (h *harness) report() (map[string]string, []byte) {
 	h.t.Helper()
-	res, body, err := h.do(context.Background(), http.MethodGet, "/operator/dependencies", "Bearer "+h.token, nil)
+	res, body, err := h.do(context.Background(), http.MethodGet, "/operator/dependencies", "Bearer "+h.Token, nil)
 	if err != nil || res.StatusCode != 200 {
 		h.t.Fatalf("dependency report: %v %v %s", res, err, body)
 	}
@@ -114,8 +128,8 @@ type searchAnswer struct {
 	ResourceType string `json:"resourceType"`
 	Type         string `json:"type"`
 	Meta         struct {
-		Federation []Record         `json:"federation"`
-		Extension  []map[string]any `json:"extension"`
+		Federation []federation.Record `json:"federation"`
+		Extension  []map[string]any    `json:"extension"`
 	} `json:"meta"`
 	Total *int        `json:"total"`
 	Link  []fhir.Link `json:"link"`
@@ -161,12 +175,7 @@ func (b searchAnswer) link(relation string) string {
 // postForm POSTs body with its content type to the gateway.
 func (h *harness) postForm(path, body, contentType string) (*reply, []byte) {
 	h.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.gw.URL+testBase+path, strings.NewReader(body))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", contentType)
-	res, err := h.gw.Client().Do(req)
+	res, err := h.send(context.Background(), http.MethodPost, path, strings.NewReader(body), http.Header{"Content-Type": {contentType}})
 	if err != nil {
 		h.t.Fatalf("POST %s: %v", path, err)
 	}

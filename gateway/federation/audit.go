@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
@@ -39,12 +40,10 @@ func (s *Surface) auditing(c *gin.Context, st *settings, kind audit.Kind, resour
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		a.ClientAddress = host
 	}
-	// The requester is the operator token's subject when the request carries one that
-	// verifies; anyone else is anonymous (the data plane takes no token of its own).
-	if r.Header.Get("Authorization") != "" && st.verifier.Configured() {
-		if p, e := st.verifier.Authorize(r); e == nil {
-			a.Issuer, a.Subject = p.Issuer, p.Subject
-		}
+	// The requester is the verified token's (gateway/access); anyone else is anonymous.
+	if v, ok := c.Get(auth.PrincipalKey); ok {
+		p := v.(*auth.Principal)
+		a.Issuer, a.Subject, a.FHIRUser, a.ClientID, a.Scopes = p.Issuer, p.Subject, p.FHIRUser, p.ClientID, p.Scopes
 	}
 	// The record is queued now, and written while the members are asked; the wait
 	// for its sync is bounded by the request's budget, counted from now.

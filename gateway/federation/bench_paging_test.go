@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"encoding/json"
@@ -28,12 +28,11 @@ func BenchmarkFederatedPage(b *testing.B) {
 	for _, id := range ids {
 		nodes = append(nodes, node{id: id, opts: members.Options{Entries: 20, NumericIDs: true, Knobs: double.Knobs{Delay: time.Millisecond}}})
 	}
-	h := newHarness(b, harnessOptions{}, nodes...)
 	var dials dialCounter
-	countGatewayDials(h, &dials)
+	h := newHarness(b, harnessOptions{transport: memberTransport(&dials)}, nodes...)
 	client := benchClient(&dials)
 	const search = "/Patient?_count=60"
-	gateway := serveFull(b, h) + "/fhir" + search
+	gateway := h.Serve().URL + "/fhir" + search
 	var direct, hops []string
 	for _, id := range ids {
 		direct = append(direct, h.members[id].URL+search)
@@ -135,12 +134,11 @@ func BenchmarkPagingWalk(b *testing.B) {
 	for i, n := range []int{62, 3, 2} {
 		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Entries: n, NumericIDs: true, Knobs: double.Knobs{Delay: time.Millisecond}}})
 	}
-	h := newHarness(b, harnessOptions{}, nodes...)
 	var dials dialCounter
-	countGatewayDials(h, &dials)
+	h := newHarness(b, harnessOptions{transport: memberTransport(&dials)}, nodes...)
 	client := benchClient(&dials)
 	const search = "/Patient?_count=10"
-	gateway := serveFull(b, h) + "/fhir" + search
+	gateway := h.Serve().URL + "/fhir" + search
 	var direct []string
 	for _, n := range nodes {
 		direct = append(direct, h.members[n.id].URL+search)

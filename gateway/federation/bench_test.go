@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"bytes"
@@ -16,56 +16,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
-	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
-// The benchmarks send their requests to the gateway's own server (server.New with the
-// surface: recovery, in-flight gauge, access log, request counter, readiness gate and
-// request deadline in front of the surface), not to the harness's bare gin engine: the
-// figure is what a client of a deployed gateway waits for.
-
-// serveFull serves h's surface from the gateway's server on loopback and returns the
-// server's base URL once the data plane is open.
-func serveFull(b testing.TB, h *harness) string {
-	b.Helper()
-	return serveWith(b, h, logr.Discard())
-}
-
-// serveWith is serveFull with the server's logger.
-func serveWith(b testing.TB, h *harness, log logr.Logger) string {
-	b.Helper()
-	srv, err := server.New(h.cfg, log, server.WithRegistrations(h.registration()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-	})
-	double.Eventually(b, "the gateway is ready", func() bool {
-		res, err := http.Get(srv.URL() + "/health/readiness")
-		if err != nil {
-			return false
-		}
-		_, readErr := io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return readErr == nil && res.StatusCode == http.StatusOK
-	})
-	return srv.URL()
-}
+// The benchmarks send their requests to the gateway's own server (the server
+// assemble.New builds: recovery, in-flight gauge, access log, request counter,
+// readiness gate and request deadline in front of the surface; Gateway.Serve), not to
+// the harness's mount without it: the figure is what a client of a deployed gateway
+// waits for.
 
 // dialCounter counts the connections a transport opens, so that a benchmark can
 // check that every path it compares reuses its connections: a path that dialed per
@@ -90,9 +52,11 @@ func benchClient(dials *dialCounter) *http.Client {
 	return &http.Client{Transport: dials.wrap(&http.Transport{MaxIdleConnsPerHost: 4})}
 }
 
-// countGatewayDials counts the connections the surface opens to members.
-func countGatewayDials(h *harness, dials *dialCounter) {
-	dials.wrap(h.surface.caller.client.Transport.(*http.Transport))
+// memberTransport is the member transport the surface makes for itself
+// (outbound.NewTransport with federation.MaxMemberHeaderBytes), the connections it
+// opens to members counted.
+func memberTransport(dials *dialCounter) http.RoundTripper {
+	return dials.wrap(outbound.NewTransport(federation.MaxMemberHeaderBytes))
 }
 
 // fetch GETs url and reads the whole answer, which must be a 200.
@@ -169,15 +133,14 @@ func bareHop(b *testing.B, member *members.Server, dials *dialCounter) string {
 func BenchmarkFanOut(b *testing.B) {
 	const slowest = 60 * time.Millisecond
 	ids := []string{"node-20", "node-40", "node-60"}
-	h := newHarness(b, harnessOptions{},
+	var dials dialCounter
+	h := newHarness(b, harnessOptions{transport: memberTransport(&dials)},
 		node{id: ids[0], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: 20 * time.Millisecond}}},
 		node{id: ids[1], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: 40 * time.Millisecond}}},
 		node{id: ids[2], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: slowest}}})
-	var dials dialCounter
-	countGatewayDials(h, &dials)
 	client := benchClient(&dials)
 	const search = "/Patient?name=smith"
-	url := serveFull(b, h) + "/fhir" + search
+	url := h.Serve().URL + "/fhir" + search
 	var direct, hops []string
 	for _, id := range ids {
 		direct = append(direct, h.members[id].URL+search)
@@ -238,14 +201,13 @@ func BenchmarkRouted(b *testing.B) {
 		delay time.Duration
 	}{{"member-0ms", 0}, {"member-1ms", time.Millisecond}, {"member-5ms", 5 * time.Millisecond}} {
 		b.Run(c.name, func(b *testing.B) {
-			h := newHarness(b, harnessOptions{}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: c.delay}}})
 			var dials dialCounter
-			countGatewayDials(h, &dials)
+			h := newHarness(b, harnessOptions{transport: memberTransport(&dials)}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: c.delay}}})
 			client := benchClient(&dials)
 			const path = "/Patient/node-a-1"
 			direct := h.members["node-a"].URL + path
 			hop := bareHop(b, h.members["node-a"], &dials) + "/fhir" + path
-			routed := serveFull(b, h) + "/nodes/node-a/fhir" + path
+			routed := h.Serve().URL + "/nodes/node-a/fhir" + path
 			for _, u := range []string{direct, hop, routed} {
 				timedGet(b, client, u)
 			}
@@ -318,11 +280,7 @@ func BenchmarkGatewayOwnCost(b *testing.B) {
 				nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), url: fmt.Sprintf("http://member-%d.invalid/fhir", i)})
 			}
 			h := newHarness(b, harnessOptions{transport: stubMembers{body: body}}, nodes...)
-			srv, err := server.New(h.cfg, logr.Discard(), server.WithRegistrations(h.registration()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			handler := srv.Handler()
+			handler := h.Assembled.Server.Handler()
 			// The first readiness answer opens the gate.
 			handler.ServeHTTP(&discard{h: http.Header{}}, httptest.NewRequest(http.MethodGet, testBase+"/health/readiness", nil))
 			req := httptest.NewRequest(http.MethodGet, testBase+c.path, nil)

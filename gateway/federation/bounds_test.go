@@ -1,7 +1,8 @@
-package federation
+package federation_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,11 +24,13 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
 
 // The tests of this file attack the gateway's own server (gateway/server with the
@@ -119,10 +122,10 @@ func rawSend(t *testing.T, base, head string, parts []string, gap time.Duration,
 	return a
 }
 
-func (h *harness) wantUp(t *testing.T, gw string, id string) {
+func (h *harness) wantUp(t *testing.T, gw *gatewaytest.Gateway, id string) {
 	t.Helper()
 	h.wantStates(map[string]string{id + "-query": "up"})
-	res, err := http.Get(gw + "/health/readiness")
+	res, err := gw.Get("/health/readiness")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +145,11 @@ func TestAClientsBrokenRequestNeverChangesTheMembersState(t *testing.T) {
 	if res, body := h.get("/nodes/node-a/fhir/Patient"); res.StatusCode != 200 {
 		t.Fatalf("%d %s", res.StatusCode, body)
 	}
-	gw := serveFull(t, h)
+	gw := h.Serve()
 	h.wantUp(t, gw, "node-a")
 
 	post := func(framing string) string {
-		return "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\n" + framing + "\r\n"
+		return "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer " + gw.Client + "\r\nContent-Type: " + fhir.MediaType + "\r\n" + framing + "\r\n"
 	}
 	cases := []struct {
 		name      string
@@ -163,7 +166,7 @@ func TestAClientsBrokenRequestNeverChangesTheMembersState(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := rawSend(t, gw, c.head, c.parts, c.gap, c.halfClose, 10*time.Second)
+			a := rawSend(t, gw.URL, c.head, c.parts, c.gap, c.halfClose, 10*time.Second)
 			if a.status != c.status || !strings.Contains(a.body, `"OperationOutcome"`) {
 				t.Fatalf("answered %d %s, want %d and an OperationOutcome", a.status, a.body, c.status)
 			}
@@ -190,8 +193,8 @@ func TestAClientsBrokenRequestNeverChangesTheMembersState(t *testing.T) {
 		if res, _ := h2.get("/nodes/node-s/fhir/Binary/1"); res.StatusCode != 200 {
 			t.Fatalf("%d", res.StatusCode)
 		}
-		gw2 := serveFull(t, h2)
-		res, err := http.Get(gw2 + "/nodes/node-s/fhir/Binary/1")
+		gw2 := h2.Serve()
+		res, err := gw2.Get("/nodes/node-s/fhir/Binary/1")
 		if err != nil || res.StatusCode != 200 {
 			t.Fatalf("%v %v", res, err)
 		}
@@ -217,9 +220,9 @@ func TestARoutedBodyThatNeverArrivesIsA408AndTheMemberIsNeverAsked(t *testing.T)
 	t.Cleanup(counting.Close)
 	const timeout = 500 * time.Millisecond
 	h := newHarness(t, harnessOptions{requestTimeout: timeout}, node{id: "node-a", url: counting.URL + "/fhir"})
-	gw := serveFull(t, h)
-	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
-	a := rawSend(t, gw, head, []string{`{"resource`}, 0, false, 20*timeout)
+	gw := h.Serve()
+	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer " + gw.Client + "\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
+	a := rawSend(t, gw.URL, head, []string{`{"resource`}, 0, false, 20*timeout)
 	if a.status != http.StatusRequestTimeout || !strings.Contains(a.body, "did not arrive within server.request_timeout_ms") {
 		t.Fatalf("answered %d %s, want 408", a.status, a.body)
 	}
@@ -239,9 +242,9 @@ func TestARoutedBodyPastTheBufferThatStopsIsA408AndTheMembersConnectionIsClosed(
 	m := startUploadMember(t)
 	const timeout = 500 * time.Millisecond
 	h := newHarness(t, harnessOptions{requestTimeout: timeout, tables: "[limits]\nmax_routed_body_buffer_bytes = 16\n"}, node{id: "node-a", url: m.URL + "/fhir"})
-	gw := serveFull(t, h)
-	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
-	a := rawSend(t, gw, head, []string{`{"resourceType":"Patient",`}, 0, false, 20*timeout)
+	gw := h.Serve()
+	head := "POST " + testBase + "/nodes/node-a/fhir/Patient HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer " + gw.Client + "\r\nContent-Type: " + fhir.MediaType + "\r\nContent-Length: 100\r\n\r\n"
+	a := rawSend(t, gw.URL, head, []string{`{"resourceType":"Patient",`}, 0, false, 20*timeout)
 	if a.status != http.StatusRequestTimeout || !strings.Contains(a.body, "did not arrive within server.request_timeout_ms") {
 		t.Fatalf("answered %d %s, want 408", a.status, a.body)
 	}
@@ -269,14 +272,14 @@ func TestAClientThatReadsNothingIsCutOffAtTheRequestDeadline(t *testing.T) {
 	defer big.Close()
 	const timeout = 500 * time.Millisecond
 	h := newHarness(t, harnessOptions{requestTimeout: timeout}, node{id: "node-b", url: big.URL + "/fhir"})
-	gw := serveFull(t, h)
-	u, _ := url.Parse(gw)
+	gw := h.Serve()
+	u, _ := url.Parse(gw.URL)
 	conn, err := net.Dial("tcp", u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET "+testBase+"/nodes/node-b/fhir/Binary/1 HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(conn, "GET "+testBase+"/nodes/node-b/fhir/Binary/1 HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer " + gw.Client + "\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(4 * timeout) // reading nothing, well past the deadline and its grace
@@ -318,11 +321,11 @@ func TestMembersAnsweringMillionsOfEmptyEntriesAreRefusedWithoutKeepingThem(t *t
 		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), url: emptyEntriesMember(t, config.DefaultMaxMemberBodyBytes-1024).URL + "/fhir"})
 	}
 	h := newHarness(t, harnessOptions{requestTimeout: 20 * time.Second}, nodes...)
-	gw := serveFull(t, h)
+	gw := h.Serve()
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	res, err := http.Get(gw + "/fhir/Patient")
+	res, err := gw.Get("/fhir/Patient")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,14 +386,14 @@ func (c *concurrencyHost) peaks() (total, perMember int) {
 	return c.peak, perMember
 }
 
-// searchAll sends n searches at once and returns their statuses.
-func searchAll(t *testing.T, url string, n int) []int {
+// searchAll sends n searches of path to gw at once and returns their statuses.
+func searchAll(t *testing.T, gw *gatewaytest.Gateway, path string, n int) []int {
 	t.Helper()
 	statuses := make([]int, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			res, err := http.Get(url)
+			res, err := gw.Get(path)
 			if err != nil {
 				t.Error(err)
 				return
@@ -414,8 +417,8 @@ func TestAFanOutNeverHasMoreMemberCallsInFlightThanItsLimits(t *testing.T) {
 			nodes = append(nodes, node{id: fmt.Sprintf("m%d", i), url: fmt.Sprintf("%s/m%d/fhir", host.URL, i)})
 		}
 		h := newHarness(t, harnessOptions{requestTimeout: 10 * time.Second, tables: "[limits]\nmax_member_calls = 8\nmax_member_calls_per_member = 2\n"}, nodes...)
-		gw := serveFull(t, h)
-		for _, s := range searchAll(t, gw+"/fhir/Patient", 6) {
+		gw := h.Serve()
+		for _, s := range searchAll(t, gw, "/fhir/Patient", 6) {
 			if s != 200 {
 				t.Fatalf("a search answered %d", s)
 			}
@@ -430,8 +433,8 @@ func TestAFanOutNeverHasMoreMemberCallsInFlightThanItsLimits(t *testing.T) {
 		host := startConcurrencyHost(t, 20*time.Millisecond)
 		h := newHarness(t, harnessOptions{requestTimeout: 10 * time.Second, tables: "[limits]\nmax_member_calls_per_member = 2\n"},
 			node{id: "m0", url: host.URL + "/m0/fhir"})
-		gw := serveFull(t, h)
-		statuses := append(searchAll(t, gw+"/fhir/Patient", 10), searchAll(t, gw+"/nodes/m0/fhir/Patient", 10)...)
+		gw := h.Serve()
+		statuses := append(searchAll(t, gw, "/fhir/Patient", 10), searchAll(t, gw, "/nodes/m0/fhir/Patient", 10)...)
 		for _, s := range statuses {
 			if s != 200 {
 				t.Fatalf("a request answered %d", s)
@@ -452,12 +455,12 @@ func TestAFanOutPastTheQueueIsShedBeforeAnyMemberIsAsked(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second,
 		tables: "[limits]\nmax_registry_members = 10\nmax_member_calls = 10\nmax_member_calls_per_member = 10\nmax_queued_member_calls = 10\n"}, nodes...)
-	gw := serveFull(t, h)
+	gw := h.Serve()
 	var served, shed atomic.Int64
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
-			res, err := http.Get(gw + "/fhir/Patient")
+			res, err := gw.Get("/fhir/Patient")
 			if err != nil {
 				t.Error(err)
 				return
@@ -493,7 +496,7 @@ func TestLivenessIsAnsweredWhileAFloodIsShed(t *testing.T) {
 		nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), opts: members.Options{Knobs: double.Knobs{Delay: 100 * time.Millisecond}}})
 	}
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second, tables: "[limits]\nmax_in_flight_requests = 4\n"}, nodes...)
-	gw := serveFull(t, h)
+	gw := h.Serve()
 
 	stop := make(chan struct{})
 	var latencies []time.Duration
@@ -507,7 +510,7 @@ func TestLivenessIsAnsweredWhileAFloodIsShed(t *testing.T) {
 			case <-time.After(5 * time.Millisecond):
 			}
 			start := time.Now()
-			res, err := http.Get(gw + "/health")
+			res, err := gw.Get("/health")
 			if err != nil {
 				livenessFailed++
 				continue
@@ -526,7 +529,7 @@ func TestLivenessIsAnsweredWhileAFloodIsShed(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 40 {
 			wg.Go(func() {
-				res, err := http.Get(gw + "/fhir/Patient")
+				res, err := gw.Get("/fhir/Patient")
 				if err != nil {
 					other.Add(1)
 					return
@@ -584,12 +587,12 @@ func TestAMemberThatLeadsBackToTheGatewayCostsOneNestedRequest(t *testing.T) {
 	defer proxy.Close()
 	h := newHarness(t, harnessOptions{requestTimeout: 5 * time.Second},
 		node{id: "node-a", opts: members.Options{Entries: 1}}, node{id: "loop", url: proxy.URL + testBase + "/fhir"})
-	gw := serveFull(t, h)
-	u, _ := url.Parse(gw)
+	gw := h.Serve()
+	u, _ := url.Parse(gw.URL)
 	u.Path = ""
 	target.Store(u)
 
-	res, err := http.Get(gw + "/fhir/Patient")
+	res, err := gw.Get("/fhir/Patient")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,7 +605,7 @@ func TestAMemberThatLeadsBackToTheGatewayCostsOneNestedRequest(t *testing.T) {
 	if n := through.Load(); n != 1 {
 		t.Fatalf("the loop went through the proxy %d times, want 1", n)
 	}
-	var loop *Record
+	var loop *federation.Record
 	for i, r := range b.Meta.Federation {
 		if r.ID == "loop" {
 			loop = &b.Meta.Federation[i]
@@ -614,7 +617,7 @@ func TestAMemberThatLeadsBackToTheGatewayCostsOneNestedRequest(t *testing.T) {
 
 	// Routed, the nested request's 508 comes back.
 	through.Store(0)
-	res, err = http.Get(gw + "/nodes/loop/fhir/Patient")
+	res, err = gw.Get("/nodes/loop/fhir/Patient")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,8 +644,8 @@ func TestARoutedRequestNamesTheRealPeerNotWhatTheClientClaims(t *testing.T) {
 			logs = append(logs, args)
 			logMu.Unlock()
 		}, funcr.Options{Verbosity: 1})
-		h := newHarness(t, harnessOptions{}, node{id: "node-a"})
-		gw := serveWith(t, h, log)
+		h := newHarness(t, harnessOptions{log: log}, node{id: "node-a"})
+		gw := h.Serve()
 		got := routedWith(t, gw, spoof, h.members["node-a"])
 		for k, vs := range got.Header {
 			for _, v := range vs {
@@ -665,7 +668,7 @@ func TestARoutedRequestNamesTheRealPeerNotWhatTheClientClaims(t *testing.T) {
 	})
 	t.Run("from a trusted proxy", func(t *testing.T) {
 		h := newHarness(t, harnessOptions{tables: "[forwarding]\ntrusted_proxies = [\"127.0.0.0/8\"]\nvia_id = \"gw-test\"\n"}, node{id: "node-a"})
-		gw := serveFull(t, h)
+		gw := h.Serve()
 		got := routedWith(t, gw, spoof, h.members["node-a"])
 		if got.Header.Get("X-Forwarded-For") != "6.6.6.6, 127.0.0.1" || got.Header.Get("X-Real-Ip") != "6.6.6.6" ||
 			!strings.HasPrefix(got.Header.Get("Forwarded"), "for=6.6.6.6;host=evil.example, for=127.0.0.1;") ||
@@ -676,13 +679,13 @@ func TestARoutedRequestNamesTheRealPeerNotWhatTheClientClaims(t *testing.T) {
 }
 
 // routedWith sends a routed GET with header to gw and returns what m saw of it.
-func routedWith(t *testing.T, gw string, header http.Header, m *members.Server) members.Request {
+func routedWith(t *testing.T, gw *gatewaytest.Gateway, header http.Header, m *members.Server) members.Request {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, gw+"/nodes/node-a/fhir/Patient", nil)
+	req, _ := http.NewRequest(http.MethodGet, gw.URL+"/nodes/node-a/fhir/Patient", nil)
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := gw.Send(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,25 +717,33 @@ func TestAMembersUnaskedSwitchingProtocolsIsABadGatewayAnswer(t *testing.T) {
 	}))
 	defer switcher.Close()
 	h := newHarness(t, harnessOptions{requestTimeout: 10 * time.Second}, node{id: "node-u", url: switcher.URL + "/fhir"})
-	gw := serveFull(t, h)
-	client := &http.Client{Timeout: 5 * time.Second}
+	gw := h.Serve()
+	// Each request is given up after 5 s.
+	get := func(path string) (*reply, []byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gw.URL+path, nil)
+		res, err := gw.Send(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return replyOf(res), body, nil
+	}
 
-	res, err := client.Get(gw + "/nodes/node-u/fhir/Patient")
+	res, body, err := get("/nodes/node-u/fhir/Patient")
 	if err != nil {
 		t.Fatalf("the routed request hung: %v", err)
 	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
 	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "answered HTTP 101") {
 		t.Fatalf("routed: %d %s", res.StatusCode, body)
 	}
 
-	res, err = client.Get(gw + "/fhir/Patient")
+	res, body, err = get("/fhir/Patient")
 	if err != nil {
 		t.Fatalf("the search hung: %v", err)
 	}
-	body, _ = io.ReadAll(res.Body)
-	res.Body.Close()
 	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "answered HTTP 101") {
 		t.Fatalf("search: %d %s", res.StatusCode, body)
 	}
@@ -744,7 +755,7 @@ func TestAMembersUnaskedSwitchingProtocolsIsABadGatewayAnswer(t *testing.T) {
 // the gateway from 61 MB to 915 MB): net/http read a head of up to 1 MiB whole.
 func TestAQueryLongerThanTheLimitIs414BeforeAnyMemberIsAsked(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
-	gw := serveFull(t, h)
+	gw := h.Serve()
 	// Past the limit: 414. Past the limit and the head's room for headers (the 900 KB
 	// of the finding): net/http refuses the head before it is read whole, 431.
 	for _, c := range []struct {
@@ -756,7 +767,7 @@ func TestAQueryLongerThanTheLimitIs414BeforeAnyMemberIsAsked(t *testing.T) {
 		{"name=" + strings.Repeat("a", 900<<10), http.StatusRequestHeaderFieldsTooLarge, ""},
 	} {
 		for _, path := range []string{"/fhir/Patient?", "/nodes/node-a/fhir/Patient?"} {
-			res, err := http.Get(gw + path + c.query)
+			res, err := gw.Get(path + c.query)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -771,7 +782,7 @@ func TestAQueryLongerThanTheLimitIs414BeforeAnyMemberIsAsked(t *testing.T) {
 		t.Fatalf("the member was asked %d times", n)
 	}
 	// A query of exactly the limit is served.
-	res, err := http.Get(gw + "/fhir/Patient?name=" + strings.Repeat("a", config.DefaultMaxQueryBytes-len("name=")))
+	res, err := gw.Get("/fhir/Patient?name=" + strings.Repeat("a", config.DefaultMaxQueryBytes-len("name=")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -830,7 +841,7 @@ func TestARoutedCallThatGetsNoSlotWithinTheWaitIs503AndTheMemberKeepsItsState(t 
 	start := time.Now()
 	res, body := h.get("/nodes/node-a/fhir/Patient/2")
 	took := time.Since(start)
-	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != ShedRetryAfter ||
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != federation.ShedRetryAfter ||
 		!strings.Contains(string(body), `"code":"throttled"`) || !strings.Contains(string(body), "limits.member_call_wait_ms") {
 		t.Fatalf("answered %d (Retry-After %q) %s after %s; want 503, Retry-After: 1, a throttled OperationOutcome", res.StatusCode, res.Header.Get("Retry-After"), body, took)
 	}
@@ -870,7 +881,7 @@ func TestACallLeftWithTooLittleBudgetIsNeverSentAndTheMemberStaysUp(t *testing.T
 		time.Sleep(5 * time.Millisecond)
 	}
 	res, body := h.get("/nodes/node-a/fhir/Patient/2")
-	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != ShedRetryAfter || !strings.Contains(string(body), "limits.min_member_call_ms") {
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != federation.ShedRetryAfter || !strings.Contains(string(body), "limits.min_member_call_ms") {
 		t.Fatalf("answered %d %s; want 503 with Retry-After naming limits.min_member_call_ms", res.StatusCode, body)
 	}
 	if s := <-first; s != 200 {

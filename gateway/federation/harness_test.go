@@ -1,24 +1,19 @@
-package federation
+package federation_test
 
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/go-logr/logr"
 
-	"github.com/ferrofed/ferrofed/gateway/auth"
-	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
-	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/gateway/dependencies"
-	"github.com/ferrofed/ferrofed/gateway/server"
-	"github.com/ferrofed/ferrofed/test/doubles/issuer"
+	"github.com/ferrofed/ferrofed/gateway/assemble"
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
-	"github.com/ferrofed/ferrofed/test/gatewaytest/mount"
+	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
 
 const testBase = "/api"
@@ -32,19 +27,15 @@ type node struct {
 	timeout time.Duration
 }
 
-// harness is a gateway made of the federation surface alone, mounted the way the
-// server mounts it (mount.Serve; the package's own tests cannot import the composition
-// root, which imports the package), in front of real loopback members.
+// harness is a gateway built by the composition root (gatewaytest.Mounted: its parts
+// mounted as the server mounts them, without the server's gate and bounds; Serve adds
+// the server over the same parts), in front of real loopback members.
 type harness struct {
-	t        testing.TB
-	surface  *Surface
-	gw       *httptest.Server
-	members  map[string]*members.Server
-	urls     []string
-	token    string
-	registry *prometheus.Registry
-	cfg      *config.Config
-	strict   bool
+	*gatewaytest.Gateway
+	t       testing.TB
+	members map[string]*members.Server
+	urls    []string
+	strict  bool
 }
 
 type harnessOptions struct {
@@ -58,11 +49,10 @@ type harnessOptions struct {
 	strictFHIR bool
 	// federation is more of the [federation] table, as TOML lines.
 	federation string
-	// tables are more tables ([limits], [forwarding]), as TOML.
+	// tables are more tables ([limits], [forwarding], [consent]), as TOML.
 	tables string
-	// patient runs the patient-scoped flow of the tables ([consent], …) in front of
-	// the fan-out, as assemble does.
-	patient bool
+	// log is the gateway's logger; default none.
+	log logr.Logger
 }
 
 func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
@@ -75,9 +65,6 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 		t.Fatal(err)
 	}
 	var toml strings.Builder
-	// The listen address is for the benchmarks, which also serve the surface from the
-	// gateway's own server (serveFull); the harness's gin engine ignores it.
-	fmt.Fprintf(&toml, "[server]\nlisten = \"127.0.0.1:0\"\ntermination_message_path = \"\"\nbase_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds())
 	if o.memberReady {
 		toml.WriteString("[health]\nmember_ready_check = true\n")
 	}
@@ -104,49 +91,16 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 			fmt.Fprintf(&toml, "timeout_ms = %d\n", n.timeout.Milliseconds())
 		}
 	}
-	if !o.noIssuer {
-		is := issuer.New(t)
-		toml.WriteString(is.Table())
-		h.token = is.Operator(t)
+	opts := []gatewaytest.Option{gatewaytest.WithServer(fmt.Sprintf("base_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds()))}
+	if o.noIssuer {
+		opts = append(opts, gatewaytest.WithoutIssuers())
 	}
-	cfg, err := config.Parse([]byte(toml.String()), "test.toml", config.Options{})
-	if err != nil {
-		t.Fatal(err)
+	if o.log.GetSink() != nil {
+		opts = append(opts, gatewaytest.WithLog(o.log))
 	}
-	h.registry = prometheus.NewPedanticRegistry()
-	tracker := dependencies.NewTracker()
-	var flow *patient.Flow
-	if o.patient {
-		if flow, err = patient.New(cfg, patient.Options{Tracker: tracker}); err != nil {
-			t.Fatal(err)
-		}
+	if o.transport != nil {
+		opts = append(opts, gatewaytest.WithAssemble(assemble.WithFederationOptions(func(fo *federation.Options) { fo.Transport = o.transport })))
 	}
-	s, err := New(cfg, Options{Transport: o.transport, Patient: flow, Tracker: tracker, Operators: operatorsOf(t, cfg)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The dependency states, registered as the composition root registers them.
-	h.registry.MustRegister(tracker.Collector())
-	h.surface = s
-	h.cfg = cfg
-	h.gw = mount.Serve(t, cfg, h.registration())
+	h.Gateway = gatewaytest.Mounted(t, toml.String(), opts...)
 	return h
-}
-
-// registration is the surface as the composition root registers it with the server.
-func (h *harness) registration() server.Registration {
-	s := h.surface
-	return server.Registration{Name: "federation", DataPlane: s.RegisterDataPlane, Operator: s.RegisterOperator,
-		Checks: s.Checks(), Stop: s.Stop, Reload: s.PrepareReload, Collectors: []prometheus.Collector{s.tracker.Collector()}}
-}
-
-// operatorsOf is the operator-token check of cfg's issuers, as the composition root
-// makes it.
-func operatorsOf(t testing.TB, cfg *config.Config) *auth.Operators {
-	t.Helper()
-	o, err := auth.NewOperators(cfg.Auth.Issuers, auth.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }

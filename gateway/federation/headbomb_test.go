@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
@@ -106,9 +107,9 @@ func BenchmarkHeaderBombs(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		limit int64
-	}{{"capped", MaxMemberHeaderBytes}, {"uncapped-baseline", 0}} {
+	}{{"capped", federation.MaxMemberHeaderBytes}, {"uncapped-baseline", 0}} {
 		b.Run(c.name, func(b *testing.B) {
-			tr := outbound.NewTransport(MaxMemberHeaderBytes)
+			tr := outbound.NewTransport(federation.MaxMemberHeaderBytes)
 			tr.MaxResponseHeaderBytes = c.limit
 			h := newHarness(b, harnessOptions{transport: tr, requestTimeout: 30 * time.Second,
 				tables: "[limits]\nmax_member_calls_per_member = 64\n"}, node{id: "bomb", url: headBomb(b)})
@@ -136,7 +137,7 @@ func BenchmarkHeaderBombs(b *testing.B) {
 				var wg sync.WaitGroup
 				for range 50 {
 					wg.Go(func() {
-						req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, h.gw.URL+testBase+"/fhir/Patient", nil)
+						req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, h.URL+"/fhir/Patient", nil)
 						res, err := client.Do(req)
 						if err != nil {
 							b.Error(err)

@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func TestTheGatewaysCapabilityStatementIsWhatTheMembersHaveInCommon(t *testing.T
 	h.wantStates(map[string]string{"node-a-query": "unknown", "node-b-query": "unknown", "node-down-query": "unknown"})
 	c := h.metadata()
 	if c.ResourceType != "CapabilityStatement" || c.Kind != "instance" || c.FHIRVersion != "4.0.1" || !slices.Contains(c.Format, "json") ||
-		c.Implementation["url"] != h.gw.URL+testBase+"/fhir" || len(c.Rest) != 1 || c.Rest[0].Mode != "server" {
+		c.Implementation["url"] != h.URL+"/fhir" || len(c.Rest) != 1 || c.Rest[0].Mode != "server" {
 		t.Fatalf("statement %+v", c)
 	}
 	var types []string
@@ -94,7 +94,7 @@ func TestTheGatewaysCapabilityStatementIsWhatTheMembersHaveInCommon(t *testing.T
 
 func TestTheProbeRefreshesTheStatementAndAZeroTTLAsksEveryTime(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a"}, node{id: "node-b", opts: members.Options{ResourceTypes: []string{"Observation"}}})
-	res, _, err := h.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+h.token, nil)
+	res, _, err := h.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+h.Token, nil)
 	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("probe %v %v", res, err)
 	}

@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"encoding/json"
@@ -12,10 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
-
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -114,7 +111,7 @@ func TestFollowingNextReturnsEveryMatchExactlyOnce(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, sixtySeven()...)
 	pages := walk(t, "/fhir/Patient?gender=female&_count=10", h)
 	urls := assertEveryMatchOnce(t, pages, 7, 67, 10)
-	if self := pages[0].link("self"); self != h.gw.URL+testBase+"/fhir/Patient?gender=female&_count=10" {
+	if self := pages[0].link("self"); self != h.URL+"/fhir/Patient?gender=female&_count=10" {
 		t.Fatalf("self link %s", self)
 	}
 	for _, u := range []string{"node-a/fhir/Patient/1", "node-b/fhir/Patient/1", "node-c/fhir/Patient/1", "node-a/fhir/Patient/62"} {
@@ -235,14 +232,20 @@ func TestTwoGatewaysSharingAKeyServeEachOthersPages(t *testing.T) {
 var minusOne = -1
 
 func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
-	h := newHarness(t, harnessOptions{}, sixtySeven()...)
+	// The gateway's key is one the test knows: the key file's.
+	file := keyFile(t)
+	h := newHarness(t, harnessOptions{federation: fmt.Sprintf("page_token_key_file = %q", file)}, sixtySeven()...)
 	_, body := h.get("/fhir/Patient?_count=10")
 	var b searchAnswer
 	if err := json.Unmarshal(body, &b); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
 	_, tok, _ := strings.Cut(b.link("next"), "_page=")
-	key := h.surface.state.Load().key
+	raw, err := config.ReadPageTokenKey(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := searchquery.Key(raw)
 	signed := func(t searchquery.Token) string {
 		s, err := key.Encode(t)
 		if err != nil {
@@ -359,7 +362,7 @@ func TestCollidingIdsGetDistinctFullURLs(t *testing.T) {
 	for _, e := range b.Entry {
 		got = append(got, e.FullURL)
 	}
-	base := h.gw.URL + testBase + "/nodes/"
+	base := h.URL + "/nodes/"
 	want := []string{base + "node-a/fhir/Patient/1", base + "node-a/fhir/Patient/2", base + "node-b/fhir/Patient/1", base + "node-b/fhir/Patient/2"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("fullUrls %v, want %v", got, want)
@@ -392,36 +395,6 @@ func TestAPostSearchEqualsTheGet(t *testing.T) {
 		t.Fatalf("a JSON body: %d %s", res.StatusCode, body)
 	}
 	outcomeOf(t, body)
-}
-
-func TestWithoutAKeyFileTheProcessMakesItsOwnAndSaysSo(t *testing.T) {
-	build := func(federation string) (string, searchquery.Key) {
-		var logs strings.Builder
-		cfg, err := config.Parse([]byte("[[registry.members]]\nid = \"a\"\nquery_endpoint = \"http://a.test/fhir\"\n"+federation), "t.toml", config.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := New(cfg, Options{Logger: funcr.New(func(prefix, args string) { logs.WriteString(args + "\n") }, funcr.Options{}),
-			Tracker: dependencies.NewTracker(), Operators: operatorsOf(t, cfg)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return logs.String(), s.state.Load().key
-	}
-	logs, own1 := build("")
-	if !strings.Contains(logs, "Made a page token key of its own") || !strings.Contains(logs, "federation.page_token_key_file") {
-		t.Fatalf("logs %q", logs)
-	}
-	_, own2 := build("")
-	if string(own1) == string(own2) || len(own1) < 32 {
-		t.Fatal("two processes made the same key, or a short one")
-	}
-	file := keyFile(t)
-	logs, shared1 := build(fmt.Sprintf("[federation]\npage_token_key_file = %q\n", file))
-	_, shared2 := build(fmt.Sprintf("[federation]\npage_token_key_file = %q\n", file))
-	if strings.Contains(logs, "of its own") || string(shared1) != string(shared2) {
-		t.Fatalf("with a key file: logs %q, keys differ %v", logs, string(shared1) != string(shared2))
-	}
 }
 
 func TestAMemberThatIgnoresCountIsPagedWithinItsPage(t *testing.T) {

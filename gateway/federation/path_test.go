@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"net/http"

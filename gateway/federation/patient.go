@@ -7,12 +7,22 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
+
+// PatientFlow is the flow of patient-scoped searches: *patient.Flow.
+type PatientFlow interface {
+	// Plan plans the first page of a search; scoped is false when it names no patient.
+	Plan(ctx context.Context, q patient.Query) (plan patient.Plan, scoped bool, err error)
+	// UseMembers makes members' keys the ones the flow maps and localizes by.
+	UseMembers(members []config.Member)
+}
 
 // planPatient runs the patient-scoped flow (Options.Patient, gateway/bindings/patient)
 // for the first page of a search whose positions ask every member: when the search
@@ -22,12 +32,9 @@ import (
 // failed closed (its status, no member asked).
 func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings, srch *search, q searchquery.Query, resourceType string) (answered bool) {
 	pq := patient.Query{ResourceType: resourceType, Params: q.Kept, Members: positionIDs(srch.positions)}
-	// The requester, as the audit trail names it: the operator token's subject when
-	// the request carries one that verifies.
-	if r := c.Request; r.Header.Get("Authorization") != "" && st.verifier.Configured() {
-		if p, e := st.verifier.Authorize(r); e == nil {
-			pq.Issuer, pq.Subject = p.Issuer, p.Subject
-		}
+	// The requester, as the audit trail names it: the verified token's (gateway/access).
+	if v, ok := c.Get(auth.PrincipalKey); ok {
+		pq.Issuer, pq.Subject = v.(*auth.Principal).Issuer, v.(*auth.Principal).Subject
 	}
 	plan, scoped, err := s.opts.Patient.Plan(ctx, pq)
 	var refusal *patient.Refusal

@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -20,15 +21,15 @@ import (
 // rest once answered.
 func TestAPatientScopedSearchIsAdmittedBeforeAnyBindingIsAsked(t *testing.T) {
 	pdp := consentpdp.Start(t, consentpdp.Options{Rules: []consentpdp.Rule{{Resource: "node-a", Permit: true}}})
-	h := newHarness(t, harnessOptions{patient: true, tables: fmt.Sprintf("[consent]\nurl = %q\n", pdp.URL)},
+	h := newHarness(t, harnessOptions{tables: fmt.Sprintf("[consent]\nurl = %q\n", pdp.URL)},
 		node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: 300 * time.Millisecond}}}, node{id: "node-b"}, node{id: "node-c"})
-	lim := h.surface.lim.Load()
+	lim := h.Assembled.Federation().Limiter()
 	const search = "/fhir/Observation?patient.identifier=urn:oid:1.2|MRN-1"
 
 	// The queue is full: other requests' calls are still to be made.
 	release, _ := lim.Admit(int(lim.MaxQueued()))
 	res, body := h.get(search)
-	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != ShedRetryAfter ||
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != federation.ShedRetryAfter ||
 		!strings.Contains(string(body), "limits.max_queued_member_calls") {
 		t.Fatalf("a search past the queue answered %d: %s", res.StatusCode, body)
 	}

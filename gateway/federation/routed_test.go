@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestARoutedMemberBuildsTheGatewaysURLsFromTheForwardedHeaders(t *testing.T)
 		t.Fatalf("%v %v %s", res, err, body)
 	}
 	got := h.members["node-a"].LastRequest().Header
-	host := strings.TrimPrefix(h.gw.URL, "http://")
+	host := strings.TrimSuffix(strings.TrimPrefix(h.URL, "http://"), testBase)
 	if got.Get("X-Forwarded-Proto") != "http" || got.Get("X-Forwarded-Host") != host || got.Get("X-Forwarded-Prefix") != testBase+"/nodes/node-a/fhir" ||
 		got.Get("Forwarded") != `for=127.0.0.1;proto=http;host="`+host+`"` || got.Get("X-Forwarded-For") != "127.0.0.1" || len(got.Values("Forwarded")) != 1 {
 		t.Fatalf("the member was sent %v", got)
@@ -31,7 +31,7 @@ func TestARoutedMemberBuildsTheGatewaysURLsFromTheForwardedHeaders(t *testing.T)
 	if err := json.Unmarshal(body, &b); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
-	routed := h.gw.URL + testBase + "/nodes/node-a/fhir"
+	routed := h.URL + "/nodes/node-a/fhir"
 	if !strings.HasPrefix(b.link("next"), routed+"/Patient?") || b.Entry[0].FullURL != routed+"/Patient/1" {
 		t.Fatalf("links %+v, fullUrl %s", b.Link, b.Entry[0].FullURL)
 	}
@@ -46,9 +46,8 @@ func TestARoutedMemberBuildsTheGatewaysURLsFromTheForwardedHeaders(t *testing.T)
 		t.Fatalf("the routed next page: %d %s", res.StatusCode, body)
 	}
 
-	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+testBase+"/nodes/node-a/fhir/Patient", strings.NewReader(`{"resourceType":"Patient"}`))
-	req.Header.Set("Content-Type", fhir.MediaType)
-	created, err := h.gw.Client().Do(req)
+	created, err := h.send(context.Background(), http.MethodPost, "/nodes/node-a/fhir/Patient", strings.NewReader(`{"resourceType":"Patient"}`),
+		http.Header{"Content-Type": {fhir.MediaType}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func TestARoutedAnswerUnderTheMembersOwnBaseIsRewritten(t *testing.T) {
 	defer member.Close()
 	self = member.URL + "/fhir"
 	h := newHarness(t, harnessOptions{}, node{id: "node-x", url: self})
-	routed := h.gw.URL + testBase + "/nodes/node-x/fhir"
+	routed := h.URL + "/nodes/node-x/fhir"
 	for _, q := range []string{"", "?stream=1"} {
 		res, body, err := h.do(context.Background(), http.MethodGet, "/nodes/node-x/fhir/Patient"+q, "", nil)
 		if err != nil || res.StatusCode != 200 {
@@ -109,7 +108,7 @@ func TestAFederatedEntryNeverCarriesTheMembersAddress(t *testing.T) {
 	self = member.URL + "/fhir"
 	h := newHarness(t, harnessOptions{}, node{id: "node-x", url: self})
 	_, body := h.get("/fhir/Observation")
-	routed := h.gw.URL + testBase + "/nodes/node-x/fhir"
+	routed := h.URL + "/nodes/node-x/fhir"
 	if strings.Contains(string(body), member.URL) || !strings.Contains(string(body), `"reference":"`+routed+`/Patient/p1"`) ||
 		!strings.Contains(string(body), `"fullUrl":"`+routed+`/Observation/o1"`) || strings.Contains(string(body), `"request"`) {
 		t.Fatalf("%s", body)

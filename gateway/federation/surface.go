@@ -16,7 +16,6 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
-	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
@@ -41,9 +40,9 @@ type Options struct {
 	// Audit records every access of the data plane before it is made (audit.go);
 	// absent (nil) without [audit].
 	Audit Auditor
-	// Patient is the flow of patient-scoped searches (patient.go); nil when no
+	// Patient plans patient-scoped searches (patient.go); absent (nil) when no
 	// patient-scoped binding is configured.
-	Patient *patient.Flow
+	Patient PatientFlow
 	// StoredQueries expands `_query` searches (members.go); nil without [stored_queries].
 	StoredQueries QueryExpander
 }
@@ -235,7 +234,9 @@ func (s *Surface) PrepareDirectory(members []config.Member) (func(), error) {
 		// home_community_id before a request can plan for them: until the state
 		// below is stored, a member the swap adds is asked by no one, and one it
 		// removes is excluded by the step that needs its key.
-		s.opts.Patient.UseMembers(members)
+		if s.opts.Patient != nil {
+			s.opts.Patient.UseMembers(members)
+		}
 		// New ids are known (unknown) before a request can reach them.
 		s.tracker.SetEndpoints(reg.endpointIDs())
 		for {
@@ -341,6 +342,14 @@ var errNoRegistry = fhir.Outcome("not-supported", "federation not configured: no
 // already: its Via names the gateway's own id, which every member request carries.
 // A member that is the gateway (or leads back to it) then costs one nested request,
 // not thousands.
+// LoopGuard answers 508 to a request that has been through this gateway already, in
+// front of every data-plane route and of the access guard (a nested request has no token).
+func (s *Surface) LoopGuard(c *gin.Context) {
+	if s.looped(c.Writer, c.Request, s.state.Load()) {
+		c.Abort()
+	}
+}
+
 func (s *Surface) looped(w http.ResponseWriter, r *http.Request, st *settings) bool {
 	if !proxy.ViaCarries(r.Header.Values("Via"), s.viaID(st)) {
 		return false

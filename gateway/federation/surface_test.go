@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"bufio"
@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrofed/ferrofed/gateway/calllimit"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
@@ -62,7 +65,7 @@ func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) 
 	if b.ResourceType != "Bundle" || b.Type != "searchset" {
 		t.Fatalf("not a searchset: %s", body)
 	}
-	want := []Record{
+	want := []federation.Record{
 		{ID: "node-ok", Outcome: outbound.OK, Status: 200, Entries: 2},
 		{ID: "node-400", Outcome: outbound.NodeError, Status: 400},
 		{ID: "node-500", Outcome: outbound.NodeError, Status: 500},
@@ -131,7 +134,7 @@ func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) 
 func (h *harness) assertReportLeaksNothing(raw []byte) {
 	h.t.Helper()
 	body := string(raw)
-	forbidden := []string{"http", "://", "127.0.0.1", "localhost", "/fhir", h.token, "Bearer", "OperationOutcome", "Bundle", "MEMBER-BODY"}
+	forbidden := []string{"http", "://", "127.0.0.1", "localhost", "/fhir", h.Token, "Bearer", "OperationOutcome", "Bundle", "MEMBER-BODY"}
 	for _, u := range h.urls {
 		pu, _ := url.Parse(u)
 		forbidden = append(forbidden, u, pu.Host, ":"+pu.Port(), pu.Port())
@@ -201,7 +204,7 @@ func TestARoutedRequestIsStreamedBackWithoutTheClientsCredentials(t *testing.T) 
 		"X-Keep":     {"kept"},
 		"Accept":     {fhir.MediaType},
 	}
-	res, body, err := h.do(context.Background(), http.MethodGet, "/nodes/node-a/fhir/Patient/node-a-7?_elements=id", "Bearer "+h.token, header)
+	res, body, err := h.do(context.Background(), http.MethodGet, "/nodes/node-a/fhir/Patient/node-a-7?_elements=id", "Bearer "+h.Client, header)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,7 @@ func TestRoutedRequestsReportTheMembersState(t *testing.T) {
 			if c.status >= 502 && !strings.Contains(string(body), "OperationOutcome") {
 				t.Fatalf("a gateway error without an OperationOutcome: %s", body)
 			}
-			if s, _ := h.surface.tracker.Endpoint(c.id + "-query"); string(s) != c.state {
+			if s := h.Endpoints()[c.id+"-query"]; s != c.state {
 				t.Fatalf("state %s, want %s", s, c.state)
 			}
 		})
@@ -276,7 +279,7 @@ func TestARoutedAnswerIsFlushedAsItArrives(t *testing.T) {
 	}))
 	defer member.Close()
 	h := newHarness(t, harnessOptions{}, node{id: "node-s", url: member.URL + "/fhir"})
-	res, err := h.gw.Client().Get(h.gw.URL + testBase + "/nodes/node-s/fhir/Binary/1")
+	res, err := h.send(context.Background(), http.MethodGet, "/nodes/node-s/fhir/Binary/1", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,17 +310,17 @@ func TestTheProbeAsksEveryMembersMetadata(t *testing.T) {
 			t.Fatalf("a refused probe reached %s", id)
 		}
 	}
-	res, body, err = h.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+h.token, nil)
+	res, body, err = h.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+h.Token, nil)
 	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("probe: %v %v %s", res, err, body)
 	}
 	var answer struct {
-		Members []ProbeRecord `json:"members"`
+		Members []federation.ProbeRecord `json:"members"`
 	}
 	if err := json.Unmarshal(body, &answer); err != nil {
 		t.Fatal(err)
 	}
-	want := []ProbeRecord{
+	want := []federation.ProbeRecord{
 		{ID: "node-ok", Outcome: outbound.OK, Status: 200},
 		{ID: "node-400", Outcome: outbound.NodeError, Status: 400},
 		{ID: "node-500", Outcome: outbound.NodeError, Status: 500},
@@ -360,7 +363,7 @@ func TestTheOperatorSurfaceNeedsTheOperatorScope(t *testing.T) {
 		{http.MethodGet, "/operator/dependencies", "", 401},
 		{http.MethodGet, "/operator/dependencies", "Bearer nope", 401},
 		{http.MethodPost, "/operator/probe", "Bearer nope", 401},
-		{http.MethodGet, "/operator/dependencies", "Bearer " + h.token, 200},
+		{http.MethodGet, "/operator/dependencies", "Bearer " + h.Token, 200},
 	} {
 		res, body, err := h.do(context.Background(), c.method, c.path, c.auth, nil)
 		if err != nil || res.StatusCode != c.status {
@@ -395,7 +398,7 @@ func TestUnusableMemberAnswersAreNodeErrorsOfMembersThatAreUp(t *testing.T) {
 	if err := json.Unmarshal(body, &b); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
-	want := []Record{
+	want := []federation.Record{
 		{ID: "node-big", Outcome: outbound.NodeError, Status: 200},
 		{ID: "node-html", Outcome: outbound.NodeError, Status: 200},
 		{ID: "node-ok", Outcome: outbound.OK, Status: 200, Entries: 1},
@@ -416,7 +419,10 @@ func TestUnusableMemberAnswersAreNodeErrorsOfMembersThatAreUp(t *testing.T) {
 func TestTheMetricFollowsTheReport(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Status: 503}}})
 	h.get("/fhir/Patient")
-	families, err := h.registry.Gather()
+	// The dependency states, registered as the composition root registers them.
+	registry := prometheus.NewPedanticRegistry()
+	registry.MustRegister(h.Part("federation").Collectors...)
+	families, err := registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,39 +444,39 @@ func TestTheMetricFollowsTheReport(t *testing.T) {
 }
 
 func TestReadinessChecks(t *testing.T) {
-	names := func(s *Surface) string {
+	names := func(p server.Registration) string {
 		var out []string
-		for _, c := range s.Checks() {
+		for _, c := range p.Checks {
 			out = append(out, c.Name())
 		}
 		return strings.Join(out, ",")
 	}
 	h := newHarness(t, harnessOptions{}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Status: 500}}})
-	if got := names(h.surface); got != "registry,clients" {
+	if got := names(h.Part("federation")); got != "registry,clients" {
 		t.Fatalf("checks %s", got)
 	}
-	for _, c := range h.surface.Checks() {
+	for _, c := range h.Part("federation").Checks {
 		if err := c.Check(context.Background()); err != nil {
 			t.Fatalf("%s: %v", c.Name(), err)
 		}
 	}
 	// A failing member does not make the gateway unready.
 	h.get("/fhir/Patient")
-	for _, c := range h.surface.Checks() {
+	for _, c := range h.Part("federation").Checks {
 		if err := c.Check(context.Background()); err != nil {
 			t.Fatalf("%s with a failing member: %v", c.Name(), err)
 		}
 	}
 
 	gated := newHarness(t, harnessOptions{memberReady: true}, node{id: "node-a"})
-	if got := names(gated.surface); got != "registry,clients,members" {
+	if got := names(gated.Part("federation")); got != "registry,clients,members" {
 		t.Fatalf("checks %s", got)
 	}
-	members := gated.surface.Checks()[2]
+	members := gated.Part("federation").Checks[2]
 	if err := members.Check(context.Background()); err == nil {
 		t.Fatal("the members check passed with no member observed")
 	}
-	if res, body, err := gated.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+gated.token, nil); err != nil || res.StatusCode != 200 {
+	if res, body, err := gated.do(context.Background(), http.MethodPost, "/operator/probe", "Bearer "+gated.Token, nil); err != nil || res.StatusCode != 200 {
 		t.Fatalf("probe: %v %v %s", res, err, body)
 	}
 	if err := members.Check(context.Background()); err != nil {
@@ -481,38 +487,18 @@ func TestReadinessChecks(t *testing.T) {
 func TestReloadKeepsTheStatesOfMembersThatStay(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a"}, node{id: "node-b"})
 	h.get("/fhir/Patient")
-	st := h.surface.state.Load()
-	cfg := *st.cfg
+	cfg := *h.Config
 	cfg.Registry.Members = []config.Member{cfg.Registry.Members[0], {ID: "node-c", QueryEndpoint: "http://127.0.0.1:1/fhir", EndpointID: "node-c-query"}}
-	if err := h.surface.Reload(&cfg); err != nil {
+	if err := h.Reload(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	h.wantStates(map[string]string{"node-a-query": "up", "node-c-query": "unknown"})
 	bad := cfg
 	bad.Registry.Members = []config.Member{{ID: "x", QueryEndpoint: "not a url"}}
-	if err := h.surface.Reload(&bad); err == nil {
+	if err := h.Reload(&bad); err == nil {
 		t.Fatal("a registry without a usable URL was accepted")
 	}
 	h.wantStates(map[string]string{"node-a-query": "up", "node-c-query": "unknown"})
-}
-
-func TestARequestWhoseBudgetWasSpentBeforeSendingChangesNothing(t *testing.T) {
-	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
-	st := h.surface.state.Load()
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel()
-	srch := &search{c: h.surface.caller, cs: h.surface.newCalls(st, nil), reg: st.reg, resourceType: "Patient", count: 10, first: true, gw: "http://gw", maxExtras: 1000}
-	for _, m := range st.reg.members {
-		srch.positions = append(srch.positions, &position{m: m, cursor: "/Patient", remaining: -1})
-	}
-	res := srch.run(ctx, calllimit.Budget(ctx, time.Second), false, st.key, nil)
-	if res.status != http.StatusGatewayTimeout || len(res.records) != 1 || res.records[0].Outcome != outbound.Timeout {
-		t.Fatalf("page %+v", res)
-	}
-	if n := h.members["node-a"].Requests(); n != 0 {
-		t.Fatalf("the member got %d requests", n)
-	}
-	h.wantStates(map[string]string{"node-a-query": "unknown"})
 }
 
 func TestAMembersOwnTimeoutBoundsIt(t *testing.T) {
@@ -548,9 +534,8 @@ func TestARoutedPostCarriesItsBody(t *testing.T) {
 	}))
 	defer member.Close()
 	h := newHarness(t, harnessOptions{}, node{id: "node-w", url: member.URL + "/fhir"})
-	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+testBase+"/nodes/node-w/fhir/Patient", strings.NewReader(`{"resourceType":"Patient"}`))
-	req.Header.Set("Content-Type", fhir.MediaType)
-	res, err := h.gw.Client().Do(req)
+	res, err := h.send(context.Background(), http.MethodPost, "/nodes/node-w/fhir/Patient", strings.NewReader(`{"resourceType":"Patient"}`),
+		http.Header{"Content-Type": {fhir.MediaType}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,10 +47,11 @@ type Gateway struct {
 }
 
 type options struct {
-	server string
-	issuer *issuer.Issuer
-	log    logr.Logger
-	parts  []assemble.Option
+	server    string
+	issuer    *issuer.Issuer
+	noIssuers bool
+	log       logr.Logger
+	parts     []assemble.Option
 }
 
 // Option tunes Start and Mounted.
@@ -62,6 +64,11 @@ func WithServer(keys string) Option { return func(o *options) { o.server = keys 
 
 // WithIssuer trusts is instead of a new issuer (gateways of one test sharing tokens).
 func WithIssuer(is *issuer.Issuer) Option { return func(o *options) { o.issuer = is } }
+
+// WithoutIssuers leaves the [[auth.issuers]] table out: the gateway trusts no issuer,
+// and Issuer and Token are of one it does not trust. Its data plane is then written
+// open (a required one needs an issuer), unless tables say otherwise.
+func WithoutIssuers() Option { return func(o *options) { o.noIssuers = true } }
 
 // WithLog gives the gateway a logger; default none.
 func WithLog(log logr.Logger) Option { return func(o *options) { o.log = log } }
@@ -81,8 +88,8 @@ func apply(opts []Option) options {
 }
 
 // Config parses tables into a configuration with a [server] table listening on
-// loopback and the [[auth.issuers]] table of the issuer of opts (a new one by default),
-// which it returns.
+// loopback and the [[auth.issuers]] table of the issuer of opts (a new one by default;
+// none WithoutIssuers), which it returns.
 func Config(t testing.TB, tables string, opts ...Option) (*config.Config, *issuer.Issuer) {
 	t.Helper()
 	o := apply(opts)
@@ -96,7 +103,12 @@ func Config(t testing.TB, tables string, opts ...Option) (*config.Config, *issue
 	if !bytes.Contains([]byte(o.server), []byte("bindings_drain_timeout_ms")) {
 		doc += "bindings_drain_timeout_ms = 2000\n"
 	}
-	doc += o.issuer.Table() + tables
+	if !o.noIssuers {
+		doc += o.issuer.Table()
+	} else if !strings.Contains(tables, "data_plane") {
+		doc += "[auth]\ndata_plane = \"open\"\n"
+	}
+	doc += tables
 	cfg, err := config.Parse([]byte(doc), "test.toml", config.Options{})
 	if err != nil {
 		t.Fatalf("the test's configuration: %v\n%s", err, doc)
@@ -139,6 +151,31 @@ func build(t testing.TB, tables string, opts []Option) (*config.Config, *issuer.
 		t.Fatal(err)
 	}
 	return cfg, is, a
+}
+
+// Serve runs the server of a Mounted gateway too, over the same parts, starts the
+// parts' processes as Start does, and returns the served gateway once it is ready; the
+// test's end drains it. The two share every part: a member one of them saw up is up
+// for both (for the tests that use a member before health.member_ready_check lets the
+// server's gate open, then what only the server bounds).
+func (g *Gateway) Serve() *Gateway {
+	g.t.Helper()
+	s := serve(g.t, g.Config, g.Issuer, g.Assembled.Server, g.Assembled.Start)
+	s.Assembled = g.Assembled
+	return s
+}
+
+// Part is what the part name ("federation", "bindings", "audit", …) registered with
+// the server.
+func (g *Gateway) Part(name string) server.Registration {
+	g.t.Helper()
+	for _, p := range g.Assembled.Registrations() {
+		if p.Name == name {
+			return p
+		}
+	}
+	g.t.Fatalf("the gateway has no part %q", name)
+	return server.Registration{}
 }
 
 // Check runs the gateway's readiness check name once, as the server would.
@@ -205,7 +242,7 @@ func serve(t testing.TB, cfg *config.Config, is *issuer.Issuer, srv *server.Serv
 	go func() { g.done <- srv.Run(ctx) }()
 	t.Cleanup(g.Stop)
 	double.Eventually(t, "the gateway is ready", func() bool {
-		res, err := http.Get(g.URL + "/health/readiness")
+		res, err := g.Get("/health/readiness")
 		if err != nil {
 			return false
 		}
@@ -233,23 +270,37 @@ func (g *Gateway) Stop() {
 	}
 }
 
+// Send sends req to the gateway and returns the answer, its body unread. Every request
+// a test sends to a gateway goes through it (Request, Do and Get do, and the packages'
+// harnesses), so that what the gateway comes to require of every request is added
+// here, once: a request to the data plane's FHIR APIs ({base}/fhir, {base}/nodes)
+// without an Authorization header of its own carries the Client token, as a client of
+// a required data plane does.
+func (g *Gateway) Send(req *http.Request) (*http.Response, error) {
+	if rest, ok := strings.CutPrefix(req.URL.String(), g.URL); ok && req.Header.Get("Authorization") == "" &&
+		(strings.HasPrefix(rest, "/fhir") || strings.HasPrefix(rest, "/nodes")) {
+		req.Header.Set("Authorization", "Bearer "+g.Client)
+	}
+	return http.DefaultClient.Do(req)
+}
+
 // Do sends one request to URL+path, with a FHIR JSON body when body is not nil;
-// token "" sends none. It returns the status and the body.
+// token "" sends none of its own (Send gives a data-plane request the Client token).
+// It returns the status and the body.
 func (g *Gateway) Do(method, path, token string, body []byte) (int, []byte) {
 	g.t.Helper()
 	res, b := g.Request(method, path, token, body)
 	return res.StatusCode, b
 }
 
-// Get sends GET URL+path with the Client token and returns the response, its body
-// unread: for the tests that stream or time an answer.
+// Get sends GET URL+path, as Send does, and returns the response, its body unread:
+// for the tests that stream or time an answer.
 func (g *Gateway) Get(path string) (*http.Response, error) {
 	req, err := http.NewRequest(http.MethodGet, g.URL+path, nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+g.Client)
-	return http.DefaultClient.Do(req)
+	return g.Send(req)
 }
 
 // Reply is what a test reads of an answer besides its body: Request reads and closes
@@ -277,7 +328,7 @@ func (g *Gateway) Request(method, path, token string, body []byte) (*Reply, []by
 	if body != nil {
 		req.Header.Set("Content-Type", "application/fhir+json")
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := g.Send(req)
 	if err != nil {
 		g.t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"gateway/dependencies": {},
 	"gateway/scrub":        {},
 	"gateway/auth":         {"gateway/config"},
-	"gateway/access":       {"gateway/auth", "gateway/config", "gateway/fhir", "gateway/smart"},
+	"gateway/access":       {"gateway/auth", "gateway/config", "gateway/fhir", "gateway/proxy", "gateway/smart"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/config",

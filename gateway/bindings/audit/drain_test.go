@@ -55,12 +55,11 @@ ferrofed_audit_undelivered_at_exit{destination="audit_repository"} 2
 	double.Eventually(t, "both left records delivered", func() bool { return delivered(arr, "KEEP1") >= 1 && delivered(arr, "KEEP2") >= 1 })
 }
 
-// The requester of an event is the operator token's subject, under its issuer, when
-// the data-plane request carries one; with destination = "log" the event is one log
-// line.
+// The requester of an event is the data-plane token's subject, under its issuer; with
+// destination = "log" the event is one log line.
 func TestTheEventNamesTheTokensSubject(t *testing.T) {
 	g := startGateway(t, harnessOptions{audit: repositoryTable})
-	if s, _ := g.Do(http.MethodGet, "/fhir/Patient?name=WHOMARK", g.Token, nil); s != http.StatusOK {
+	if s, _ := g.Do(http.MethodGet, "/fhir/Patient?name=WHOMARK", g.Issuer.Sign(t, "alice", issuer.ClientScope), nil); s != http.StatusOK {
 		t.Fatalf("search answered %d", s)
 	}
 	double.Eventually(t, "delivered", func() bool { return delivered(g.arr, "WHOMARK") == 1 })

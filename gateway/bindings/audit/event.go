@@ -36,9 +36,12 @@ type Access struct {
 	Query string
 	// ResourceType is the type searched, or the first segment of a routed path.
 	ResourceType string
-	// Issuer and Subject are the verified operator token's, when the request carried
-	// one; both "" otherwise.
-	Issuer, Subject string
+	// Issuer and Subject are the verified token's, when the request carried one; both
+	// "" otherwise. FHIRUser, ClientID and Scopes are its fhirUser claim, its client
+	// (client_id, or azp) and the scopes it was used with; never the token itself.
+	Issuer, Subject    string
+	FHIRUser, ClientID string
+	Scopes             []string
 	// ClientAddress is the client's network address (its IP).
 	ClientAddress string
 	// Members are the ids of the members the gateway sends the request to.
@@ -63,6 +66,9 @@ const (
 	systemObjectRole  = "http://terminology.hl7.org/CodeSystem/object-role"
 	// MemberSystem is the identifier system of a member in an event's agents.
 	MemberSystem = "https://ferrofed.io/fhir/member"
+	// ScopesExtension is the extension of the requesting agent that carries the scopes
+	// its token was used with, space-separated.
+	ScopesExtension = "https://ferrofed.io/fhir/StructureDefinition/oauth-scopes"
 	// AnonymousSubject stands for the requester of a request without a verified token.
 	AnonymousSubject = "anonymous"
 	// ProfileQuery is BALP's profile of a query event.
@@ -157,10 +163,23 @@ func Event(a Access, src Source, eventID string) ([]byte, error) {
 	return b, nil
 }
 
-// appendAgents appends the event's agents to b: the client (Source Role ID), the
-// gateway (Application) and each member asked (Destination Role ID).
+// appendAgents appends the event's agents to b: the requester (Source Role ID: the
+// token's subject, its fhirUser and the scopes used), its client application when the
+// token names one, the gateway (Application) and each member asked (Destination Role
+// ID).
 func appendAgents(b []byte, a Access, observer string) []byte {
-	b = append(b, `","agent":[{"type":{"coding":[{"system":"`+systemDCM+`","code":"110153","display":"Source Role ID"}]},"who":{`...)
+	b = append(b, `","agent":[{"type":{"coding":[{"system":"`+systemDCM+`","code":"110153","display":"Source Role ID"}]}`...)
+	if len(a.Scopes) > 0 {
+		b = append(b, `,"extension":[{"url":"`+ScopesExtension+`","valueString":`...)
+		b = appendString(b, strings.Join(a.Scopes, " "))
+		b = append(b, `}]`...)
+	}
+	b = append(b, `,"who":{`...)
+	if a.FHIRUser != "" {
+		b = append(b, `"reference":`...)
+		b = appendString(b, a.FHIRUser)
+		b = append(b, ',')
+	}
 	if a.Subject != "" {
 		b = append(b, `"identifier":{`...)
 		if a.Issuer != "" {
@@ -181,6 +200,17 @@ func appendAgents(b []byte, a Access, observer string) []byte {
 		b = append(b, `,"type":"`...)
 		b = append(b, networkType(a.ClientAddress)...)
 		b = append(b, `"}`...)
+	}
+	if a.ClientID != "" {
+		b = append(b, `},{"type":{"coding":[{"system":"`+systemDCM+`","code":"110150","display":"Application"}]},"who":{"identifier":{`...)
+		if a.Issuer != "" {
+			b = append(b, `"system":`...)
+			b = appendString(b, a.Issuer)
+			b = append(b, ',')
+		}
+		b = append(b, `"value":`...)
+		b = appendString(b, a.ClientID)
+		b = append(b, `}},"requestor":false`...)
 	}
 	b = append(b, `},{"type":{"coding":[{"system":"`+systemDCM+`","code":"110150","display":"Application"}]},"who":{"display":`...)
 	b = appendString2(b, "ferrofed gateway ", observer)
@@ -231,10 +261,13 @@ func appendSourceAndEntity(b []byte, a Access, src Source, observer string) []by
 // eventSize is a bound of an event's length for the usual values (no escaping), so
 // that its buffer is allocated once.
 func eventSize(a Access, src Source, observer string) int {
-	n := 1400 + len(a.Issuer) + len(a.Subject) + len(a.ClientAddress) + len(src.Site) + 2*len(observer) + 2*len(a.Path) + len(a.Method) +
+	n := 1600 + 2*len(a.Issuer) + len(a.Subject) + len(a.FHIRUser) + len(a.ClientID) + len(a.ClientAddress) + len(src.Site) + 2*len(observer) + 2*len(a.Path) + len(a.Method) +
 		base64.StdEncoding.EncodedLen(len(a.Query))
 	for _, m := range a.Members {
 		n += 200 + len(m)
+	}
+	for _, sc := range a.Scopes {
+		n += 1 + len(sc)
 	}
 	return n
 }

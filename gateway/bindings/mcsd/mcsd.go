@@ -719,7 +719,7 @@ func (d *Directory) get(ctx context.Context, u, bundleType, transaction string) 
 	}
 	query := strings.TrimPrefix(u, d.base.String())
 	ev := bindings.QueryEvent{Key: Key, Transaction: transaction, TransactionDisplay: display, Time: start, Query: []byte(query)}
-	stored := bindings.Finish(ctx, ex, ev, queryRecorder{d.rec}, min(d.timeout, 5*time.Second), nil)
+	stored := bindings.RecordExchange(ctx, ex, ev, queryRecorder{d.rec}, min(d.timeout, 5*time.Second))
 	switch {
 	case !ex.Sent && !ex.Expired:
 		return nil, failing("the request could not be sent: %v", ex.Err)

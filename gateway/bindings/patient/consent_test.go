@@ -146,7 +146,8 @@ func TestTheConsentQuestion(t *testing.T) {
 	if err := json.Unmarshal(last.Body, &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Subject.ID != "anonymous" || body.Action.Properties["purposeOfUse"] != config.DefaultPurposeOfUse ||
+	// The PDP is asked about the token's subject (the harness's client, "app").
+	if body.Subject.ID != "app" || body.Action.Properties["purposeOfUse"] != config.DefaultPurposeOfUse ||
 		body.Context.Patient.System != mpi || body.Context.Patient.Value != "MRN-1" || body.Context.ResourceType != "Observation" || len(body.Evaluations) != 3 {
 		t.Fatalf("the question was %s", last.Body)
 	}

@@ -124,11 +124,8 @@ func keysOf(members []config.Member) *memberKeys {
 // flow maps and localizes by from now on: the registry read from a directory
 // ([registry.mcsd]), each accepted registry in turn. The resolver and a PIXm
 // localizer then ask for these domains, and a mapping cached for the domains before
-// is not used again. A nil flow has nothing to update.
+// is not used again.
 func (f *Flow) UseMembers(members []config.Member) {
-	if f == nil {
-		return
-	}
 	k := keysOf(members)
 	if f.resolver != nil {
 		f.resolver.UseDomains(k.domains)

@@ -12,6 +12,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/test/crashfs"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
@@ -24,7 +25,8 @@ type gateway struct {
 	*gatewaytest.Gateway
 	t       testing.TB
 	members map[string]*members.Server
-	token   string
+	// token is a data-plane token of another caller than Client: subject alice.
+	token string
 	// refuse makes the audit spool refuse every append (ENOSPC), with [audit];
 	// refuseOnce refuses the next one only.
 	refuse     func(on bool)
@@ -97,6 +99,6 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 	} else {
 		g.Gateway = gatewaytest.Start(t, doc.String(), opts...)
 	}
-	g.token = g.Token
+	g.token = g.Issuer.Sign(t, "alice", issuer.ClientScope)
 	return g
 }

@@ -1,9 +1,8 @@
 // Package mount serves a gateway's parts on loopback as the server mounts them (the
 // base path, the operator group, the data plane under the request deadline and the
-// parts' guards) but
-// without the server: no readiness gate, no bounds, no probes. It imports no part of
-// the gateway but the server's registration, so that a part's own package tests can
-// use it as well as test/gatewaytest (docs/architecture.md, "The parts").
+// parts' guards) but without the server: no readiness gate, no bounds, no probes;
+// gatewaytest.Mounted mounts the parts assemble built with it (docs/architecture.md,
+// "The parts"). It imports no part of the gateway but the server's registration.
 package mount
 
 import (
