@@ -279,7 +279,7 @@ func TestAClientThatReadsNothingIsCutOffAtTheRequestDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET "+testBase+"/nodes/node-b/fhir/Binary/1 HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer " + gw.Client + "\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(conn, "GET "+testBase+"/nodes/node-b/fhir/Binary/1 HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer "+gw.Client+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(4 * timeout) // reading nothing, well past the deadline and its grace
