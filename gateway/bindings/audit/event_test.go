@@ -327,3 +327,44 @@ func BenchmarkEvent(b *testing.B) {
 		}
 	}
 }
+
+// A data-plane token's caller is in the evidence as BALP has it: the requester with its
+// fhirUser and the scopes the token was used with, and its client application as an
+// agent of its own, under the token's issuer.
+func TestTheEventNamesTheClientAndItsScopes(t *testing.T) {
+	a := Access{Kind: Search, Time: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Method: "GET", Path: "/fhir/Observation",
+		Query: "code=x", ResourceType: "Observation", Issuer: "https://idp.example", Subject: "u-17", FHIRUser: "Practitioner/42",
+		ClientID: "ward-app", Scopes: []string{"user/Observation.rs", "openid"}, Members: []string{"a"}}
+	body, err := Event(a, Source{Observer: "gw-0"}, "7c9e6679-7425-40de-944b-e07fc1f90ae7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fhirschema.Validate(body); err != nil {
+		t.Fatalf("not valid R4: %v\n%s", err, body)
+	}
+	var d struct {
+		Agent []struct {
+			Extension []struct{ URL, ValueString string }
+			Type      struct{ Coding []struct{ Code string } }
+			Who       struct {
+				Reference  string
+				Identifier struct{ System, Value string }
+			}
+			Requestor bool
+		}
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		t.Fatal(err)
+	}
+	req, client := d.Agent[0], d.Agent[1]
+	if !req.Requestor || req.Who.Reference != "Practitioner/42" || req.Who.Identifier.Value != "u-17" ||
+		len(req.Extension) != 1 || req.Extension[0].URL != ScopesExtension || req.Extension[0].ValueString != "user/Observation.rs openid" {
+		t.Fatalf("requester %+v", req)
+	}
+	if client.Requestor || client.Type.Coding[0].Code != "110150" || client.Who.Identifier.Value != "ward-app" || client.Who.Identifier.System != "https://idp.example" {
+		t.Fatalf("client %+v", client)
+	}
+	if len(d.Agent) != 4 {
+		t.Fatalf("%d agents, want the requester, its client, the gateway and one member", len(d.Agent))
+	}
+}
