@@ -1,0 +1,245 @@
+package access_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
+	"github.com/ferrofed/ferrofed/test/gatewaytest"
+)
+
+// raw sends method path to g with the Authorization header value authz ("" for none),
+// bypassing gatewaytest's client token, and returns the answer read.
+func raw(t *testing.T, g *gatewaytest.Gateway, method, path, authz string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, g.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", fhir.MediaType)
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := res.Body.Read(buf)
+		body = append(body, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	return res, body
+}
+
+// outcome checks that body is an R4 OperationOutcome whose issue code is code, and
+// that it echoes no token.
+func outcome(t *testing.T, body []byte, code string) {
+	t.Helper()
+	if err := fhirschema.Validate(body); err != nil {
+		t.Fatalf("not valid R4: %v\n%s", err, body)
+	}
+	var oo fhir.OperationOutcome
+	if err := json.Unmarshal(body, &oo); err != nil || oo.ResourceType != "OperationOutcome" || len(oo.Issue) != 1 || oo.Issue[0].Code != code {
+		t.Fatalf("not an OperationOutcome of %s: %s", code, body)
+	}
+	if strings.Contains(string(body), "eyJ") {
+		t.Fatalf("the answer echoes the token: %s", body)
+	}
+}
+
+func b64(v any) string {
+	data, _ := json.Marshal(v)
+	return base64.RawURLEncoding.EncodeToString(data)
+}
+
+// signed is a compact JWS of claims with a key of its own under kid.
+func signed(t *testing.T, kid string, claims map[string]any) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(signer).Claims(claims).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// The hostile-token matrix of the operator routes, run against the data plane: every
+// token that does not verify is a 401 with its challenge and an R4 OperationOutcome;
+// health and metrics ask for none.
+func TestTheDataPlaneRefusesEveryTokenThatDoesNotVerify(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a"})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
+	now := time.Now()
+	good := map[string]any{"iss": issuer.URL, "aud": issuer.Audience, "sub": "app", "scope": issuer.ClientScope,
+		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
+	with := func(k string, v any) map[string]any {
+		c := map[string]any{}
+		for kk, vv := range good {
+			c[kk] = vv
+		}
+		c[k] = v // nil: the claim is null, as good as absent
+		return c
+	}
+	tok := func(claims map[string]any) string {
+		s, err := g.Issuer.Token(claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + s
+	}
+	none := "Bearer " + b64(map[string]any{"alg": "none", "typ": "JWT"}) + "." + b64(good) + "."
+	// HS256 keyed with the issuer's public key set: the algorithm confusion.
+	pub, _ := x509.MarshalPKIXPublicKey(&mustKey(t).PublicKey)
+	input := b64(map[string]any{"alg": "HS256", "typ": "JWT", "kid": "k1"}) + "." + b64(good)
+	mac := hmac.New(sha256.New, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
+	mac.Write([]byte(input))
+	hs256 := "Bearer " + input + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	parts := strings.Split(strings.TrimPrefix(tok(good), "Bearer "), ".")
+	sig, _ := base64.RawURLEncoding.DecodeString(parts[2])
+	sig[10] ^= 0xff
+	badSig := "Bearer " + parts[0] + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(sig)
+
+	cases := []struct {
+		name, authz string
+		status      int
+	}{
+		{"no token", "", 401},
+		{"garbage", "Bearer garbage", 401},
+		{"three parts of garbage", "Bearer a.b.c", 401},
+		{"another scheme", "Basic dXNlcjpwYXNz", 401},
+		{"alg none", none, 401},
+		{"HS256 keyed with a public key", hs256, 401},
+		{"a bad signature", badSig, 401},
+		{"another key under the issuer's kid", "Bearer " + signed(t, "k1", good), 401},
+		{"an unknown kid", "Bearer " + signed(t, "k9", good), 401},
+		{"a wrong issuer", tok(with("iss", "https://evil.test")), 401},
+		{"a wrong audience", tok(with("aud", "someone-else")), 401},
+		{"expired", tok(with("exp", now.Add(-time.Hour).Unix())), 401},
+		{"no expiry", tok(with("exp", nil)), 401},
+		{"not valid yet", tok(with("nbf", now.Add(time.Hour).Unix())), 401},
+		{"an Authorization header over 8 KiB", "Bearer " + strings.Repeat("a", 9<<10), 401},
+		{"a good token", tok(good), 200},
+	}
+	for _, path := range []string{"/fhir/Patient", "/nodes/a/fhir/Patient/a-1"} {
+		for _, c := range cases {
+			t.Run(path+" "+c.name, func(t *testing.T) {
+				res, body := raw(t, g, http.MethodGet, path, c.authz)
+				if res.StatusCode != c.status {
+					t.Fatalf("answered %d, want %d: %.300s", res.StatusCode, c.status, body)
+				}
+				if c.status == 200 {
+					return
+				}
+				challenge := res.Header.Get("WWW-Authenticate")
+				if !strings.HasPrefix(challenge, `Bearer realm="ferrofed"`) || strings.Contains(challenge, "eyJ") ||
+					(c.authz != "" && !strings.Contains(challenge, `error="invalid_token"`) && !strings.Contains(challenge, `error="invalid_request"`)) {
+					t.Fatalf("challenge %q", challenge)
+				}
+				outcome(t, body, "login")
+			})
+		}
+	}
+	if n := m.Requests(); n != 2 {
+		t.Fatalf("the member was asked %d times, want 2 (the good tokens' only)", n)
+	}
+	for _, open := range []string{"/health", "/health/readiness", "/metrics"} {
+		if res, body := raw(t, g, http.MethodGet, open, ""); res.StatusCode != 200 {
+			t.Fatalf("%s without a token answered %d: %s", open, res.StatusCode, body)
+		}
+	}
+}
+
+func mustKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// A token that verifies but whose scopes do not allow the request is a 403 naming the
+// scope it needed, in its challenge and its OperationOutcome; the member is not asked.
+func TestAMissingScopeIsA403NamingIt(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a"})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
+	for _, c := range []struct{ scope, path, needed string }{
+		{"openid fhirUser", "/fhir/Patient", "user/Patient.s"},
+		{"system/Observation.rs", "/fhir/Patient?name=x", "system/Patient.s"},
+		{"system/Patient.s", "/nodes/a/fhir/Patient/a-1", "system/Patient.r"},
+		{"patient/Observation.rs", "/nodes/a/fhir/Observation", "patient claim"},
+	} {
+		t.Run(c.scope+" "+c.path, func(t *testing.T) {
+			res, body := raw(t, g, http.MethodGet, c.path, "Bearer "+g.Issuer.Sign(t, "app", c.scope))
+			if res.StatusCode != http.StatusForbidden {
+				t.Fatalf("answered %d: %s", res.StatusCode, body)
+			}
+			outcome(t, body, "forbidden")
+			challenge := res.Header.Get("WWW-Authenticate")
+			if !strings.Contains(challenge, `error="insufficient_scope"`) || !strings.Contains(string(body), c.needed) {
+				t.Fatalf("challenge %q, body %s: want %s named", challenge, body, c.needed)
+			}
+		})
+	}
+	if n := m.Requests(); n != 0 {
+		t.Fatalf("the member was asked %d times", n)
+	}
+}
+
+// The mode follows the configuration in force: a reload that opens the data plane lets
+// a request without a token through, one that requires it again refuses it.
+func TestAReloadTurnsTheDataPlaneEitherWay(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a"})
+	tables := fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL)
+	g := gatewaytest.Start(t, tables)
+	if res, body := raw(t, g, http.MethodGet, "/fhir/Patient", ""); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("required: answered %d: %s", res.StatusCode, body)
+	}
+	open, _ := gatewaytest.Config(t, tables+"[auth]\ndata_plane = \"open\"\n", gatewaytest.WithIssuer(g.Issuer))
+	if w := open.Warnings(); len(w) != 1 || w[0].Key != "auth.data_plane" {
+		t.Fatalf("warnings %v, want the open data plane's", w)
+	}
+	if err := g.Reload(open); err != nil {
+		t.Fatal(err)
+	}
+	if res, body := raw(t, g, http.MethodGet, "/fhir/Patient", ""); res.StatusCode != http.StatusOK {
+		t.Fatalf("open: answered %d: %s", res.StatusCode, body)
+	}
+	if err := g.Reload(g.Config); err != nil {
+		t.Fatal(err)
+	}
+	if res, body := raw(t, g, http.MethodGet, "/fhir/Patient", ""); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("required again: answered %d: %s", res.StatusCode, body)
+	}
+}
