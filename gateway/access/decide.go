@@ -113,7 +113,11 @@ func classify(call Call) (smart.Entry, bool) {
 		params.Add(names[0], "Patient/"+segs[1])
 		return smart.Entry{ResourceType: segs[2], Interaction: smart.SearchType, Params: params}, true
 	}
-	e, ok := smart.ParseEntry(method, call.Path, call.IfNoneExist)
+	target := call.Path
+	if len(call.Params) > 0 {
+		target += "?" + call.Params.Encode() // a conditional interaction's criteria
+	}
+	e, ok := smart.ParseEntry(method, target, call.IfNoneExist)
 	if !ok {
 		return e, false
 	}
