@@ -54,6 +54,7 @@ type Options struct {
 // Verifier checks operator tokens against the configured issuers. It is safe for
 // concurrent use. A Verifier with no issuer refuses every token.
 type Verifier struct {
+	cache    tokenCache
 	byIssuer map[string][]*issuer
 	algs     []jose.SignatureAlgorithm // every algorithm any issuer allows
 	now      func() time.Time
@@ -242,6 +243,10 @@ func (v *Verifier) verify(ctx context.Context, authorization, scope string) (*Pr
 	if token == "" {
 		return nil, ErrMissing
 	}
+	key := cacheKey{token: token, scope: scope}
+	if p, ok := v.cache.get(key, v.now()); ok {
+		return p, nil
+	}
 	// A compact JWS is three base64url parts; anything else is refused before the
 	// library decodes a byte of it.
 	if strings.Count(token, ".") != 2 {
@@ -273,6 +278,7 @@ func (v *Verifier) verify(ctx context.Context, authorization, scope string) (*Pr
 	for _, is := range candidates {
 		p, e := v.verifyWith(ctx, is, tok, hdr, scope)
 		if e == nil {
+			v.cache.put(key, p, unverified.Expiry.Time(), v.now())
 			return p, nil
 		}
 		// A 403 from an issuer that verified the token is the most precise answer
