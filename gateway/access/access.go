@@ -108,17 +108,20 @@ func (g *Guard) Handler() gin.HandlerFunc {
 			Refuse(c, &auth.Error{Status: v.Status, Code: "insufficient_scope", Description: refusal(v), Scope: v.Needed})
 			return
 		}
-		rewrite(c.Request, v)
 		if len(v.Drop) > 0 {
-			c.Set(DroppedKey, v.Drop)
+			if call.Routed { // a member's answer is passed on as it is: no outcome entry can say what was dropped
+				Refuse(c, &auth.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
+					Description: "the token may not read what " + strings.Join(v.Drop, ", ") + " would include"})
+				return
+			}
+			note := fhir.Outcome("suppressed", "dropped "+strings.Join(v.Drop, ", ")+": the token may not read what it would include")
+			note.Issue[0].Severity = "warning"
+			c.Set(fhir.NotesKey, [][]byte{fhir.OutcomeEntry(note)})
 		}
+		rewrite(c.Request, v)
 		c.Next()
 	}
 }
-
-// DroppedKey is the gin context key of the _include and _revinclude items the guard
-// dropped ([]string "key=value"), for the answer's outcome entry.
-const DroppedKey = "ferrofed.access.dropped"
 
 // refusal is a 403's description: the reason, and the scope that would do.
 func refusal(v Verdict) string {

@@ -243,3 +243,30 @@ func TestAReloadTurnsTheDataPlaneEitherWay(t *testing.T) {
 		t.Fatalf("required again: answered %d: %s", res.StatusCode, body)
 	}
 }
+
+// An _include of a type the token may not read is dropped from a federated search,
+// and the page says so; a routed search with one is refused, the member not asked.
+func TestAnIncludeTheTokenMayNotReadIsDroppedAndSaidSo(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a"})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
+	tok := "Bearer " + g.Issuer.Sign(t, "app", "system/Observation.rs")
+	res, body := raw(t, g, http.MethodGet, "/fhir/Observation?code=x&_include=Observation:patient", tok)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("answered %d: %s", res.StatusCode, body)
+	}
+	if err := fhirschema.ValidateFederated(body); err != nil {
+		t.Fatalf("not R4: %v", err)
+	}
+	if !strings.Contains(string(body), `"code":"suppressed"`) || !strings.Contains(string(body), "dropped _include=Observation:patient") {
+		t.Fatalf("no outcome entry says what was dropped: %s", body)
+	}
+	if q := m.LastRequest().RawQuery; strings.Contains(q, "_include") || !strings.Contains(q, "code=x") {
+		t.Fatalf("the member was asked %q", q)
+	}
+	before := m.Requests()
+	res, body = raw(t, g, http.MethodGet, "/nodes/a/fhir/Observation?code=x&_include=Observation:patient", tok)
+	if res.StatusCode != http.StatusForbidden || m.Requests() != before {
+		t.Fatalf("routed: answered %d, the member asked %d times: %s", res.StatusCode, m.Requests()-before, body)
+	}
+	outcome(t, body, "forbidden")
+}

@@ -26,6 +26,9 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	prefer := r.Header.Values("Prefer")
 	ctx := r.Context()
 	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
+	if notes, ok := c.Get(fhir.NotesKey); ok { // the access guard's (a dropped _include)
+		srch.flowEntries = notes.([][]byte)
+	}
 	var tokenTotal *int
 	var self string
 	// admitted is true once the request holds its place in the member-call queue.

@@ -131,6 +131,11 @@ func ValidIssueCode(c string) string {
 	return "processing"
 }
 
+// NotesKey is the gin context key of the outcome entries ([][]byte, each an
+// OutcomeEntry) that what runs before a federated search's route (the access guard)
+// adds to the first page of its answer.
+const NotesKey = "ferrofed.fhir.notes"
+
 // OutcomeEntry is oo as a searchset entry of search mode outcome.
 func OutcomeEntry(oo OperationOutcome) []byte {
 	b, _ := json.Marshal(struct {
