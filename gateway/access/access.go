@@ -8,6 +8,7 @@
 package access
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ferrofed/ferrofed/gateway/auth"
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/smart"
@@ -27,6 +29,13 @@ type Guard struct {
 	required atomic.Bool
 	verifier func() *auth.Verifier
 	bounds   atomic.Pointer[bounds]
+	patients Patients
+}
+
+// Patients is the patient-scoped flow (*patient.Flow) as the guard asks it about a
+// routed request: the same questions a federated search's first page is asked.
+type Patients interface {
+	PlanRouted(ctx context.Context, r patient.Routed) patient.RoutedVerdict
 }
 
 // bounds are what the guard reads of a configuration besides its mode: where the
@@ -45,9 +54,10 @@ func boundsOf(cfg *config.Config) *bounds {
 }
 
 // New is the guard of cfg, verifying with the Verifier current returns at each
-// request (auth.Operators.Verifier: the federation's reload swaps it).
-func New(cfg *config.Config, current func() *auth.Verifier) *Guard {
-	g := &Guard{verifier: current}
+// request (auth.Operators.Verifier: the federation's reload swaps it). patients, when
+// not nil, decides every routed request that names a patient.
+func New(cfg *config.Config, current func() *auth.Verifier, patients Patients) *Guard {
+	g := &Guard{verifier: current, patients: patients}
 	g.required.Store(cfg.Auth.DataPlaneRequired())
 	g.bounds.Store(boundsOf(cfg))
 	return g
@@ -76,12 +86,15 @@ func (g *Guard) Handler() gin.HandlerFunc {
 		}
 		if !g.required.Load() {
 			// Open: a token that verifies still names its caller in the evidence.
+			var p *auth.Principal
 			if c.Request.Header.Get("Authorization") != "" {
-				if p, e := g.verifier().AuthorizeClient(c.Request); e == nil {
+				if p, _ = g.verifier().AuthorizeClient(c.Request); p != nil {
 					c.Set(auth.PrincipalKey, p)
 				}
 			}
-			c.Next()
+			if decidable && g.askPatients(c, call, p) {
+				c.Next()
+			}
 			return
 		}
 		p, e := g.verifier().AuthorizeClient(c.Request)
@@ -119,8 +132,35 @@ func (g *Guard) Handler() gin.HandlerFunc {
 			c.Set(fhir.NotesKey, [][]byte{fhir.OutcomeEntry(note)})
 		}
 		rewrite(c.Request, v)
-		c.Next()
+		if g.askPatients(c, call, p) {
+			c.Next()
+		}
 	}
+}
+
+// askPatients puts a routed request that names a patient to the patient-scoped flow,
+// and reports whether it goes on; when it does not, the flow answered it.
+func (g *Guard) askPatients(c *gin.Context, call Call, p *auth.Principal) bool {
+	if g.patients == nil || !call.Routed {
+		return true
+	}
+	r := patient.Routed{Member: c.Param("node"), Method: call.Method, RawQuery: c.Request.URL.RawQuery}
+	if call.Path != "" {
+		r.Segs = strings.Split(call.Path, "/")
+	}
+	if p != nil {
+		r.Issuer, r.Subject = p.Issuer, p.Subject
+	}
+	v := g.patients.PlanRouted(c.Request.Context(), r)
+	if v.Answer != nil {
+		v.Answer(c.Writer)
+		c.Abort()
+		return false
+	}
+	if v.RawQuery != "" {
+		c.Request.URL.RawQuery = v.RawQuery
+	}
+	return true
 }
 
 // refusal is a 403's description: the reason, and the scope that would do.

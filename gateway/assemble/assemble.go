@@ -187,7 +187,11 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	// data-plane routes, verifying with the issuers the federation's reload keeps
 	// current; the federation's loop guard before it (a nested request has no token).
 	g.federation = fed
-	guard := access.New(sh.cfg, sh.operators.Verifier)
+	var patients access.Patients
+	if g.flow != nil {
+		patients = g.flow
+	}
+	guard := access.New(sh.cfg, sh.operators.Verifier, patients)
 	parts := []server.Registration{{Name: "federation", Guard: fed.LoopGuard, DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
 		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}},
 		{Name: "access", Guard: guard.Handler(), Reload: guard.PrepareReload}}

@@ -115,8 +115,8 @@ func (c *Config) directoryProblems(opts Options) []Problem {
 			add("registry.mcsd.patient_domain_identifier_system", "%s", msg)
 		case ds == d.MemberIdentifierSystem:
 			add("registry.mcsd.patient_domain_identifier_system", "%q is also registry.mcsd.member_identifier_system: a member's id and its patient identifier domain are two identifiers", ds)
-		case user == "":
-			add("registry.mcsd.patient_domain_identifier_system", "is set but neither [resolver] nor localizer.protocol = %q is configured: nothing would read it", LocalizerPIXm)
+		case user == "" && c.Consent == nil:
+			add("registry.mcsd.patient_domain_identifier_system", "is set but neither [resolver], [consent] nor localizer.protocol = %q is configured: nothing would read it", LocalizerPIXm)
 		}
 	} else if user := c.usesIdentifierSystem(); user != "" {
 		add("registry.mcsd.patient_domain_identifier_system", "is required with %s: the system of the Organization identifier whose value is the member's patient identifier domain (its identifier_system)", user)

@@ -273,8 +273,10 @@ func (c *Config) memberDomainProblems() []Problem {
 		switch {
 		case m.IdentifierSystem == "" && systemUser != "":
 			add(key+".identifier_system", "is required with %s: the member's patients are mapped to this identifier domain", systemUser)
-		case m.IdentifierSystem != "" && systemUser == "":
-			add(key+".identifier_system", "is set but neither [resolver] nor localizer.protocol = %q is configured: nothing would read it", LocalizerPIXm)
+		case m.IdentifierSystem != "" && systemUser == "" && c.Consent == nil:
+			// [consent] reads it too, optionally: a routed request that names a patient by
+			// the member's own id is asked about by this system (docs/bindings.md).
+			add(key+".identifier_system", "is set but neither [resolver], [consent] nor localizer.protocol = %q is configured: nothing would read it", LocalizerPIXm)
 		case m.IdentifierSystem != "":
 			if msg := domainProblem(m.IdentifierSystem); msg != "" {
 				add(key+".identifier_system", "%s", msg)

@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"gateway/dependencies": {},
 	"gateway/scrub":        {},
 	"gateway/auth":         {"gateway/config"},
-	"gateway/access":       {"gateway/auth", "gateway/config", "gateway/fhir", "gateway/proxy", "gateway/smart"},
+	"gateway/access":       {"gateway/auth", "gateway/bindings/patient", "gateway/config", "gateway/fhir", "gateway/proxy", "gateway/smart"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/config",
@@ -60,7 +60,7 @@ var allowed = map[string][]string{
 	"gateway/bindings/xcpd":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/pmir":          {"gateway/auth", "gateway/bindings", "gateway/config", "gateway/dependencies", "gateway/fhir"},
 	"gateway/bindings/patient": {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm",
-		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies", "gateway/fhir", "gateway/scrub"},
+		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies", "gateway/fhir", "gateway/scrub", "gateway/smart"},
 	"gateway/bindings/mcsd": {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 }
 

@@ -104,11 +104,14 @@ type Flow struct {
 type memberKeys struct {
 	domain, community map[string]string
 	domains           []string
+	// known are the members' ids.
+	known map[string]bool
 }
 
 func keysOf(members []config.Member) *memberKeys {
-	k := &memberKeys{domain: map[string]string{}, community: map[string]string{}}
+	k := &memberKeys{domain: map[string]string{}, community: map[string]string{}, known: map[string]bool{}}
 	for _, m := range members {
+		k.known[m.ID] = true
 		if m.IdentifierSystem != "" {
 			k.domain[m.ID] = m.IdentifierSystem
 			k.domains = append(k.domains, m.IdentifierSystem)

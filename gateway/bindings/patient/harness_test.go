@@ -65,7 +65,7 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 		m := members.Start(t, members.Options{ID: id, Marker: "MEMBER-BODY-" + id})
 		g.members[id] = m
 		fmt.Fprintf(&doc, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n", id, m.URL)
-		if strings.Contains(o.tables, "[resolver]") || strings.Contains(o.tables, `protocol = "pixm"`) {
+		if strings.Contains(o.tables, "[resolver]") || strings.Contains(o.tables, `protocol = "pixm"`) || strings.Contains(o.tables, "[consent]") {
 			fmt.Fprintf(&doc, "identifier_system = %q\n", memberDomains[id])
 		}
 		if strings.Contains(o.tables, `protocol = "xcpd"`) {
