@@ -108,6 +108,9 @@ func readBodies(c *gin.Context, call *Call, b *bounds) bool {
 func peek(c *gin.Context, limit int64, tooLong string) ([]byte, bool) {
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
 	switch {
+	case err != nil && proxy.BodyTimedOut(c.Request.Context(), err):
+		c.Header("Connection", "close") // the rest of the body is never read
+		fhir.Write(c.Writer, http.StatusRequestTimeout, fhir.Outcome("timeout", "the body did not arrive within server.request_timeout_ms"))
 	case err != nil:
 		c.Header("Connection", "close")
 		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", "the body could not be read"))
