@@ -12,6 +12,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -269,4 +271,73 @@ func TestAnIncludeTheTokenMayNotReadIsDroppedAndSaidSo(t *testing.T) {
 		t.Fatalf("routed: answered %d, the member asked %d times: %s", res.StatusCode, m.Requests()-before, body)
 	}
 	outcome(t, body, "forbidden")
+}
+
+// The patient-context table: a token with patient-level scopes and a patient claim
+// reaches that patient's data only. A search of a compartment type gets the patient
+// added (the member is asked for it), one naming another patient is a 403, a read of
+// another Patient a 404 (nothing disclosed), a type outside the compartment is searched
+// as asked; a token without the claim, a write or a compartment read by id is refused.
+// No refused request reaches the member.
+func TestThePatientContextTable(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a"})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
+	token := func(scope, patient string) string {
+		claims := map[string]any{"sub": "pat", "scope": scope}
+		if patient != "" {
+			claims["patient"] = patient
+		}
+		tok, err := g.Issuer.Token(claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + tok
+	}
+	for _, c := range []struct {
+		name, scope, patient, method, path string
+		status                             int
+		asked                              string // a parameter the member must have been sent, "k=v"
+	}{
+		{"a federated search gets the patient", "patient/*.rs", "a-1", "GET", "/fhir/Observation?code=x", 200, "subject=Patient/a-1"},
+		{"a routed search gets the patient", "patient/Observation.rs", "a-1", "GET", "/nodes/a/fhir/Observation?code=x", 200, "subject=Patient/a-1"},
+		{"a Patient search gets its _id", "patient/Patient.rs", "a-1", "GET", "/fhir/Patient?name=x", 200, "_id=a-1"},
+		{"a search naming the patient", "patient/*.rs", "a-1", "GET", "/fhir/Observation?subject=Patient/a-1", 200, "subject=Patient/a-1"},
+		{"a search naming another patient", "patient/*.rs", "a-1", "GET", "/fhir/Observation?subject=Patient/a-2", 403, ""},
+		{"a routed search naming another patient", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Encounter?patient=Patient/a-2", 403, ""},
+		{"a compartment search of another patient", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Patient/a-2/Observation", 403, ""},
+		{"a read of the patient", "patient/Patient.r", "a-1", "GET", "/nodes/a/fhir/Patient/a-1", 200, ""},
+		{"a read of another patient", "patient/Patient.r", "a-1", "GET", "/nodes/a/fhir/Patient/a-2", 404, ""},
+		{"a compartment read by id", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Observation/o-1", 403, ""},
+		// The member double holds no Practitioner: it answers what it answers (0: any
+		// status), asked as the client asked.
+		{"a type outside the compartment", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Practitioner?name=x", 0, "name=x"},
+		{"no patient claim", "patient/*.rs", "", "GET", "/fhir/Observation?code=x", 403, ""},
+		{"a write", "patient/*.cruds", "a-1", "DELETE", "/nodes/a/fhir/Patient/a-1", 403, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := m.Requests()
+			res, body := raw(t, g, c.method, c.path, token(c.scope, c.patient))
+			if c.status == 0 && m.Requests() == before {
+				t.Fatalf("answered %d without asking the member: %.300s", res.StatusCode, body)
+			}
+			if c.status != 0 && res.StatusCode != c.status {
+				t.Fatalf("answered %d, want %d: %.300s", res.StatusCode, c.status, body)
+			}
+			if c.status == 403 || c.status == 404 {
+				if m.Requests() != before {
+					t.Fatal("a refused request reached the member")
+				}
+				code := map[int]string{403: "forbidden", 404: "not-found"}[c.status]
+				outcome(t, body, code)
+				return
+			}
+			if c.asked != "" {
+				k, v, _ := strings.Cut(c.asked, "=")
+				got := m.LastRequest()
+				if q, _ := url.ParseQuery(got.RawQuery); !slices.Contains(q[k], v) {
+					t.Fatalf("the member was asked %s?%s, want %s", got.Path, got.RawQuery, c.asked)
+				}
+			}
+		})
+	}
 }
