@@ -24,6 +24,7 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 // BenchmarkWebhookCreate is the validating webhook's own cost for one create, as the
@@ -73,7 +74,8 @@ func serve(h http.Handler, body []byte) *httptest.ResponseRecorder {
 }
 
 // benchGatewayOf is the i-th Gateway of the operator's process benchmark
-// (test/operator/process), defaults applied as the CRD applies them.
+// (test/operator/process), defaults applied as the CRD applies them: one member, and
+// the issuer its data plane's tokens are verified with (issuer.RemoteTable).
 func benchGatewayOf(i int) *ferrofedv1alpha1.Gateway {
 	return &ferrofedv1alpha1.Gateway{
 		TypeMeta:   metav1.TypeMeta{APIVersion: ferrofedv1alpha1.GroupVersion.String(), Kind: "Gateway"},
@@ -83,8 +85,8 @@ func benchGatewayOf(i int) *ferrofedv1alpha1.Gateway {
 			Replicas: ptr.To[int32](int32(1 + i%2)),
 			BasePath: "/",
 			Port:     8080,
-			Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(fmt.Sprintf(
-				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i))},
+			Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(issuer.WithRemote(fmt.Sprintf(
+				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i)))},
 		},
 	}
 }
@@ -163,7 +165,7 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	withWarning := benchGatewayOf(1)
 	withWarning.Spec.Lifecycle.DrainDelay = &metav1.Duration{}
 	ownedKey := benchGatewayOf(2)
-	ownedKey.Spec.Config.Inline = ptr.To("[server]\nbase_path = \"/x\"\nlisten = \":9\"\n")
+	ownedKey.Spec.Config.Inline = ptr.To(issuer.WithRemote("[server]\nbase_path = \"/x\"\nlisten = \":9\"\n"))
 	notTOML := benchGatewayOf(3)
 	notTOML.Spec.Config.Inline = ptr.To("[[registry.members]\n")
 	bothConfigs := benchGatewayOf(4)
@@ -376,7 +378,7 @@ func TestWebhookListsAtMostMaxConfigCauses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw := benchGatewayOf(10)
-			gw.Spec.Config.Inline = ptr.To(tc.inline)
+			gw.Spec.Config.Inline = ptr.To(issuer.WithRemote(tc.inline))
 			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, gw, nil))).Response
 			if r.Allowed || r.Result == nil || r.Result.Details == nil {
 				t.Fatalf("answer %+v, want refused with causes", r)
