@@ -299,3 +299,52 @@ func TestSecretMountsAndSizeLimitGoTwins(t *testing.T) {
 		})
 	}
 }
+
+// TestTheDataPlaneNeedsAnIssuer: a Gateway's data plane asks for a bearer token unless
+// its configuration says data_plane = "open" (docs/operator.md, "The data plane's
+// issuer"). With no issuer to verify the token the Gateway is refused on
+// spec.config.inline, naming auth.data_plane and auth.issuers; an open data plane is
+// admitted with the gateway's own warning; an issuer whose key set is a file of a
+// spec.secretMounts Secret is admitted with none.
+func TestTheDataPlaneNeedsAnIssuer(t *testing.T) {
+	jwksFile := &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[[auth.issuers]]\nissuer = 'https://login.clinic.example.org'\n" +
+		"audience = 'ferrofed'\noperator_scope = 'ferrofed.operator'\njwks_file = '/etc/ferrofed/secrets/issuers/clinic/jwks.json'\n")}
+	tests := []struct {
+		name    string
+		config  *ferrofedv1alpha1.GatewayConfig
+		refusal []string // pieces of the one refusal; none when admitted
+		warning string   // a piece of a warning; "" for no warning
+	}{
+		{"no configuration at all", nil, []string{"auth.data_plane", `is "required" (the default)`, "auth.issuers"}, ""},
+		{"a configuration without an issuer", &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[health]\ncheck_timeout_ms = 250\n")},
+			[]string{"auth.data_plane", "auth.issuers"}, ""},
+		{"required written out, without an issuer", &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[auth]\ndata_plane = 'required'\n")},
+			[]string{"auth.data_plane", "auth.issuers"}, ""},
+		{"an issuer by its jwks_url", withIssuer(""), nil, ""},
+		{"an issuer whose jwks_file is a secretMount's", jwksFile, nil, ""},
+		{"an open data plane, written out", &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[auth]\ndata_plane = 'open'\n")}, nil,
+			`spec.config: auth.data_plane: is "open": anyone who can reach the gateway`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: tt.config,
+				SecretMounts: []ferrofedv1alpha1.SecretMount{{SecretName: "clinic-jwks", MountPath: "/etc/ferrofed/secrets/issuers/clinic"}}}}
+			errs, warnings := Validate(g)
+			switch {
+			case tt.refusal == nil && len(errs) > 0:
+				t.Fatalf("refused: %v", errs)
+			case tt.refusal != nil && (len(errs) != 1 || errs[0].Field != "spec.config.inline" || errs[0].BadValue != "auth.data_plane"):
+				t.Fatalf("errors = %v, want one on spec.config.inline with the key auth.data_plane", errs)
+			}
+			for _, want := range tt.refusal {
+				if !strings.Contains(errs[0].Detail, want) {
+					t.Errorf("the refusal %q does not say %q", errs[0].Detail, want)
+				}
+			}
+			all := strings.Join(warnings, "\n")
+			if (tt.warning == "") != (len(warnings) == 0) || !strings.Contains(all, tt.warning) {
+				t.Errorf("warnings = %q, want %q", warnings, tt.warning)
+			}
+		})
+	}
+}

@@ -171,6 +171,9 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	bothConfigs := benchGatewayOf(4)
 	bothConfigs.Spec.Config.ConfigMapRef = &ferrofedv1alpha1.ConfigMapKeyRef{Name: "cm"}
 	allowList := GatewayValidator{AllowedImages: []string{"registry.example.org/ferrofed/*"}}
+	noIssuer, open := benchGatewayOf(11), benchGatewayOf(12)
+	noIssuer.Spec.Config.Inline = ptr.To("[[registry.members]]\nid = \"node-11\"\nquery_endpoint = \"https://node-11.example.org/fhir\"\n")
+	open.Spec.Config.Inline = ptr.To(*noIssuer.Spec.Config.Inline + "[auth]\ndata_plane = \"open\"\n")
 	oversize := benchGatewayOf(8)
 	oversize.Spec.Config.Inline = ptr.To(*oversize.Spec.Config.Inline + "# " + strings.Repeat("x", ferrofedv1alpha1.MaxInlineConfigBytes) + "\n")
 	tests := []struct {
@@ -182,6 +185,8 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	}{
 		{"a valid create", GatewayValidator{}, admissionv1.Create, benchGatewayOf(0), nil, true},
 		{"a create with a lifecycle warning", GatewayValidator{}, admissionv1.Create, withWarning, nil, true},
+		{"a create with no issuer for its data plane", GatewayValidator{}, admissionv1.Create, noIssuer, nil, false},
+		{"a create with an open data plane, warned about", GatewayValidator{}, admissionv1.Create, open, nil, true},
 		{"a create setting keys the spec owns", GatewayValidator{}, admissionv1.Create, ownedKey, nil, false},
 		{"a create whose inline configuration is not TOML", GatewayValidator{}, admissionv1.Create, notTOML, nil, false},
 		{"a create with inline and configMapRef", GatewayValidator{}, admissionv1.Create, bothConfigs, nil, false},
@@ -206,6 +211,46 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 				g, _ := json.Marshal(got.Response)
 				w, _ := json.Marshal(want.Response)
 				t.Errorf("response differs from controller-runtime's:\n got %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestTheWebhookGuardsTheDataPlane: a Gateway whose data plane would ask for tokens
+// with no issuer to verify them is refused, its cause on spec.config.inline naming
+// auth.data_plane; one whose data plane is open, written out, is allowed with the
+// gateway's own warning as an admission warning (docs/operator.md, "The data plane's
+// issuer").
+func TestTheWebhookGuardsTheDataPlane(t *testing.T) {
+	members := "[[registry.members]]\nid = \"a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n"
+	for _, tc := range []struct {
+		name, inline string
+		allowed      bool
+		want         string // in the one cause of a refusal, or in a warning
+	}{
+		{"no issuer", members, false, `auth.data_plane: is "required" (the default) but no [[auth.issuers]] is configured`},
+		{"an open data plane", members + "[auth]\ndata_plane = \"open\"\n", true,
+			`spec.config: auth.data_plane: is "open": anyone who can reach the gateway can search every member for every patient, with no token`},
+		{"an issuer", issuer.WithRemote(members), true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := benchGatewayOf(13)
+			gw.Spec.Config.Inline = ptr.To(tc.inline)
+			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, gw, nil))).Response
+			if r.Allowed != tc.allowed {
+				t.Fatalf("allowed = %t, want %t: %+v", r.Allowed, tc.allowed, r.Result)
+			}
+			if !tc.allowed {
+				if r.Result == nil || r.Result.Details == nil || len(r.Result.Details.Causes) != 1 {
+					t.Fatalf("answer %+v, want one cause", r.Result)
+				}
+				if c := r.Result.Details.Causes[0]; c.Field != "spec.config.inline" || !strings.Contains(c.Message, tc.want) || !strings.Contains(c.Message, "auth.issuers") {
+					t.Fatalf("cause %+v, want spec.config.inline with %q and auth.issuers", c, tc.want)
+				}
+				return
+			}
+			if (tc.want == "" && len(r.Warnings) != 0) || (tc.want != "" && !slices.Contains(r.Warnings, tc.want)) {
+				t.Fatalf("warnings %q, want %q", r.Warnings, tc.want)
 			}
 		})
 	}
