@@ -20,6 +20,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -27,12 +28,20 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 func gateway(mutate func(*ferrofedv1alpha1.Gateway)) *ferrofedv1alpha1.Gateway {
 	gw := &ferrofedv1alpha1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "clinical", UID: "0d6c7c2e-4f39-4a5e-9a57-3f1d2b8c9e10", Generation: 1},
-		Spec:       ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:v0.1.0"},
+		Spec:       ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:v0.1.0", Config: configWithIssuer("")},
 	}
 	if mutate != nil {
 		mutate(gw)
 	}
 	return gw
+}
+
+// configWithIssuer is the inline configuration toml with the issuer every test
+// Gateway trusts (issuer.RemoteTable): the data plane asks for a bearer token by
+// default, and a configuration with no issuer to verify it is refused
+// (docs/operator.md, "The data plane's issuer").
+func configWithIssuer(toml string) *ferrofedv1alpha1.GatewayConfig {
+	return &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(issuer.WithRemote(toml))}
 }
 
 func dur(s string) *metav1.Duration {
@@ -93,7 +102,7 @@ var goldenCases = map[string]func(*ferrofedv1alpha1.Gateway){
 	"audit-spool-and-secret-mounts": func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("2Gi"))}}
 		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-client", MountPath: "/etc/ferrofed/secrets/audit"}}
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(`
+		g.Spec.Config = configWithIssuer(`
 [audit]
 destination = "repository"
 url = "https://audit.example.org/fhir"
@@ -102,10 +111,23 @@ client_key_file = "/etc/ferrofed/secrets/audit/tls.key"
 
 [audit.feed]
 url = "https://feed.example.org/fhir"
+`)
+	},
+	// The data plane's issuer with its key set in a file: a Secret of the JWKS mounted
+	// by spec.secretMounts, its path the issuer's jwks_file (docs/operator.md, "The
+	// data plane's issuer").
+	"issuer-jwks-file-from-a-secret-mount": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "clinic-jwks", MountPath: "/etc/ferrofed/secrets/issuers/clinic"}}
+		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(`
+[[auth.issuers]]
+issuer = "https://login.clinic.example.org"
+audience = "ferrofed"
+jwks_file = "/etc/ferrofed/secrets/issuers/clinic/jwks.json"
+operator_scope = "ferrofed.operator"
 `)}
 	},
 	"inline-config-merged": func(g *ferrofedv1alpha1.Gateway) {
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(`
+		g.Spec.Config = configWithIssuer(`
 [server]
 read_header_timeout_ms = 3000
 
@@ -119,7 +141,7 @@ query_endpoint = "https://node-a.example.org/fhir"
 [[registry.members]]
 id = "node-b"
 query_endpoint = "https://node-b.example.org/fhir"
-`)}
+`)
 	},
 }
 
@@ -294,7 +316,7 @@ func renderedDeployment(t *testing.T, gw *ferrofedv1alpha1.Gateway) (appsv1.Depl
 func TestAuditSpoolVolumeFollowsTheRepositoryDestination(t *testing.T) {
 	inline := func(toml string) func(*ferrofedv1alpha1.Gateway) {
 		return func(g *ferrofedv1alpha1.Gateway) {
-			g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(toml)}
+			g.Spec.Config = configWithIssuer(toml)
 		}
 	}
 	const repo = "[audit]\ndestination = 'repository'\nurl = 'https://a.example/fhir'\n"

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 func storedQuery(name, gateway, definition string) ferrofedv1alpha1.StoredQuery {
@@ -28,7 +28,7 @@ const sqDefinition = `{"resourceType":"OperationDefinition","id":"high-risk","ki
 // testdata/stored-queries.yaml.
 func TestGoldenStoredQueries(t *testing.T) {
 	gw := gateway(func(g *ferrofedv1alpha1.Gateway) {
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[stored_queries]\ndrift_interval_ms = 60000\n")}
+		g.Spec.Config = configWithIssuer("[stored_queries]\ndrift_interval_ms = 60000\n")
 	})
 	rendered, err := gatewayspec.RenderAndCheck(&gw.Spec, gatewayspec.Plan(&gw.Spec), []byte(*gw.Spec.Config.Inline))
 	if err != nil {
@@ -121,7 +121,7 @@ func TestStoredQueriesMountFollowsTheTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dep, rendered := renderedDeployment(t, gateway(func(g *ferrofedv1alpha1.Gateway) {
-				g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(tc.inline)}
+				g.Spec.Config = configWithIssuer(tc.inline)
 			}))
 			mounted := false
 			for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
@@ -139,7 +139,7 @@ func TestStoredQueriesMountFollowsTheTable(t *testing.T) {
 	}
 	t.Run("stored_queries.dir set by the user is refused, naming the resource", func(t *testing.T) {
 		gw := gateway(nil)
-		_, err := gatewayspec.RenderAndCheck(&gw.Spec, gatewayspec.Plan(&gw.Spec), []byte("[stored_queries]\ndir = '/tmp/x'\n"))
+		_, err := gatewayspec.RenderAndCheck(&gw.Spec, gatewayspec.Plan(&gw.Spec), []byte(issuer.WithRemote("[stored_queries]\ndir = '/tmp/x'\n")))
 		if err == nil || !strings.Contains(err.Error(), "stored_queries.dir") || !strings.Contains(err.Error(), "StoredQuery") {
 			t.Fatalf("%v", err)
 		}

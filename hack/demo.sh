@@ -25,7 +25,8 @@
 #     with those members in its inline configuration, and prints the grace period and
 #     probes the operator derived, read back from the live Deployment;
 #  4. starts the gateway (`ferrofed serve`) from the ferrofed.toml the operator rendered
-#     into the ConfigMap, read back from the API, and prints a curl for each route;
+#     into the ConfigMap, read back from the API, and prints a curl for each route, the
+#     data plane's with a demo client's bearer token (.demo/client-token);
 #  5. on Ctrl-C (or after DEMO_EXIT_AFTER seconds) sends the gateway SIGTERM, shows its
 #     four drain steps, and stops everything it started, also when a step fails.
 #
@@ -53,6 +54,9 @@ namespace=demo
 issuer="https://demo-issuer.ferrofed.local"
 audience="ferrofed-demo"
 scope="ferrofed.operator"
+# The data plane asks every request for a bearer token (auth.data_plane = "required",
+# the default): the demo's client reads and searches every resource type.
+client_scope="system/*.rs"
 
 if [[ -t 1 ]]; then bold=$'\033[1m'; dim=$'\033[2m'; reset=$'\033[0m'; else bold=""; dim=""; reset=""; fi
 step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$reset"; }
@@ -156,7 +160,7 @@ info "DEMO_CLUSTER=local|envtest forces one; DEMO_EXIT_AFTER=N stops by itself"
 
 # ---- the real node -------------------------------------------------------------------------
 release=ferrofed
-release_ns=ferrofed-system
+release_ns="ferrofed-system"
 cluster_started=""
 cluster_was_up=""
 release_installed=""
@@ -236,7 +240,7 @@ local_cleanup() {
     fi
     [[ -n "$cluster_was_up" ]] && info "the local cluster was up before the demo: left running (hack/local-cluster.sh down stops it)"
   fi
-  rm -f "$state/token"
+  rm -f "$state/token" "$state/client-token"
   if ((rc != 0)); then
     if [[ -n "$interrupted" ]]; then
       printf '\n%sdemo: interrupted; everything it started is stopped%s\n' "$bold" "$reset" >&2
@@ -365,12 +369,14 @@ for id in member-a member-b; do
 done
 
 gateway_port="$("$demo" freeport)"
-token="$("$demo" token --dir "$state" --issuer "$issuer" --audience "$audience" --scope "$scope")"
+token="$("$demo" token --dir "$state" --issuer "$issuer" --audience "$audience" --scope "$scope" \
+  --client-out "$state/client-token" --client-scope "$client_scope")"
 step "Applying the sample Gateway ($sample) with the demo members in its inline configuration"
 "$kubectl" create namespace "$namespace" >/dev/null
 name="$("$kubectl" apply --namespace "$namespace" -f "$sample" -o name)"
 name="${name##*/}"
-# The members, and a demo token issuer for the dependency report, go into spec.config.inline;
+# The members, and the demo token issuer of the data plane's client and of the dependency
+# report (in place of the sample's issuer), go into spec.config.inline;
 # spec.port is a free port here, since the gateway will run on this machine.
 cat >"$state/patch.yaml" <<PATCH
 spec:
@@ -443,23 +449,27 @@ base="http://127.0.0.1:$gateway_port"
 base_path="$(jp gateway '{.spec.basePath}')"
 [[ "$base_path" == "/" ]] || base="$base$base_path"
 step "Try it (each route answered once already; the answer is below its curl)"
+printf '%s\n' "$token" >"$state/token"
+# try WHAT URL [TOKEN_FILE]: one GET, with the bearer token of TOKEN_FILE when given.
 try() {
-  local what=$1 url=$2 bearer=${3:-}
+  local what=$1 url=$2 token_file=${3:-}
   printf '\n    %s%s%s\n' "$bold" "$what" "$reset"
-  if [[ -n "$bearer" ]]; then
-    info "curl -s -H \"Authorization: Bearer \$TOKEN\" '$url'"
+  if [[ -n "$token_file" ]]; then
+    info "curl -s -H \"Authorization: Bearer \$(cat ${token_file#"$root"/})\" '$url'"
+    info "${dim}$("$demo" get "$url" "$(cat "$token_file")" 2>&1 | cut -c1-300)${reset}"
   else
     info "curl -s '$url'"
+    info "${dim}$("$demo" get "$url" 2>&1 | cut -c1-300)${reset}"
   fi
-  info "${dim}$("$demo" get "$url" $bearer 2>&1 | cut -c1-300)${reset}"
 }
 try "liveness" "$base/health"
 try "readiness" "$base/health/readiness"
-try "a federated search over both members" "$base/fhir/Patient?family=Smith"
-try "a request routed to one member" "$base/nodes/member-a/fhir/Patient"
-try "the dependency report (operator token)" "$base/operator/dependencies" "$token"
-printf '%s\n' "$token" >"$state/token"
+try "a federated search over both members (client token, scope $client_scope)" "$base/fhir/Patient?family=Smith" "$state/client-token"
+try "a request routed to one member (client token)" "$base/nodes/member-a/fhir/Patient" "$state/client-token"
+try "the same search without a token: 401 (auth.data_plane = \"required\", the default)" "$base/fhir/Patient?family=Smith"
+try "the dependency report (operator token)" "$base/operator/dependencies" "$state/token"
 info ""
+info "CLIENT_TOKEN=\$(cat ${state#"$root"/}/client-token)   # the demo app's token for /fhir and /nodes, scope $client_scope, valid 24 h"
 info "TOKEN=\$(cat ${state#"$root"/}/token)   # a demo issuer's token with scope $scope, valid 24 h"
 info "logs: ${logs#"$root"/}/  kubectl: KUBECONFIG=${KUBECONFIG#"$root"/} bin/k8s/kubectl get fgw -A"
 

@@ -108,8 +108,9 @@ type GatewaySpec struct {
 
 	// secretMounts mounts Secrets read-only into the gateway container, under
 	// /etc/ferrofed/secrets/, for the files the configuration names (client
-	// certificates, CA bundles, bearer token files of bindings and of [audit]). The
-	// operator never reads these Secrets. Default: none; at most 16, no two at one path.
+	// certificates, CA bundles, bearer token files of bindings and of [audit], the key
+	// set of an [[auth.issuers]] jwks_file). The operator never reads these Secrets.
+	// Default: none; at most 16, no two at one path.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16

@@ -72,7 +72,7 @@ func local(args []string) error {
 	fs.StringVar(&d.image, "image", "ferrofed.local/ferrofed:e2e", "the ferrofed image (imported, never pulled)")
 	fs.StringVar(&d.member, "member-image", "ferrofed.local/fhir-member:e2e", "the FHIR member test server image")
 	fs.IntVar(&d.rps, "rps", 150, "requests a second of the load during each rollout (1 to 1000)")
-	fs.StringVar(&d.state, "state", ".demo", "where the token is written")
+	fs.StringVar(&d.state, "state", ".demo", "where the tokens are written (token: the operator's; client-token: the data plane's client's)")
 	sample := fs.String("sample", "config/samples/ferrofed_v1alpha1_gateway.yaml", "the Gateway to run")
 	exitAfter := fs.Int("exit-after", -1, "stop this many seconds after the rollouts (-1: at SIGINT or SIGTERM)")
 	t0 := fs.Float64("t0", 0, "when `make demo` started, in Unix seconds (0: now)")
@@ -250,7 +250,7 @@ func (d *localDemo) applyGateways(ctx context.Context, samplePath string) ([]*de
 	delay, _, _ := unstructured.NestedString(sample, "spec", "lifecycle", "drainDelay")
 
 	step(fmt.Sprintf("Applying the sample Gateway (%s) as %s/%s, and %s/%s-nodelay with drainDelay 0s", samplePath, d.ns, name, d.ns, name))
-	info("both with image %s, the members above and a demo token issuer in spec.config.inline", d.image)
+	info("both with image %s, the members above and a demo token issuer (of the data plane's and the operator's tokens) in spec.config.inline", d.image)
 	var out []*demoGateway
 	for _, g := range []*demoGateway{{name: name, drainDelay: delay}, {name: name + "-nodelay", drainDelay: "0s"}} {
 		obj := &unstructured.Unstructured{Object: deepCopy(sample)}
@@ -417,31 +417,32 @@ func (d *localDemo) showDerived(ctx context.Context, gws []*demoGateway) error {
 
 func (d *localDemo) tryRoutes(ctx context.Context, g *demoGateway) {
 	step(fmt.Sprintf("The routes, answered through the Service of %s (%s)", g.name, g.baseURL))
-	token := d.issuer.Token(d.issuer.Scope, 24*time.Hour)
-	tokenFile := filepath.Join(d.state, "token")
-	_ = os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+	// The data plane asks every request for a bearer token (auth.data_plane =
+	// "required", the default): the demo's client has one of the demo issuer, the
+	// dependency report the operator's.
+	client, operator := filepath.Join(d.state, "client-token"), filepath.Join(d.state, "token")
+	tokens := map[string]string{client: d.issuer.ClientToken(24 * time.Hour), operator: d.issuer.Token(d.issuer.Scope, 24*time.Hour)}
+	for file, token := range tokens {
+		_ = os.WriteFile(file, []byte(token+"\n"), 0o600)
+	}
 	first := true
 	for _, r := range []struct {
-		what, path string
-		bearer     bool
+		what, path, tokenFile string
 	}{
-		{"liveness", "/health", false},
-		{"readiness", "/health/readiness", false},
-		{"a federated search over both members", "/fhir/Patient?family=Smith", false},
-		{"a request routed to one member", "/nodes/node-a/fhir/Patient", false},
-		{"the dependency report (operator token)", "/operator/dependencies", true},
+		{"liveness", "/health", ""},
+		{"readiness", "/health/readiness", ""},
+		{"a federated search over both members (client token, scope " + rollout.ClientScope + ")", "/fhir/Patient?family=Smith", client},
+		{"a request routed to one member (client token)", "/nodes/node-a/fhir/Patient", client},
+		{"the same search without a token: 401 (auth.data_plane = \"required\", the default)", "/fhir/Patient?family=Smith", ""},
+		{"the dependency report (operator token)", "/operator/dependencies", operator},
 	} {
 		fmt.Printf("\n    %s%s%s\n", bold, r.what, reset)
-		if r.bearer {
-			info("curl -s -H \"Authorization: Bearer $(cat %s)\" '%s%s'", tokenFile, g.baseURL, r.path)
+		if r.tokenFile != "" {
+			info("curl -s -H \"Authorization: Bearer $(cat %s)\" '%s%s'", r.tokenFile, g.baseURL, r.path)
 		} else {
 			info("curl -s '%s%s'", g.baseURL, r.path)
 		}
-		bearer := ""
-		if r.bearer {
-			bearer = token
-		}
-		answer := answer(ctx, g.baseURL+r.path, bearer)
+		answer := answer(ctx, g.baseURL+r.path, tokens[r.tokenFile])
 		info("%s%s%s", dim, answer, reset)
 		if first && !strings.HasPrefix(answer, "error") {
 			first = false
@@ -513,6 +514,7 @@ func (d *localDemo) restartUnderLoad(ctx context.Context, g *demoGateway) (strin
 		results <- rollout.RunLoad(loadCtx, rollout.LoadSpec{
 			URL: g.baseURL + "/nodes/node-a/fhir/Patient", RPS: d.rps,
 			MaxLength: 4 * time.Minute, Timeout: 30 * time.Second, Progress: progress,
+			Token: d.issuer.ClientToken(time.Hour), // the data plane asks for one
 		})
 	}()
 	start := time.Now()

@@ -4,9 +4,11 @@
 //	demo controlplane --assets bin/k8s --kubeconfig F   start kube-apiserver and etcd (envtest),
 //	                                                    write an admin kubeconfig to F, and keep
 //	                                                    them up until SIGINT or SIGTERM
-//	demo token --dir D --issuer I --audience A --scope S
+//	demo token --dir D --issuer I --audience A --scope S [--client-out F --client-scope C]
 //	                                                    make a demo issuer: an ES256 key, its
-//	                                                    JWKS in D/jwks.json, and print a token
+//	                                                    JWKS in D/jwks.json, and print an
+//	                                                    operator token; with --client-out, a
+//	                                                    data-plane client's token in F too
 //	demo drainlog FILE                                  print the drain steps of a gateway's log
 //	demo get URL [BEARER]                               GET a URL; print the status and the body
 //	demo freeport                                       print a free TCP port on 127.0.0.1
@@ -116,13 +118,17 @@ func controlPlane(args []string) error {
 
 // token makes a demo issuer: a fresh ES256 key whose public half goes to D/jwks.json
 // (the gateway's [[auth.issuers]] jwks_file), and prints a token it signed, valid for a
-// day, carrying the operator scope.
+// day, carrying the operator scope. Every call makes a new key, so the data plane's
+// client token (auth.data_plane = "required"), when asked for with --client-out, is
+// signed by the same call: sub "demo-app", with the SMART scopes of --client-scope.
 func token(args []string) error {
 	fs := flag.NewFlagSet("token", flag.ExitOnError)
 	dir := fs.String("dir", ".demo", "where to write jwks.json")
 	issuer := fs.String("issuer", "https://demo-issuer.ferrofed.local", "iss of the token")
 	audience := fs.String("audience", "ferrofed-demo", "aud of the token")
 	scope := fs.String("scope", "ferrofed.operator", "scope of the token")
+	clientOut := fs.String("client-out", "", "where to write a data-plane client's token too (none when empty)")
+	clientScope := fs.String("client-scope", "system/*.rs", "scope of the client's token: read and search every resource type")
 	_ = fs.Parse(args)
 
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -142,15 +148,27 @@ func token(args []string) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	tok, err := jwt.Signed(signer).Claims(jwt.Claims{
-		Issuer:    *issuer,
-		Subject:   "demo-operator",
-		Audience:  jwt.Audience{*audience},
-		IssuedAt:  jwt.NewNumericDate(now),
-		NotBefore: jwt.NewNumericDate(now.Add(-time.Minute)),
-		Expiry:    jwt.NewNumericDate(now.Add(24 * time.Hour)),
-	}).Claims(map[string]any{"scope": *scope}).Serialize()
+	sign := func(subject, scope string) (string, error) {
+		now := time.Now()
+		return jwt.Signed(signer).Claims(jwt.Claims{
+			Issuer:    *issuer,
+			Subject:   subject,
+			Audience:  jwt.Audience{*audience},
+			IssuedAt:  jwt.NewNumericDate(now),
+			NotBefore: jwt.NewNumericDate(now.Add(-time.Minute)),
+			Expiry:    jwt.NewNumericDate(now.Add(24 * time.Hour)),
+		}).Claims(map[string]any{"scope": scope}).Serialize()
+	}
+	if *clientOut != "" {
+		client, err := sign("demo-app", *clientScope)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*clientOut, []byte(client+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	tok, err := sign("demo-operator", *scope)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,9 @@ import (
 // Validate is the Go side of admission: the CEL rules' Go twins (whole milliseconds,
 // config exclusivity), gateway/lifecycle on the pod's budgets, and then the gateway's own
 // `config check` on the ferrofed.toml rendered from the spec and its inline
-// configuration. It returns the problems as field errors and lifecycle's warnings.
+// configuration. It returns the problems as field errors, and as warnings lifecycle's,
+// the recorded drains', the audit spool's and those of `config check` (an open data
+// plane among them).
 //
 // A referenced ConfigMap is not read here (admission has no business reading other
 // objects); the controller checks it, with the same functions, before any rollout. Of
@@ -54,11 +56,26 @@ func Validate(g *ferrofedv1alpha1.Gateway) (field.ErrorList, []string) {
 		return append(errs, configErrors(cfgPath.Child("inline"), err)...), warnings
 	}
 	m := config.MountsOf(user)
-	if _, err := renderAndCheck(s, plan, user, m); err != nil {
+	if _, cfg, err := renderAndCheck(s, plan, user, m); err != nil {
 		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
+	} else {
+		warnings = append(warnings, configWarnings(cfg)...)
 	}
 	warnings = append(warnings, auditWarnings(s, plan, m.AuditSpools)...)
 	return errs, warnings
+}
+
+// configWarnings are the warnings of `config check` on the rendered file, which the
+// gateway logs at every start and reload (an open data plane, a token sent in clear
+// with allow_insecure): each names its key, without the line numbers of a file no one
+// edits.
+func configWarnings(cfg *config.Config) []string {
+	var out []string
+	for _, w := range cfg.Warnings() {
+		w.Line = 0
+		out = append(out, "spec.config: "+w.String())
+	}
+	return out
 }
 
 // auditWarnings are the warnings of a configuration with spools audit spools: a
@@ -150,27 +167,29 @@ func RenderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user [
 	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil { // before go-toml decodes it, as Validate
 		return nil, err
 	}
-	return renderAndCheck(s, plan, user, config.MountsOf(user))
+	rendered, _, err := renderAndCheck(s, plan, user, config.MountsOf(user))
+	return rendered, err
 }
 
-// renderAndCheck is RenderAndCheck with the mounts of user read already.
-func renderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, m config.Mounts) ([]byte, error) {
+// renderAndCheck is RenderAndCheck with the mounts of user read already; it returns
+// the checked configuration too, for its warnings.
+func renderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, m config.Mounts) ([]byte, *config.Config, error) {
 	spools := m.AuditSpools
 	owned := Owned(s, plan)
 	owned.Audit = AuditOwned(spools)
 	owned.StoredQueries = StoredQueriesOwned(m.StoredQueries)
 	rendered, err := config.Render(owned, user)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := ParseRendered(rendered)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := spoolProblems(s, cfg, spools); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return rendered, nil
+	return rendered, cfg, nil
 }
 
 // ConfigMessage is the text of a configuration problem list, as the ConfigValid

@@ -13,7 +13,15 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
+
+// withIssuer is the inline configuration toml with the issuer every test Gateway
+// trusts (issuer.RemoteTable): the data plane asks for a bearer token by default, and
+// a configuration with no issuer to verify it is refused (TestTheDataPlaneNeedsAnIssuer).
+func withIssuer(toml string) *ferrofedv1alpha1.GatewayConfig {
+	return &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(issuer.WithRemote(toml))}
+}
 
 func d(s string) *metav1.Duration {
 	v, err := time.ParseDuration(s)
@@ -25,7 +33,7 @@ func d(s string) *metav1.Duration {
 
 func TestRenderConfigIsDeterministicAndMergesTheRest(t *testing.T) {
 	spec := &ferrofedv1alpha1.GatewaySpec{Image: "x", Port: 9090, BasePath: "/fed"}
-	user := []byte("[health]\ncheck_timeout_ms = 250\n[server]\nread_header_timeout_ms = 3000\n")
+	user := []byte(issuer.WithRemote("[health]\ncheck_timeout_ms = 250\n[server]\nread_header_timeout_ms = 3000\n"))
 	first, err := RenderAndCheck(spec, Plan(spec), user)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +84,7 @@ func TestValidateNamesFieldPaths(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x", Lifecycle: tc.lifecycle}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x", Lifecycle: tc.lifecycle, Config: withIssuer("")}}
 			errs, _ := Validate(g)
 			if len(errs) != 1 || errs[0].Field != tc.field {
 				t.Errorf("errors = %v, want one on %s", errs, tc.field)
@@ -113,7 +121,7 @@ func TestGracePeriodFollowsTheProbes(t *testing.T) {
 
 func TestThePageTokenKeyIsTheOperatorsSecret(t *testing.T) {
 	spec := &ferrofedv1alpha1.GatewaySpec{}
-	rendered, err := RenderAndCheck(spec, Plan(spec), []byte("[federation]\nstrict_fhir = true\n"))
+	rendered, err := RenderAndCheck(spec, Plan(spec), []byte(issuer.WithRemote("[federation]\nstrict_fhir = true\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +137,7 @@ func TestThePageTokenKeyIsTheOperatorsSecret(t *testing.T) {
 }
 
 func TestARecentDrainNearItsGracePeriodWarns(t *testing.T) {
-	g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x"}}
+	g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x", Config: withIssuer("")}}
 	g.Status.Drains = []ferrofedv1alpha1.DrainRecord{{Pod: "a", DurationMilliseconds: 20000, GracePeriodSeconds: 26}}
 	if _, warnings := Validate(g); len(warnings) != 0 {
 		t.Fatalf("a drain at 77%% of its grace period warned: %q", warnings)
@@ -157,7 +165,7 @@ func TestMutualTLSRendersTheMountedFilesAndNeedsBothSecrets(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x", TLS: tc.tls}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "x", TLS: tc.tls, Config: withIssuer("")}}
 			errs, _ := Validate(g)
 			if tc.refusal != "" {
 				if len(errs) != 1 || errs[0].Field != "spec.tls.healthcheckIdentitySecret" || errs[0].Detail != tc.refusal {
@@ -173,7 +181,7 @@ func TestMutualTLSRendersTheMountedFilesAndNeedsBothSecrets(t *testing.T) {
 			if len(errs) != 0 {
 				t.Fatalf("errors = %v", errs)
 			}
-			rendered, err := RenderAndCheck(&g.Spec, Plan(&g.Spec), nil)
+			rendered, err := RenderAndCheck(&g.Spec, Plan(&g.Spec), []byte(*g.Spec.Config.Inline))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +211,7 @@ func TestSpoolsMustFitTheSizeLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(tt.inline)}}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: withIssuer(tt.inline)}}
 			if tt.sizeLimit != "" {
 				g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse(tt.sizeLimit))}}
 			}
@@ -234,7 +242,7 @@ func TestAuditWarnings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(tt.inline)}}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: withIssuer(tt.inline)}}
 			if tt.drain != "" {
 				d, _ := time.ParseDuration(tt.drain)
 				g.Spec.Lifecycle.BindingsDrainTimeout = &metav1.Duration{Duration: d}
@@ -273,7 +281,7 @@ func TestSecretMountsAndSizeLimitGoTwins(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i"}}
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: withIssuer("")}}
 			for i, p := range tt.mounts {
 				g.Spec.SecretMounts = append(g.Spec.SecretMounts, ferrofedv1alpha1.SecretMount{SecretName: fmt.Sprint("s", i), MountPath: p})
 			}
@@ -287,6 +295,55 @@ func TestSecretMountsAndSizeLimitGoTwins(t *testing.T) {
 			}
 			if got != tt.want || len(errs) > 1 {
 				t.Errorf("refused %v, want field %q", errs, tt.want)
+			}
+		})
+	}
+}
+
+// TestTheDataPlaneNeedsAnIssuer: a Gateway's data plane asks for a bearer token unless
+// its configuration says data_plane = "open" (docs/operator.md, "The data plane's
+// issuer"). With no issuer to verify the token the Gateway is refused on
+// spec.config.inline, naming auth.data_plane and auth.issuers; an open data plane is
+// admitted with the gateway's own warning; an issuer whose key set is a file of a
+// spec.secretMounts Secret is admitted with none.
+func TestTheDataPlaneNeedsAnIssuer(t *testing.T) {
+	jwksFile := &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[[auth.issuers]]\nissuer = 'https://login.clinic.example.org'\n" +
+		"audience = 'ferrofed'\noperator_scope = 'ferrofed.operator'\njwks_file = '/etc/ferrofed/secrets/issuers/clinic/jwks.json'\n")}
+	tests := []struct {
+		name    string
+		config  *ferrofedv1alpha1.GatewayConfig
+		refusal []string // pieces of the one refusal; none when admitted
+		warning string   // a piece of a warning; "" for no warning
+	}{
+		{"no configuration at all", nil, []string{"auth.data_plane", `is "required" (the default)`, "auth.issuers"}, ""},
+		{"a configuration without an issuer", &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[health]\ncheck_timeout_ms = 250\n")},
+			[]string{"auth.data_plane", "auth.issuers"}, ""},
+		{"required written out, without an issuer", &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[auth]\ndata_plane = 'required'\n")},
+			[]string{"auth.data_plane", "auth.issuers"}, ""},
+		{"an issuer by its jwks_url", withIssuer(""), nil, ""},
+		{"an issuer whose jwks_file is a secretMount's", jwksFile, nil, ""},
+		{"an open data plane, written out", &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[auth]\ndata_plane = 'open'\n")}, nil,
+			`spec.config: auth.data_plane: is "open": anyone who can reach the gateway`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: tt.config,
+				SecretMounts: []ferrofedv1alpha1.SecretMount{{SecretName: "clinic-jwks", MountPath: "/etc/ferrofed/secrets/issuers/clinic"}}}}
+			errs, warnings := Validate(g)
+			switch {
+			case tt.refusal == nil && len(errs) > 0:
+				t.Fatalf("refused: %v", errs)
+			case tt.refusal != nil && (len(errs) != 1 || errs[0].Field != "spec.config.inline" || errs[0].BadValue != "auth.data_plane"):
+				t.Fatalf("errors = %v, want one on spec.config.inline with the key auth.data_plane", errs)
+			}
+			for _, want := range tt.refusal {
+				if !strings.Contains(errs[0].Detail, want) {
+					t.Errorf("the refusal %q does not say %q", errs[0].Detail, want)
+				}
+			}
+			all := strings.Join(warnings, "\n")
+			if (tt.warning == "") != (len(warnings) == 0) || !strings.Contains(all, tt.warning) {
+				t.Errorf("warnings = %q, want %q", warnings, tt.warning)
 			}
 		})
 	}

@@ -23,7 +23,8 @@ const WebhookPath = "/validate-ferrofed-io-v1alpha1-gateway"
 
 // GatewayValidator is the validating admission webhook of Gateways: gatewayspec.Validate
 // and, when AllowedImages is set, the operator's image allow-list, refused with
-// apierrors.NewInvalid; lifecycle's warnings as admission warnings.
+// apierrors.NewInvalid; Validate's warnings (lifecycle's, config check's) as admission
+// warnings.
 type GatewayValidator struct {
 	// AllowedImages are the operator's --allowed-images patterns (ImageAllowed); empty
 	// allows every image.

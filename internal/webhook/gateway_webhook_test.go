@@ -24,6 +24,7 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 // BenchmarkWebhookCreate is the validating webhook's own cost for one create, as the
@@ -73,7 +74,8 @@ func serve(h http.Handler, body []byte) *httptest.ResponseRecorder {
 }
 
 // benchGatewayOf is the i-th Gateway of the operator's process benchmark
-// (test/operator/process), defaults applied as the CRD applies them.
+// (test/operator/process), defaults applied as the CRD applies them: one member, and
+// the issuer its data plane's tokens are verified with (issuer.RemoteTable).
 func benchGatewayOf(i int) *ferrofedv1alpha1.Gateway {
 	return &ferrofedv1alpha1.Gateway{
 		TypeMeta:   metav1.TypeMeta{APIVersion: ferrofedv1alpha1.GroupVersion.String(), Kind: "Gateway"},
@@ -83,8 +85,8 @@ func benchGatewayOf(i int) *ferrofedv1alpha1.Gateway {
 			Replicas: ptr.To[int32](int32(1 + i%2)),
 			BasePath: "/",
 			Port:     8080,
-			Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(fmt.Sprintf(
-				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i))},
+			Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(issuer.WithRemote(fmt.Sprintf(
+				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i)))},
 		},
 	}
 }
@@ -163,12 +165,15 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	withWarning := benchGatewayOf(1)
 	withWarning.Spec.Lifecycle.DrainDelay = &metav1.Duration{}
 	ownedKey := benchGatewayOf(2)
-	ownedKey.Spec.Config.Inline = ptr.To("[server]\nbase_path = \"/x\"\nlisten = \":9\"\n")
+	ownedKey.Spec.Config.Inline = ptr.To(issuer.WithRemote("[server]\nbase_path = \"/x\"\nlisten = \":9\"\n"))
 	notTOML := benchGatewayOf(3)
 	notTOML.Spec.Config.Inline = ptr.To("[[registry.members]\n")
 	bothConfigs := benchGatewayOf(4)
 	bothConfigs.Spec.Config.ConfigMapRef = &ferrofedv1alpha1.ConfigMapKeyRef{Name: "cm"}
 	allowList := GatewayValidator{AllowedImages: []string{"registry.example.org/ferrofed/*"}}
+	noIssuer, open := benchGatewayOf(11), benchGatewayOf(12)
+	noIssuer.Spec.Config.Inline = ptr.To("[[registry.members]]\nid = \"node-11\"\nquery_endpoint = \"https://node-11.example.org/fhir\"\n")
+	open.Spec.Config.Inline = ptr.To(*noIssuer.Spec.Config.Inline + "[auth]\ndata_plane = \"open\"\n")
 	oversize := benchGatewayOf(8)
 	oversize.Spec.Config.Inline = ptr.To(*oversize.Spec.Config.Inline + "# " + strings.Repeat("x", ferrofedv1alpha1.MaxInlineConfigBytes) + "\n")
 	tests := []struct {
@@ -180,6 +185,8 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	}{
 		{"a valid create", GatewayValidator{}, admissionv1.Create, benchGatewayOf(0), nil, true},
 		{"a create with a lifecycle warning", GatewayValidator{}, admissionv1.Create, withWarning, nil, true},
+		{"a create with no issuer for its data plane", GatewayValidator{}, admissionv1.Create, noIssuer, nil, false},
+		{"a create with an open data plane, warned about", GatewayValidator{}, admissionv1.Create, open, nil, true},
 		{"a create setting keys the spec owns", GatewayValidator{}, admissionv1.Create, ownedKey, nil, false},
 		{"a create whose inline configuration is not TOML", GatewayValidator{}, admissionv1.Create, notTOML, nil, false},
 		{"a create with inline and configMapRef", GatewayValidator{}, admissionv1.Create, bothConfigs, nil, false},
@@ -204,6 +211,46 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 				g, _ := json.Marshal(got.Response)
 				w, _ := json.Marshal(want.Response)
 				t.Errorf("response differs from controller-runtime's:\n got %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestTheWebhookGuardsTheDataPlane: a Gateway whose data plane would ask for tokens
+// with no issuer to verify them is refused, its cause on spec.config.inline naming
+// auth.data_plane; one whose data plane is open, written out, is allowed with the
+// gateway's own warning as an admission warning (docs/operator.md, "The data plane's
+// issuer").
+func TestTheWebhookGuardsTheDataPlane(t *testing.T) {
+	members := "[[registry.members]]\nid = \"a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n"
+	for _, tc := range []struct {
+		name, inline string
+		allowed      bool
+		want         string // in the one cause of a refusal, or in a warning
+	}{
+		{"no issuer", members, false, `auth.data_plane: is "required" (the default) but no [[auth.issuers]] is configured`},
+		{"an open data plane", members + "[auth]\ndata_plane = \"open\"\n", true,
+			`spec.config: auth.data_plane: is "open": anyone who can reach the gateway can search every member for every patient, with no token`},
+		{"an issuer", issuer.WithRemote(members), true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := benchGatewayOf(13)
+			gw.Spec.Config.Inline = ptr.To(tc.inline)
+			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, gw, nil))).Response
+			if r.Allowed != tc.allowed {
+				t.Fatalf("allowed = %t, want %t: %+v", r.Allowed, tc.allowed, r.Result)
+			}
+			if !tc.allowed {
+				if r.Result == nil || r.Result.Details == nil || len(r.Result.Details.Causes) != 1 {
+					t.Fatalf("answer %+v, want one cause", r.Result)
+				}
+				if c := r.Result.Details.Causes[0]; c.Field != "spec.config.inline" || !strings.Contains(c.Message, tc.want) || !strings.Contains(c.Message, "auth.issuers") {
+					t.Fatalf("cause %+v, want spec.config.inline with %q and auth.issuers", c, tc.want)
+				}
+				return
+			}
+			if (tc.want == "" && len(r.Warnings) != 0) || (tc.want != "" && !slices.Contains(r.Warnings, tc.want)) {
+				t.Fatalf("warnings %q, want %q", r.Warnings, tc.want)
 			}
 		})
 	}
@@ -376,7 +423,7 @@ func TestWebhookListsAtMostMaxConfigCauses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw := benchGatewayOf(10)
-			gw.Spec.Config.Inline = ptr.To(tc.inline)
+			gw.Spec.Config.Inline = ptr.To(issuer.WithRemote(tc.inline))
 			r := answer(t, serve(GatewayValidator{}, admissionReview(t, admissionv1.Create, gw, nil))).Response
 			if r.Allowed || r.Result == nil || r.Result.Details == nil {
 				t.Fatalf("answer %+v, want refused with causes", r)

@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 // TestChartNamespacedInstallWorksWithRolesOnly installs the chart with scope
@@ -87,7 +89,8 @@ func TestChartNamespacedInstallWorksWithRolesOnly(t *testing.T) {
 	})
 	for _, ns := range []string{"team-a", "team-b"} {
 		gw := &ferrofedv1alpha1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
-			Spec: ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:test"}}
+			Spec: ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:test",
+				Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(issuer.RemoteTable)}}}
 		if err := c.Create(ctx, gw); err != nil {
 			t.Fatal(err)
 		}

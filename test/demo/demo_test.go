@@ -75,19 +75,7 @@ func TestDemoRunsEndToEndAndStopsEverything(t *testing.T) {
 			}
 		}
 	})
-	t.Run("it prints a curl for every route, each answered", func(t *testing.T) {
-		for _, route := range []string{"/health'", "/health/readiness'", "/fhir/Patient?family=Smith'", "/nodes/member-a/fhir/Patient'", "/operator/dependencies'"} {
-			re := regexp.MustCompile(`curl -s [^\n]*` + regexp.QuoteMeta(route) + `\n\s+(\d{3}) `)
-			m := re.FindStringSubmatch(got)
-			if m == nil {
-				t.Errorf("no curl with an answer for %s", route)
-				continue
-			}
-			if m[1] != "200" {
-				t.Errorf("%s answered %s, want 200", route, m[1])
-			}
-		}
-	})
+	t.Run("it prints a curl for every route, each answered", func(t *testing.T) { checkRoutes(t, got, "member-a") })
 	t.Run("it shows the four drain steps in order", func(t *testing.T) {
 		at := 0
 		for _, step := range []string{"ShutdownInitiated", "DrainDelayElapsed", "ListenerClosed", "InFlightDrained", "BindingsStopped", "Drained"} {
@@ -110,6 +98,37 @@ func TestDemoRunsEndToEndAndStopsEverything(t *testing.T) {
 			t.Errorf("left running: %s", left)
 		}
 	})
+}
+
+// checkRoutes finds in the demo's output a curl for each route, with the answer below
+// it: the data plane's routes carry the demo client's token (auth.data_plane =
+// "required", the default) and answer 200, the same search without a token 401, the
+// dependency report with the operator's token 200. member is the member the routed
+// request names.
+func checkRoutes(t *testing.T, got, member string) {
+	t.Helper()
+	for _, c := range []struct{ route, token, status string }{
+		{"/health'", "", "200"},
+		{"/health/readiness'", "", "200"},
+		{"/fhir/Patient?family=Smith'", "client-token", "200"},
+		{"/nodes/" + member + "/fhir/Patient'", "client-token", "200"},
+		{"/fhir/Patient?family=Smith'", "", "401"},
+		{"/operator/dependencies'", "token", "200"},
+	} {
+		header := ""
+		if c.token != "" {
+			header = `-H "Authorization: Bearer \$\(cat [^)\n]*/` + c.token + `\)" `
+		}
+		re := regexp.MustCompile(`curl -s ` + header + `'[^'\n]*` + regexp.QuoteMeta(c.route) + `\n\s+(\d{3}) `)
+		m := re.FindStringSubmatch(got)
+		if m == nil {
+			t.Errorf("no curl with an answer for %s (bearer token: %q)", c.route, c.token)
+			continue
+		}
+		if m[1] != c.status {
+			t.Errorf("%s (bearer token: %q) answered %s, want %s", c.route, c.token, m[1], c.status)
+		}
+	}
 }
 
 // sampleGracePeriod is the grace period the operator derives for the sample the demo

@@ -55,6 +55,7 @@ func TestDemoOnTheLocalNode(t *testing.T) {
 	if first := strings.SplitN(got, "\n", 2)[0]; !strings.Contains(first, "on the real local node") {
 		t.Errorf("the first line does not say the demo runs on the real node: %q", first)
 	}
+	t.Run("it prints a curl for every route, each answered through the Service", func(t *testing.T) { checkRoutes(t, got, "node-a") })
 	runs := summaries(t, got)
 	derived, ok := runs["demo"]
 	if !ok {

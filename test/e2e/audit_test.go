@@ -101,7 +101,7 @@ func (s *e2e) auditSIGKILL(t *testing.T) {
 
 	// Phase 1: the repository is down (503 to every delivery).
 	repo.control(t, "script?status=503&count=1000000")
-	load := startMarkedLoad(base, 4)
+	load := startMarkedLoad(base, s.issuer.ClientToken(time.Hour), 4)
 	defer load.stop()
 	load.waitAnswered(t, 150, time.Minute)
 	token := s.issuer.Token(s.issuer.Scope, time.Hour)
@@ -453,7 +453,7 @@ type loadStats struct {
 	samples  []string
 }
 
-func startMarkedLoad(base string, workers int) *markedLoad {
+func startMarkedLoad(base, token string, workers int) *markedLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &markedLoad{cancel: cancel, ok: map[string]bool{}, other: map[string]int{}}
 	client := &http.Client{Timeout: 15 * time.Second}
@@ -470,6 +470,7 @@ func startMarkedLoad(base string, workers int) *markedLoad {
 				l.sent++
 				l.mu.Unlock()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/fhir/Patient?name="+marker, nil)
+				req.Header.Set("Authorization", "Bearer "+token) // the data plane asks for one
 				res, err := client.Do(req)
 				if err != nil {
 					why := "no-answer"

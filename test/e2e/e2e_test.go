@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
@@ -186,7 +187,7 @@ func (s *e2e) installChart(t *testing.T) {
 	s.c.freshNamespace(t, cfg.namespace)
 	// A valid Gateway passes the webhook (server-side dry run calls it).
 	eventually(t, time.Minute, "the webhook admits a valid Gateway (dry run)", func(ctx context.Context) (bool, string, error) {
-		gw := gatewayObject(cfg.namespace, "dry-run", map[string]any{"image": cfg.image})
+		gw := gatewayObject(cfg.namespace, "dry-run", validSpec())
 		_, err := s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Create(ctx, gw, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil, fmt.Sprint(err), nil
 	})
@@ -205,21 +206,41 @@ func (s *e2e) operatorDeployment(t *testing.T) *appsv1.Deployment {
 
 func (s *e2e) webhookRefuses(t *testing.T) {
 	ctx := context.Background()
-	gw := gatewayObject(cfg.namespace, "bad-config", map[string]any{
-		"image":  cfg.image,
-		"config": map[string]any{"inline": "[health]\ncheck_timeout_ms = 100\nno_such_key = true\n"},
-	})
-	err := s.c.createGateway(ctx, gw)
-	if err == nil {
-		t.Fatalf("a Gateway whose inline configuration has an unknown key was admitted")
+	for _, tc := range []struct {
+		desc, inline string
+		names        []string // what the webhook's message must name
+	}{
+		{"an unknown key", issuer.WithRemote("[health]\ncheck_timeout_ms = 100\nno_such_key = true\n"), []string{"no_such_key"}},
+		// The data plane asks for a bearer token by default: with no issuer to verify
+		// it, the Gateway is refused (docs/operator.md, "The data plane's issuer").
+		{"no issuer for the data plane", "[health]\ncheck_timeout_ms = 100\n", []string{"auth.data_plane", "auth.issuers"}},
+	} {
+		gw := gatewayObject(cfg.namespace, "bad-config", map[string]any{
+			"image":  cfg.image,
+			"config": map[string]any{"inline": tc.inline},
+		})
+		err := s.c.createGateway(ctx, gw)
+		if err == nil {
+			_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(ctx, "bad-config", metav1.DeleteOptions{})
+			t.Errorf("a Gateway whose inline configuration has %s was admitted", tc.desc)
+			continue
+		}
+		t.Logf("%s: refused: %v", tc.desc, err)
+		if !strings.Contains(err.Error(), "denied the request") {
+			t.Errorf("%s: refused, but not by the webhook: %v", tc.desc, err)
+		}
+		for _, name := range tc.names {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("%s: the webhook's message does not name %s: %v", tc.desc, name, err)
+			}
+		}
 	}
-	t.Logf("refused: %v", err)
-	if !strings.Contains(err.Error(), "denied the request") {
-		t.Errorf("refused, but not by the webhook: %v", err)
-	}
-	if !strings.Contains(err.Error(), "no_such_key") {
-		t.Errorf("the webhook's message does not name the unknown key no_such_key: %v", err)
-	}
+}
+
+// validSpec is the spec of a Gateway every layer admits: the image under test, and an
+// issuer for its data plane's tokens (issuer.RemoteTable; no pod runs it).
+func validSpec() map[string]any {
+	return map[string]any{"image": cfg.image, "config": map[string]any{"inline": issuer.RemoteTable}}
 }
 
 func (s *e2e) celRefuses(t *testing.T) {
@@ -248,7 +269,9 @@ func (s *e2e) celRefuses(t *testing.T) {
 			[]string{"spec.lifecycle.terminationGracePeriodSeconds", "spec.lifecycle.drainDelay", "spec.lifecycle.shutdownTimeout", "spec.lifecycle.bindingsDrainTimeout"}},
 	}
 	for _, tc := range cases {
-		gw := gatewayObject(cfg.namespace, "cel", map[string]any{"image": cfg.image, "lifecycle": tc.lifecycle})
+		spec := validSpec()
+		spec["lifecycle"] = tc.lifecycle
+		gw := gatewayObject(cfg.namespace, "cel", spec)
 		err := s.c.createGateway(ctx, gw)
 		switch {
 		case err == nil:
@@ -267,7 +290,7 @@ func (s *e2e) celRefuses(t *testing.T) {
 	}
 	// The control: with the webhook down, a valid Gateway is refused by failurePolicy
 	// Fail, not by CEL. Its message shows the two paths apart.
-	err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, "valid", map[string]any{"image": cfg.image}))
+	err := s.c.createGateway(ctx, gatewayObject(cfg.namespace, "valid", validSpec()))
 	if err == nil {
 		_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(ctx, "valid", metav1.DeleteOptions{})
 		t.Logf("a valid Gateway was admitted with the operator down (webhook failurePolicy Ignore?)")
@@ -301,7 +324,7 @@ func (s *e2e) scaleOperator(t *testing.T, name string, n int32) {
 	if n > 0 {
 		// The webhook answers again once its endpoint is back.
 		eventually(t, time.Minute, "the webhook answers again", func(ctx context.Context) (bool, string, error) {
-			gw := gatewayObject(cfg.namespace, "dry-run", map[string]any{"image": cfg.image})
+			gw := gatewayObject(cfg.namespace, "dry-run", validSpec())
 			_, err := s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Create(ctx, gw, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return err == nil, fmt.Sprint(err), nil
 		})
@@ -331,7 +354,10 @@ func (s *e2e) deployMembers(t *testing.T) {
 	}
 }
 
-// gatewaySpec is the Gateway under test; inline is the rest of its configuration.
+// gatewaySpec is the Gateway under test; inline is the rest of its configuration. Its
+// data plane trusts the suite's token issuer; with none the pods can reach (a remote
+// cluster), an issuer no test can sign for, and the steps that send data-plane
+// requests skip.
 func (s *e2e) gatewaySpec(extra string) map[string]any {
 	var b strings.Builder
 	for _, m := range s.members {
@@ -339,6 +365,8 @@ func (s *e2e) gatewaySpec(extra string) map[string]any {
 	}
 	if s.issuer != nil {
 		b.WriteString(s.issuer.TOMLIssuer())
+	} else {
+		b.WriteString(issuer.RemoteTable)
 	}
 	if s.pushes != nil {
 		b.WriteString(s.pushes.tomlMetrics())
@@ -489,13 +517,15 @@ func (s *e2e) dependencyReport(t *testing.T) {
 	if s.baseURL == "" || s.issuer == nil {
 		skipOffMachine(t, "the gateway Service or the token issuer is not reachable from this machine")
 	}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	httpClient := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	// The member requests are the data plane's: they carry the client's token.
+	client := s.issuer.ClientToken(time.Hour)
 	ask := func(token string) (int, map[string]any, error) {
 		req, _ := http.NewRequest(http.MethodGet, s.baseURL+"/operator/dependencies", nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := client.Do(req)
+		resp, err := httpClient.Do(req)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -510,6 +540,16 @@ func (s *e2e) dependencyReport(t *testing.T) {
 	if code, _, err := ask(s.issuer.Token("openid", time.Hour)); err != nil || code != http.StatusForbidden {
 		t.Errorf("with a token lacking the operator scope: status %d (%v), want 403", code, err)
 	}
+	// The data plane asks for a token too (auth.data_plane = "required", the default).
+	if resp, err := httpClient.Get(s.baseURL + "/nodes/" + s.members[0].ID + "/fhir/Patient"); err != nil {
+		t.Errorf("a data-plane request without a token: %v", err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("a data-plane request without a token: status %d, WWW-Authenticate %q; want 401 with a Bearer challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
 	// The report is passive: each replica knows only the members its own client
 	// requests reached. Send requests to every member over new connections (so the
 	// Service spreads them over both replicas), then ask the report, again over new
@@ -520,7 +560,9 @@ func (s *e2e) dependencyReport(t *testing.T) {
 		for i := 0; i < 8; i++ {
 			for _, m := range s.members {
 				go func(id string) {
-					resp, err := client.Get(s.baseURL + "/nodes/" + id + "/fhir/Patient")
+					req, _ := http.NewRequest(http.MethodGet, s.baseURL+"/nodes/"+id+"/fhir/Patient", nil)
+					req.Header.Set("Authorization", "Bearer "+client)
+					resp, err := httpClient.Do(req)
 					if err == nil {
 						_, _ = io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
@@ -585,8 +627,8 @@ type rolloutRun struct {
 }
 
 func (s *e2e) rolloutsUnderLoad(t *testing.T) {
-	if s.baseURL == "" {
-		skipOffMachine(t, "the gateway Service's endpoints are not on this machine: no load is sent")
+	if s.baseURL == "" || s.issuer == nil {
+		skipOffMachine(t, "the gateway Service's endpoints, or the token issuer of its data plane, are not on this machine: no load is sent")
 	}
 	run := s.rolloutRun(t, cfg.rollouts, true)
 	grace := budgets(nil).Plan().GracePeriodSeconds
@@ -643,8 +685,8 @@ func (s *e2e) rolloutsUnderLoad(t *testing.T) {
 }
 
 func (s *e2e) negativeControl(t *testing.T) {
-	if s.baseURL == "" {
-		skipOffMachine(t, "the gateway Service's endpoints are not on this machine: no load is sent")
+	if s.baseURL == "" || s.issuer == nil {
+		skipOffMachine(t, "the gateway Service's endpoints, or the token issuer of its data plane, are not on this machine: no load is sent")
 	}
 	ctx := context.Background()
 	before := s.deploymentGeneration(t)
@@ -693,6 +735,7 @@ func (s *e2e) rolloutRun(t *testing.T, n int, configChanges bool) rolloutRun {
 		results <- rollout.RunLoad(loadCtx, rollout.LoadSpec{
 			URL: s.baseURL + cfg.loadPath, SlowURL: s.baseURL + cfg.slowLoadPath,
 			RPS: cfg.rps, SlowRPS: 4, MaxLength: cfg.loadMaxLength, Timeout: 30 * time.Second,
+			Token: s.issuer.ClientToken(cfg.loadMaxLength + time.Hour), // the data plane asks for one
 		})
 	}()
 	time.Sleep(3 * time.Second)

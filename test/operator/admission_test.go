@@ -268,8 +268,14 @@ func lifecycleVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
 	return verdict{reason: strings.Join(msgs, "; ")}
 }
 
+// configVerdict is `config check` on the configuration rendered from the spec and its
+// inline configuration (the issuer of its data plane).
 func configVerdict(gw *ferrofedv1alpha1.Gateway) verdict {
-	rendered, err := config.Render(gatewayspec.Owned(&gw.Spec, gatewayspec.Plan(&gw.Spec)), nil)
+	var user []byte
+	if c := gw.Spec.Config; c != nil && c.Inline != nil {
+		user = []byte(*c.Inline)
+	}
+	rendered, err := config.Render(gatewayspec.Owned(&gw.Spec, gatewayspec.Plan(&gw.Spec)), user)
 	if err != nil {
 		return verdict{reason: "render: " + err.Error()}
 	}

@@ -72,8 +72,8 @@ func benchOnce(b *testing.B, namespace string) {
 			for n := next.Add(1) - 1; n < benchGateways; n = next.Add(1) - 1 {
 				gw := newGateway(namespace, fmt.Sprintf("gw-%04d", n), func(g *ferrofedv1alpha1.Gateway) {
 					g.Spec.Replicas = ptr.To[int32](int32(1 + n%2)) // half of them get a PodDisruptionBudget
-					g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(fmt.Sprintf(
-						"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", n, n))}
+					g.Spec.Config = withIssuer(fmt.Sprintf(
+						"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", n, n))
 				})
 				if err := k8s.Create(ctx, gw); err != nil {
 					b.Error(err)

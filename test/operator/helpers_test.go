@@ -8,10 +8,12 @@ import (
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/test/double"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 // ctrlLogger logs errors only, or everything with FERROFED_TEST_LOG=1.
@@ -26,12 +28,20 @@ func ctrlLogger() logr.Logger {
 func newGateway(namespace, name string, mutate func(*ferrofedv1alpha1.Gateway)) *ferrofedv1alpha1.Gateway {
 	gw := &ferrofedv1alpha1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:test"},
+		Spec:       ferrofedv1alpha1.GatewaySpec{Image: "ghcr.io/ferrofed/ferrofed:test", Config: withIssuer("")},
 	}
 	if mutate != nil {
 		mutate(gw)
 	}
 	return gw
+}
+
+// withIssuer is the inline configuration toml with the issuer every test Gateway
+// trusts (issuer.RemoteTable): the data plane asks for a bearer token by default, and
+// a configuration with no issuer to verify it is refused (docs/operator.md, "The data
+// plane's issuer"; TestTheDataPlaneNeedsAnIssuer).
+func withIssuer(toml string) *ferrofedv1alpha1.GatewayConfig {
+	return &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(issuer.WithRemote(toml))}
 }
 
 func dur(s string) *metav1.Duration {

@@ -24,6 +24,7 @@ import (
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
 
 const settle = 30 * time.Second
@@ -100,7 +101,7 @@ func TestReconcileDerivesTheDeploymentAndFollowsChanges(t *testing.T) {
 	key := types.NamespacedName{Namespace: "reconcile", Name: "edge"}
 	gw := newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.BasePath = "/federation"
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[health]\ncheck_timeout_ms = 200\n")}
+		g.Spec.Config = withIssuer("[health]\ncheck_timeout_ms = 200\n")
 	})
 	if err := k8s.Create(ctx, gw); err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func TestReconcileDerivesTheDeploymentAndFollowsChanges(t *testing.T) {
 	t.Run("a configuration config check refuses leaves the Deployment untouched", func(t *testing.T) {
 		_, before := reconciled(ctx, t, key)
 		updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) {
-			g.Spec.Config.Inline = ptr.To("[health]\ncheck_timeout_ms = 200\nno_such_key = true\n")
+			g.Spec.Config = withIssuer("[health]\ncheck_timeout_ms = 200\nno_such_key = true\n")
 			g.Spec.Lifecycle.DrainDelay = dur("25s") // would change the Deployment, were it applied
 		})
 		var c metav1.Condition
@@ -184,7 +185,7 @@ func TestReconcileDerivesTheDeploymentAndFollowsChanges(t *testing.T) {
 
 	t.Run("replicas 2 adds a PodDisruptionBudget and replicas 1 removes it", func(t *testing.T) {
 		updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) {
-			g.Spec.Config.Inline = ptr.To("[health]\ncheck_timeout_ms = 200\n")
+			g.Spec.Config = withIssuer("[health]\ncheck_timeout_ms = 200\n")
 			g.Spec.Replicas = ptr.To[int32](2)
 		})
 		pdb := &policyv1.PodDisruptionBudget{}
@@ -211,7 +212,7 @@ func TestReferencedConfigMapIsWatched(t *testing.T) {
 	key := types.NamespacedName{Namespace: "reconcile", Name: "from-configmap"}
 	user := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "user-config"},
-		Data:       map[string]string{"ferrofed.toml": "[server]\nlisten = \"0.0.0.0:9000\"\n"},
+		Data:       map[string]string{"ferrofed.toml": issuer.WithRemote("[server]\nlisten = \"0.0.0.0:9000\"\n")},
 	}
 	if err := k8s.Create(ctx, user); err != nil {
 		t.Fatal(err)
@@ -233,7 +234,7 @@ func TestReferencedConfigMapIsWatched(t *testing.T) {
 	if err := k8s.Get(ctx, key, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a Deployment exists for a refused configuration (%v)", err)
 	}
-	user.Data["ferrofed.toml"] = "[health]\ncache_ttl_ms = 500\n"
+	user.Data["ferrofed.toml"] = issuer.WithRemote("[health]\ncache_ttl_ms = 500\n")
 	if err := k8s.Update(ctx, user); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
 				TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
 			}}},
 		}}
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[[registry.members]]\nid = \"node-a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n")}
+		g.Spec.Config = withIssuer("[[registry.members]]\nid = \"node-a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n")
 	}
 	// Mutual TLS (exec probes, the client CA and identity volumes), an audit spool
 	// (an emptyDir with a size limit) and a secret mount: the fields each adds to the
@@ -277,9 +278,9 @@ func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
 			HealthcheckIdentitySecret: ptr.To("edge-healthcheck")}
 		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("2Gi"))}}
 		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-client", MountPath: "/etc/ferrofed/secrets/audit"}}
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\n" +
+		g.Spec.Config = withIssuer("[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\n" +
 			"client_certificate_file = \"/etc/ferrofed/secrets/audit/tls.crt\"\nclient_key_file = \"/etc/ferrofed/secrets/audit/tls.key\"\n" +
-			"[audit.feed]\nurl = \"https://feed.example.org/fhir\"\n")}
+			"[audit.feed]\nurl = \"https://feed.example.org/fhir\"\n")
 	}
 	for name, mutate := range map[string]func(*ferrofedv1alpha1.Gateway){"quiet-defaults": nil, "quiet-full": full, "quiet-mtls-audit": mutualTLSAndAudit} {
 		t.Run(name+" is reconciled again with zero writes", func(t *testing.T) {
@@ -410,7 +411,7 @@ func TestAuditGatewayGetsTheSpoolVolume(t *testing.T) {
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "reconcile", Name: "audited"}
 	gw := newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\nbearer_token_file = \"/etc/ferrofed/secrets/audit/token\"\n")}
+		g.Spec.Config = withIssuer("[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\nbearer_token_file = \"/etc/ferrofed/secrets/audit/token\"\n")
 		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("512Mi"))}}
 		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-token", MountPath: "/etc/ferrofed/secrets/audit"}}
 	})
@@ -453,7 +454,7 @@ func TestAuditGatewayGetsTheSpoolVolume(t *testing.T) {
 		t.Errorf("rendered ferrofed.toml has no audit.spool_dir %s:\n%s", gatewayspec.AuditSpoolDir, rendered)
 	}
 
-	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = nil })
+	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = withIssuer("") })
 	eventually(t, settle, "the spool volume removed with [audit]", func() error {
 		_, dep := reconciled(ctx, t, key)
 		if limit, mounted := spool(dep); limit != "" || mounted {

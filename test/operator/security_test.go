@@ -98,7 +98,7 @@ func TestDriftIsRepairedWhileTheConfigurationIsInvalid(t *testing.T) {
 	_, dep := reconciled(ctx, t, key)
 	hash := dep.Spec.Template.Annotations["ferrofed.io/config-hash"]
 	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) {
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[health]\ncheck_timeout_ms = -5\n")}
+		g.Spec.Config = withIssuer("[health]\ncheck_timeout_ms = -5\n")
 	})
 	eventually(t, settle, "ConfigValid=False", func() error {
 		if c := condition(getGateway(ctx, t, key), ferrofedv1alpha1.ConditionConfigValid); c.Status != metav1.ConditionFalse {
@@ -167,7 +167,7 @@ func TestThreeHundredProblemsStillWriteAStatus(t *testing.T) {
 		fmt.Fprintf(&b, "[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"not a url %d\"\n", i, i)
 	}
 	if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(b.String())}
+		g.Spec.Config = withIssuer(b.String())
 	})); err != nil {
 		t.Fatal(err)
 	}

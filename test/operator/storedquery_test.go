@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
@@ -25,7 +24,7 @@ func TestAStoredQueryReachesTheGatewaysConfigMap(t *testing.T) {
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "reconcile", Name: "queried"}
 	gw := newGateway(key.Namespace, key.Name, func(g *ferrofedv1alpha1.Gateway) {
-		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To("[stored_queries]\ndrift_interval_ms = 60000\n")}
+		g.Spec.Config = withIssuer("[stored_queries]\ndrift_interval_ms = 60000\n")
 	})
 	if err := k8s.Create(ctx, gw); err != nil {
 		t.Fatal(err)

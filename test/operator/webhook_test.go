@@ -30,7 +30,15 @@ type apiCase struct {
 	want string
 }
 
+// inline sets the Gateway's inline configuration to toml and the issuer of its data
+// plane (withIssuer); inlineAlone, to toml alone.
 func inline(toml string) func(*ferrofedv1alpha1.Gateway) {
+	return func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Config = withIssuer(toml)
+	}
+}
+
+func inlineAlone(toml string) func(*ferrofedv1alpha1.Gateway) {
 	return func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(toml)}
 	}
@@ -94,7 +102,25 @@ var apiCases = []apiCase{
 	{"two secretMounts at one path", secretMounts("/etc/ferrofed/secrets/a", "/etc/ferrofed/secrets/a"), false, false,
 		"two entries have the same mountPath"},
 	{"17 secretMounts", secretMounts(seventeenPaths()...), false, false, "spec.secretMounts: Too many: 17"},
+	// The data plane asks for a bearer token by default (docs/operator.md, "The data
+	// plane's issuer"): an issuer to verify it with, or data_plane = "open" written out.
+	{"a configuration with no issuer for the data plane", inlineAlone(members), true, false,
+		`auth.data_plane: is "required" (the default) but no [[auth.issuers]] is configured: add an issuer under auth.issuers`},
+	{"no configuration at all", func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = nil }, true, false, "auth.data_plane"},
+	{"data_plane = \"required\" with no issuer", inlineAlone(members + "[auth]\ndata_plane = \"required\"\n"), true, false, "auth.data_plane"},
+	{"an open data plane draws the gateway's warning", inlineAlone(members + "[auth]\ndata_plane = \"open\"\n"), true, true,
+		`spec.config: auth.data_plane: is "open": anyone who can reach the gateway can search every member for every patient, with no token`},
+	{"an issuer whose jwks_file is a secretMount's", func(g *ferrofedv1alpha1.Gateway) {
+		secretMounts("/etc/ferrofed/secrets/issuers/clinic")(g)
+		inlineAlone(members + jwksFileIssuer)(g)
+	}, true, true, ""},
 }
+
+const (
+	members        = "[[registry.members]]\nid = \"a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n"
+	jwksFileIssuer = "[[auth.issuers]]\nissuer = \"https://login.clinic.example.org\"\naudience = \"ferrofed\"\n" +
+		"jwks_file = \"/etc/ferrofed/secrets/issuers/clinic/jwks.json\"\noperator_scope = \"ferrofed.operator\"\n"
+)
 
 const auditRepository = "[audit]\ndestination = \"repository\"\nurl = \"https://audit.example.org/fhir\"\n"
 
@@ -136,7 +162,9 @@ func TestAPIRulesOnCELAndWebhook(t *testing.T) {
 }
 
 // TestApiserverCallsTheWebhook checks the installed webhook configuration end to end:
-// the apiserver sends Gateways to the operator, and relays its refusals and warnings.
+// the apiserver sends Gateways to the operator, and relays its refusals (a key the spec
+// owns, a data plane with no issuer) and warnings (a short drain delay, an open data
+// plane).
 func TestApiserverCallsTheWebhook(t *testing.T) {
 	needControlPlane(t)
 	ctx := context.Background()
@@ -159,14 +187,28 @@ func TestApiserverCallsTheWebhook(t *testing.T) {
 		t.Errorf("create with an owned key: %v, want the webhook's refusal naming server.base_path and spec.basePath", err)
 	}
 
+	noIssuer := newGateway("webhook", "no-issuer", inlineAlone(members))
+	err = c.Create(ctx, noIssuer, client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "vgateway.ferrofed.io") || !strings.Contains(err.Error(), "auth.data_plane") || !strings.Contains(err.Error(), "auth.issuers") {
+		t.Errorf("create with no issuer for the data plane: %v, want the webhook's refusal naming auth.data_plane and auth.issuers", err)
+	}
+
 	short := newGateway("webhook", "short-delay", func(g *ferrofedv1alpha1.Gateway) { g.Spec.Lifecycle.DrainDelay = dur("0s") })
 	if err := c.Create(ctx, short, client.DryRunAll); err != nil {
 		t.Fatalf("create with a short drainDelay: %v", err)
 	}
+	open := newGateway("webhook", "open-data-plane", inlineAlone(members+"[auth]\ndata_plane = \"open\"\n"))
+	if err := c.Create(ctx, open, client.DryRunAll); err != nil {
+		t.Fatalf("create with an open data plane: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(warnings) == 0 || !strings.Contains(strings.Join(warnings, "\n"), "is shorter than the readiness poll") {
+	all := strings.Join(warnings, "\n")
+	if !strings.Contains(all, "is shorter than the readiness poll") {
 		t.Errorf("warnings = %q, want the readiness-poll warning", warnings)
+	}
+	if !strings.Contains(all, `spec.config: auth.data_plane: is "open"`) {
+		t.Errorf("warnings = %q, want the open data plane's", warnings)
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Issuer signs operator tokens (ES256) and serves its key set, so that the gateway
-// pods can verify them through jwks_url.
+// Issuer signs tokens (ES256), the operator's and the data plane's clients', and serves
+// its key set, so that the gateway pods can verify them through jwks_url.
 type Issuer struct {
 	Name, Audience, Scope string
 	JWKSURL               string
@@ -57,12 +57,27 @@ func StartIssuer(host string) (*Issuer, error) {
 // Close stops serving the key set.
 func (i *Issuer) Close() { _ = i.srv.Close() }
 
-// Token is a signed JWT with the given scope, valid for validity.
+// ClientScope is the scope of ClientToken's tokens: SMART's system-level read and
+// search of every resource type, what the load and the tests' data-plane requests need.
+const ClientScope = "system/*.rs"
+
+// ClientToken is a token of the data plane's client (sub "e2e-app", ClientScope),
+// valid for validity: what every request under /fhir and /nodes carries when the
+// gateway's auth.data_plane is "required", the default.
+func (i *Issuer) ClientToken(validity time.Duration) string {
+	return i.sign("e2e-app", ClientScope, validity)
+}
+
+// Token is a signed JWT of sub "e2e" with the given scope, valid for validity.
 func (i *Issuer) Token(scope string, validity time.Duration) string {
+	return i.sign("e2e", scope, validity)
+}
+
+func (i *Issuer) sign(sub, scope string, validity time.Duration) string {
 	now := time.Now()
 	header, _ := json.Marshal(map[string]string{"alg": "ES256", "typ": "JWT", "kid": issuerKid})
 	claims, _ := json.Marshal(map[string]any{
-		"iss": i.Name, "aud": i.Audience, "sub": "e2e", "scope": scope,
+		"iss": i.Name, "aud": i.Audience, "sub": sub, "scope": scope,
 		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(validity).Unix(),
 	})
 	signing := b64(header) + "." + b64(claims)

@@ -28,6 +28,9 @@ type LoadSpec struct {
 	SlowRPS   int
 	MaxLength time.Duration
 	Timeout   time.Duration // per request
+	// Token, when set, is sent as every request's bearer token (Authorization:
+	// Bearer): the data plane asks for one unless auth.data_plane = "open".
+	Token string
 	// Progress, when set, is kept up to date while the load runs (for a live line).
 	Progress *Progress
 }
@@ -111,6 +114,9 @@ func RunLoad(ctx context.Context, spec LoadSpec) LoadResult {
 		start := time.Now()
 		// The request is not tied to ctx: a started request runs to its answer.
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if spec.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+spec.Token)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			fail(slow, errorKind(err), err.Error())

@@ -53,6 +53,7 @@ import (
 	"github.com/ferrofed/ferrofed/controllers"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 	"github.com/ferrofed/ferrofed/test/controlplane"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/proctest"
 )
 
@@ -266,15 +267,16 @@ func createGateways(b *testing.B, ctx context.Context, c *cluster, namespace str
 	}
 }
 
-// benchGateway is the i-th Gateway of a benchmark: one or two replicas, one member.
+// benchGateway is the i-th Gateway of a benchmark: one or two replicas, one member, and
+// the issuer its data plane's tokens are verified with (issuer.RemoteTable).
 func benchGateway(namespace string, i int) *ferrofedv1alpha1.Gateway {
 	return &ferrofedv1alpha1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("gw-%04d", i)},
 		Spec: ferrofedv1alpha1.GatewaySpec{
 			Image:    "ghcr.io/ferrofed/ferrofed:bench",
 			Replicas: ptr.To[int32](int32(1 + i%2)),
-			Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(fmt.Sprintf(
-				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i))},
+			Config: &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(issuer.WithRemote(fmt.Sprintf(
+				"[[registry.members]]\nid = \"node-%d\"\nquery_endpoint = \"https://node-%d.example.org/fhir\"\n", i, i)))},
 		},
 	}
 }
