@@ -86,17 +86,20 @@ func TestHelmUpgradeUpdatesTheCRD(t *testing.T) {
 		return hasField
 	}
 	// gone waits until every CRD of the chart is deleted (the StoredQuery CRD too: a
-	// CRD still terminating would refuse the next release's install).
+	// CRD still terminating would refuse the next release's install). The apiserver's
+	// CRD finalizer took over a minute once while the other envtest suites loaded both
+	// cores; three minutes bound it.
 	gone := func(t *testing.T) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
+		deadline := time.Now().Add(3 * time.Minute)
 		for {
 			left := strings.TrimSpace(run(t, kubeEnv, kubectl, "get", "crd", crdName, storedQueryCRDName, "--ignore-not-found", "-o", "name"))
 			if left == "" {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("CRDs still there a minute after they were deleted: %s", left)
+				t.Fatalf("CRDs still there three minutes after they were deleted: %s\n%s", left,
+					run(t, kubeEnv, kubectl, "get", "crd", crdName, storedQueryCRDName, "--ignore-not-found", "-o", "jsonpath={.items[*].status.conditions}"))
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
