@@ -113,9 +113,9 @@ func TestARealOpenIDProvidersTokensThroughTheBinary(t *testing.T) {
 	})
 }
 
-// send GETs path with tok and returns the answer, its body, and whether member m was
-// asked.
-func send(t *testing.T, m *members.Server, base, tok, path string) (*http.Response, []byte, bool) {
+// send GETs path with tok and returns the answer's status, header and body, and
+// whether member m was asked.
+func send(t *testing.T, m *members.Server, base, tok, path string) (int, http.Header, []byte, bool) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
@@ -133,15 +133,15 @@ func send(t *testing.T, m *members.Server, base, tok, path string) (*http.Respon
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res, body, m.Requests() > before
+	return res.StatusCode, res.Header, body, m.Requests() > before
 }
 
 // expectAllowed asserts that GET path with tok is answered 200, the member asked.
 func expectAllowed(t *testing.T, m *members.Server, base, tok, path string) {
 	t.Helper()
-	res, body, asked := send(t, m, base, tok, path)
-	if res.StatusCode != http.StatusOK || !asked {
-		t.Fatalf("GET %s answered %d (the member asked: %v), want 200 from the member: %.300s", path, res.StatusCode, asked, body)
+	status, _, body, asked := send(t, m, base, tok, path)
+	if status != http.StatusOK || !asked {
+		t.Fatalf("GET %s answered %d (the member asked: %v), want 200 from the member: %.300s", path, status, asked, body)
 	}
 }
 
@@ -150,14 +150,14 @@ func expectAllowed(t *testing.T, m *members.Server, base, tok, path string) {
 // the member not asked.
 func expectRefused(t *testing.T, m *members.Server, base, tok, path string, want int, named string) {
 	t.Helper()
-	res, body, asked := send(t, m, base, tok, path)
-	if res.StatusCode != want || asked {
-		t.Fatalf("GET %s answered %d (the member asked: %v), want %d: %.300s", path, res.StatusCode, asked, want, body)
+	status, header, body, asked := send(t, m, base, tok, path)
+	if status != want || asked {
+		t.Fatalf("GET %s answered %d (the member asked: %v), want %d: %.300s", path, status, asked, want, body)
 	}
 	if err := fhirschema.Validate(body); err != nil || !strings.Contains(string(body), `"OperationOutcome"`) || !strings.Contains(string(body), named) {
 		t.Fatalf("GET %s: the refusal is not an R4 OperationOutcome naming %q (%v): %s", path, named, err, body)
 	}
-	challenge := res.Header.Get("WWW-Authenticate")
+	challenge := header.Get("WWW-Authenticate")
 	wantCode := map[int]string{401: `error="invalid_token"`, 403: `error="insufficient_scope"`}[want]
 	if !strings.HasPrefix(challenge, "Bearer ") || !strings.Contains(challenge, wantCode) {
 		t.Fatalf("GET %s: challenge %q, want a Bearer challenge with %s", path, challenge, wantCode)
