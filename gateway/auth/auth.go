@@ -104,20 +104,11 @@ func New(issuers []config.Issuer, opts Options) (*Verifier, error) {
 		if ic.Issuer == "" || ic.Audience == "" || ic.OperatorScope == "" {
 			return nil, fmt.Errorf("%s: issuer, audience and operator_scope are required", key)
 		}
-		is := &issuer{cfg: ic, algs: algs}
-		switch {
-		case ic.JWKSFile != "":
-			ks, err := fileKeySource(key+".jwks_file", ic.JWKSFile, opts.Now)
-			if err != nil {
-				return nil, err // a *config.FileError, naming the key
-			}
-			is.keys = ks
-		case ic.JWKSURL != "":
-			is.keys = &keySource{url: ic.JWKSURL, client: opts.HTTPClient, refresh: ic.JWKSRefresh(), minInterval: opts.MinRefetchInterval, now: opts.Now}
-		default:
-			return nil, fmt.Errorf("%s.jwks_file: one of jwks_file or jwks_url is required", key)
+		ks, err := keysOf(key, ic, opts)
+		if err != nil {
+			return nil, err
 		}
-		v.byIssuer[ic.Issuer] = append(v.byIssuer[ic.Issuer], is)
+		v.byIssuer[ic.Issuer] = append(v.byIssuer[ic.Issuer], &issuer{cfg: ic, algs: algs, keys: ks})
 	}
 	return v, nil
 }

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -400,6 +402,49 @@ func TestAnIssuerThatIsDownRefusesTokensAndIsNotHammered(t *testing.T) {
 	}
 	if fetches.Load() != 1 {
 		t.Fatalf("%d fetches of a failing issuer, want 1", fetches.Load())
+	}
+}
+
+// An issuer behind a private CA: its jwks_url is fetched over TLS verified against
+// the issuer's ca_file, and without it the system's roots refuse the issuer's
+// certificate and no token verifies (docs/security.md, "Operator tokens").
+func TestAJWKSURLBehindAPrivateCAIsTrustedThroughItsCAFile(t *testing.T) {
+	rk, _ := testKeys(t)
+	set := jwks(t, jose.JSONWebKey{Key: rk, KeyID: "rsa-1"})
+	var fetches atomic.Int64
+	issuer := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		_, _ = w.Write(set)
+	}))
+	issuer.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	issuer.StartTLS()
+	defer issuer.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	writeFile(t, ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: issuer.Certificate().Raw}))
+	tok := "Bearer " + sign(t, jose.RS256, rk, "rsa-1", goodClaims(time.Now()))
+	is := config.Issuer{Issuer: testIssuer, Audience: testAudience, JWKSURL: issuer.URL + "/keys", OperatorScope: testScope}
+
+	v, err := New([]config.Issuer{is}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := call(guarded(v), tok); rec.Code != 401 || fetches.Load() != 0 {
+		t.Fatalf("without its ca_file: status %d after %d fetches, want 401 and the certificate refused", rec.Code, fetches.Load())
+	}
+	is.CAFile = ca
+	if v, err = New([]config.Issuer{is}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := call(guarded(v), tok); rec.Code != 200 || fetches.Load() != 1 {
+		t.Fatalf("with its ca_file: status %d after %d fetches, want 200 after 1 (%s)", rec.Code, fetches.Load(), rec.Body)
+	}
+	writeFile(t, filepath.Join(dir, "empty.pem"), []byte("no certificate\n"))
+	for name, file := range map[string]string{"missing": filepath.Join(dir, "nope.pem"), "without a certificate": filepath.Join(dir, "empty.pem")} {
+		is.CAFile = file
+		if _, err := New([]config.Issuer{is}, Options{}); err == nil || !strings.Contains(err.Error(), "auth.issuers[0].ca_file") {
+			t.Errorf("a ca_file %s: err = %v, want one naming auth.issuers[0].ca_file", name, err)
+		}
 	}
 }
 

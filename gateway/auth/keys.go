@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,6 +68,50 @@ func fileKeySource(key, path string, now func() time.Time) (*keySource, error) {
 	s := &keySource{now: now}
 	s.set.Store(&keySet{keys: keys, fetchedAt: now()})
 	return s, nil
+}
+
+// keysOf is the key source of issuer ic, whose key is key (auth.issuers[0]): its
+// jwks_file read now, or its jwks_url, fetched through opts.HTTPClient or, with a
+// ca_file, through a client that trusts that CA only. A file that cannot be read is a
+// *config.FileError naming its key.
+func keysOf(key string, ic config.Issuer, opts Options) (*keySource, error) {
+	switch {
+	case ic.JWKSFile != "":
+		return fileKeySource(key+".jwks_file", ic.JWKSFile, opts.Now)
+	case ic.JWKSURL != "":
+		client, err := jwksClient(key+".ca_file", ic.CAFile, opts.HTTPClient)
+		if err != nil {
+			return nil, err
+		}
+		return &keySource{url: ic.JWKSURL, client: client, refresh: ic.JWKSRefresh(), minInterval: opts.MinRefetchInterval, now: opts.Now}, nil
+	}
+	return nil, fmt.Errorf("%s.jwks_file: one of jwks_file or jwks_url is required", key)
+}
+
+// jwksClient is base, or, with a caFile (key names it), a copy of base whose TLS roots
+// are that bundle's certificates instead of the system's.
+func jwksClient(key, caFile string, base *http.Client) (*http.Client, error) {
+	if caFile == "" {
+		return base, nil
+	}
+	pool, err := config.ReadCertPool(key, caFile)
+	if err != nil {
+		return nil, err
+	}
+	tr, ok := base.Transport.(*http.Transport)
+	if !ok {
+		tr = http.DefaultTransport.(*http.Transport)
+	}
+	tr = tr.Clone()
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if tr.TLSClientConfig != nil {
+		tc = tr.TLSClientConfig.Clone()
+	}
+	tc.RootCAs = pool
+	tr.TLSClientConfig = tc
+	c := *base
+	c.Transport = tr
+	return &c, nil
 }
 
 // lookup returns the keys for kid and alg, fetching as the rules above allow.

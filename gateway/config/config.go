@@ -202,6 +202,9 @@ type Issuer struct {
 	Algorithms    []string `toml:"algorithms"`
 	// JWKSRefreshMS is how often a jwks_url is fetched again.
 	JWKSRefreshMS int64 `toml:"jwks_refresh_ms"`
+	// CAFile is a PEM bundle an https jwks_url's certificate is verified against
+	// instead of the system's roots: an issuer behind a private CA.
+	CAFile string `toml:"ca_file"`
 }
 
 // DefaultAlgorithms are the signature algorithms an issuer accepts when none are listed.

@@ -199,6 +199,16 @@ func TestParseRules(t *testing.T) {
 		{"a relative JWKS URL", "[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = \"/keys\"\n", []want{{"auth.issuers[0].jwks_url", 5, []string{"absolute"}}}},
 		{"a JWKS file that does not exist", "[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_file = \"/nonexistent/k.json\"\n", []want{{"auth.issuers[0].jwks_file", 5, nil}}},
 		{"a valid issuer", "[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = \"https://i/keys\"\n", nil},
+		{"a CA file for an http JWKS URL", issuerURL("http://i/keys") + "ca_file = \"/nonexistent/ca.pem\"\n",
+			[]want{{"auth.issuers[0].ca_file", 6, []string{"https jwks_url"}}}},
+		{"a CA file for a JWKS file", "[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\n" +
+			fmt.Sprintf("jwks_file = \"/nonexistent/k.json\"\nca_file = %q\n", files.ca),
+			[]want{{"auth.issuers[0].jwks_file", 5, nil}, {"auth.issuers[0].ca_file", 6, []string{"https jwks_url"}}}},
+		{"a CA file that does not exist", issuerURL("https://i/keys") + "ca_file = \"/nonexistent/ca.pem\"\n",
+			[]want{{"auth.issuers[0].ca_file", 6, []string{"/nonexistent/ca.pem"}}}},
+		{"a CA file without a certificate", issuerURL("https://i/keys") + fmt.Sprintf("ca_file = %q\n", files.key),
+			[]want{{"auth.issuers[0].ca_file", 6, []string{"no PEM certificate"}}}},
+		{"an issuer behind a private CA", issuerURL("https://i/keys") + fmt.Sprintf("ca_file = %q\n", files.ca), nil},
 
 		// Every problem, not the first.
 		{"every problem of a file is reported",
@@ -239,7 +249,8 @@ func TestProblemsAreSortedAndTheErrorListsEach(t *testing.T) {
 
 func TestSkipFilesLeavesReferencedFilesUnread(t *testing.T) {
 	text := "[server.tls]\ncertificate_file = \"/nonexistent/c\"\nkey_file = \"/nonexistent/k\"\nclient_ca_file = \"/nonexistent/ca\"\n" +
-		"[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_file = \"/nonexistent/k.json\"\n"
+		"[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_file = \"/nonexistent/k.json\"\n" +
+		"[[auth.issuers]]\nissuer = \"j\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = \"https://j/keys\"\nca_file = \"/nonexistent/ca.pem\"\n"
 	if _, err := parseDoc([]byte(text), "t", Options{SkipFiles: true}); err != nil {
 		t.Fatalf("SkipFiles still read files: %v", err)
 	}
@@ -308,6 +319,11 @@ func TestLoad(t *testing.T) {
 }
 
 // fixtures are PEM files for the TLS rules.
+// issuerURL is an [[auth.issuers]] table whose jwks_url (line 5) is url.
+func issuerURL(url string) string {
+	return fmt.Sprintf("[[auth.issuers]]\nissuer = \"i\"\naudience = \"a\"\noperator_scope = \"op\"\njwks_url = %q\n", url)
+}
+
 type fixtures struct {
 	dir, cert, key, ca, identity string
 }

@@ -356,6 +356,16 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 			ps = append(ps, fileProblem(key+".jwks_file", err))
 		}
 	}
+	if is.CAFile != "" {
+		// A CA that verifies nothing would be ignored in silence.
+		if u, err := url.Parse(is.JWKSURL); is.JWKSURL == "" || err != nil || u.Scheme != "https" {
+			add("ca_file", "verifies an https jwks_url only: this issuer has none")
+		} else if !opts.SkipFiles {
+			if _, err := ReadCertPool(key+".ca_file", is.CAFile); err != nil {
+				ps = append(ps, fileProblem(key+".ca_file", err))
+			}
+		}
+	}
 	for _, a := range is.Algorithms {
 		if !slices.Contains(SupportedAlgorithms, a) {
 			add("algorithms", "%q is not one of %s", a, strings.Join(SupportedAlgorithms, ", "))

@@ -92,6 +92,31 @@ func list(t *testing.T) []pkg {
 	return pkgs
 }
 
+// testOnly are the module prefixes only packages under test/ may depend on, even
+// indirectly: the OpenID provider of test/doubles/openid (docs/architecture.md, "What
+// may import what").
+var testOnly = []string{"github.com/zitadel/"}
+
+func TestTestOnlyModulesStayUnderTest(t *testing.T) {
+	checked := 0
+	for _, p := range list(t) {
+		if strings.HasPrefix(p.ImportPath, module+"/test/") {
+			continue
+		}
+		checked++
+		for _, d := range p.Deps {
+			for _, prefix := range testOnly {
+				if strings.HasPrefix(d, prefix) {
+					t.Errorf("%s depends on %s, which only test/ may", p.ImportPath, d)
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d packages: too few to be the module's", checked)
+	}
+}
+
 func TestImportsFollowTheArchitecture(t *testing.T) {
 	pkgs := list(t)
 	seen := map[string]bool{}
