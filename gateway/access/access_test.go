@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -28,9 +29,15 @@ import (
 	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
 
+// reply is what a test reads of an answer besides its body (read and closed by raw).
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // raw sends method path to g with the Authorization header value authz ("" for none),
 // bypassing gatewaytest's client token, and returns the answer read.
-func raw(t *testing.T, g *gatewaytest.Gateway, method, path, authz string) (*http.Response, []byte) {
+func raw(t *testing.T, g *gatewaytest.Gateway, method, path, authz string) (*reply, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, g.URL+path, nil)
 	if err != nil {
@@ -45,16 +52,11 @@ func raw(t *testing.T, g *gatewaytest.Gateway, method, path, authz string) (*htt
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var body []byte
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := res.Body.Read(buf)
-		body = append(body, buf[:n]...)
-		if err != nil {
-			break
-		}
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return res, body
+	return &reply{StatusCode: res.StatusCode, Header: res.Header}, body
 }
 
 // outcome checks that body is an R4 OperationOutcome whose issue code is code, and

@@ -106,7 +106,6 @@ func chainTarget(key string) string {
 // only a * grant).
 func readable(g smart.Grants, t string) bool {
 	if t == "" {
-		t = "*"
 		for _, gr := range g.List() {
 			if gr.Type == "*" && gr.Perms.Has(smart.PermRead) && gr.Query == nil {
 				return true
@@ -145,7 +144,7 @@ func confine(patient string, e smart.Entry, path string) Verdict {
 		if !inCompartment {
 			return Verdict{}
 		}
-		if refs := smart.PatientsNamed(e.ResourceType, e.Params); len(refs.IDs) > 0 && !(len(refs.IDs) == 1 && refs.IDs[0] == patient) {
+		if refs := smart.PatientsNamed(e.ResourceType, e.Params); len(refs.IDs) > 0 && (len(refs.IDs) != 1 || refs.IDs[0] != patient) {
 			return refuse("", "the token's patient-level scopes reach its own patient only")
 		}
 		if e.ResourceType == "Patient" {

@@ -99,7 +99,7 @@ func (f *Flow) routedQuery(r Routed) (q *routedSearch, read bool, v *RoutedVerdi
 		if !s.Identified() {
 			// The member's own id, by the member's identifier system.
 			asked := f.byMemberID(r.Member, segs[0], s.ID)
-			asked.Query.Params = append(append(append([]string(nil), params[:s.Index]...), asked.Params[0]), params[s.Index+1:]...)
+			asked.Params = append(append(append([]string(nil), params[:s.Index]...), asked.Params[0]), params[s.Index+1:]...)
 			return asked, false, nil
 		}
 		return &routedSearch{Query: Query{ResourceType: segs[0], Params: params}}, false, nil
