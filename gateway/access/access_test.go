@@ -270,3 +270,37 @@ func TestAnIncludeTheTokenMayNotReadIsDroppedAndSaidSo(t *testing.T) {
 	}
 	outcome(t, body, "forbidden")
 }
+
+// A next link asks for a token as every request of the data plane does: without one
+// it is the door's 401, the member not asked; with the token of the caller it was made
+// for it is the next page (its binding to that caller is gateway/federation's).
+func TestANextLinkWithoutATokenIsRefusedAtTheDoor(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a", Entries: 5})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
+	tok := "Bearer " + g.Issuer.Client(t)
+	res, body := raw(t, g, http.MethodGet, "/fhir/Patient?_count=2", tok)
+	var page struct {
+		Link []struct{ Relation, URL string }
+	}
+	if err := json.Unmarshal(body, &page); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the first page: %d %s", res.StatusCode, body)
+	}
+	next := ""
+	for _, l := range page.Link {
+		if l.Relation == "next" {
+			next = strings.TrimPrefix(l.URL, g.URL)
+		}
+	}
+	if !strings.HasPrefix(next, "/fhir/Patient?_page=") {
+		t.Fatalf("no next link: %s", body)
+	}
+	before := m.Requests()
+	res, body = raw(t, g, http.MethodGet, next, "")
+	if res.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer ") || m.Requests() != before {
+		t.Fatalf("without a token: answered %d, the member asked %d times: %s", res.StatusCode, m.Requests()-before, body)
+	}
+	outcome(t, body, "login")
+	if res, body := raw(t, g, http.MethodGet, next, tok); res.StatusCode != http.StatusOK {
+		t.Fatalf("with its caller's token: answered %d: %s", res.StatusCode, body)
+	}
+}

@@ -45,6 +45,9 @@ type search struct {
 	// (patient.go), and flowEntries the outcome entries the flow adds.
 	excluded    []Record
 	flowEntries [][]byte
+	// caller (searchquery.Key.Caller) and expires bind the next link's token.
+	caller  string
+	expires time.Time
 }
 
 // position is one member's place in the search, and what this page saw of it.
@@ -250,7 +253,7 @@ func (s *search) total(anyOK bool) *int {
 // link sets res's next token from the positions of the members that have more, and
 // the warning of a token that could not carry them all.
 func (s *search) link(res *pageResult, key tokenKey) {
-	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
+	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total, Caller: s.caller, Expires: s.expires.UnixMilli()}
 	for _, p := range s.positions {
 		if !p.done {
 			tm := searchquery.TokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
@@ -25,7 +26,8 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	gw := fhir.GatewayBase(r, st.cfg.Server.BasePath)
 	prefer := r.Header.Values("Prefer")
 	ctx := r.Context()
-	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
+	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw,
+		caller: callerOf(c, st.key), expires: time.Now().Add(st.fed.PageTokenTTL())}
 	if notes, ok := c.Get(fhir.NotesKey); ok { // the access guard's (a dropped _include)
 		srch.flowEntries = notes.([][]byte)
 	}
@@ -113,8 +115,17 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 	if err == nil && t.Type != resourceType {
 		err = searchquery.BadToken{Reason: "it continues a search of another resource type"}
 	}
+	if err == nil {
+		err = t.For(srch.caller, time.Now())
+	}
 	if err != nil {
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", "_page", err.Error()))
+		var bad searchquery.BadToken
+		errors.As(err, &bad)
+		status, code := bad.Refusal()
+		if status == http.StatusUnauthorized {
+			c.Header("WWW-Authenticate", (&auth.Error{Description: bad.Reason}).Challenge())
+		}
+		fhir.Write(c.Writer, status, fhir.ParamOutcome(code, "_page", err.Error()))
 		return nil, "", false
 	}
 	srch.count, srch.sortRaw = t.Count, t.Sort
@@ -129,6 +140,15 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 	// Positions are served in registry order, whatever order the token lists.
 	sortPositions(st.reg, srch.positions)
 	return t.Total, "_page=" + searchquery.EscapeQuery(q.Page), true
+}
+
+// callerOf is whom a search's next links are bound to: the page token key's hash of
+// the verified token's issuer and subject (gateway/access), or of "anonymous".
+func callerOf(c *gin.Context, key tokenKey) string {
+	if p, ok := c.Get(auth.PrincipalKey); ok {
+		return key.Caller(p.(*auth.Principal).Issuer, p.(*auth.Principal).Subject)
+	}
+	return key.Caller("", "anonymous")
 }
 
 // firstPage sets srch up for the first page of q: every member asked with the member
