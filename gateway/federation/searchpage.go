@@ -27,7 +27,8 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	prefer := r.Header.Values("Prefer")
 	ctx := r.Context()
 	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw,
-		caller: callerOf(c, st.key), expires: time.Now().Add(st.fed.PageTokenTTL())}
+		expires: time.Now().Add(st.fed.PageTokenTTL())}
+	srch.caller, srch.operator = callerOf(c, st.key)
 	if notes, ok := c.Get(fhir.NotesKey); ok { // the access guard's (a dropped _include)
 		srch.flowEntries = notes.([][]byte)
 	}
@@ -143,12 +144,14 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 }
 
 // callerOf is whom a search's next links are bound to: the page token key's hash of
-// the verified token's issuer and subject (gateway/access), or of "anonymous".
-func callerOf(c *gin.Context, key tokenKey) string {
-	if p, ok := c.Get(auth.PrincipalKey); ok {
-		return key.Caller(p.(*auth.Principal).Issuer, p.(*auth.Principal).Subject)
+// the verified token's issuer and subject (gateway/access), or of "anonymous"; and
+// whether that token holds its issuer's operator scope.
+func callerOf(c *gin.Context, key tokenKey) (string, bool) {
+	if v, ok := c.Get(auth.PrincipalKey); ok {
+		p := v.(*auth.Principal)
+		return key.Caller(p.Issuer, p.Subject), p.Operator
 	}
-	return key.Caller("", "anonymous")
+	return key.Caller("", "anonymous"), false
 }
 
 // firstPage sets srch up for the first page of q: every member asked with the member
