@@ -120,13 +120,7 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 		err = t.For(srch.caller, time.Now())
 	}
 	if err != nil {
-		var bad searchquery.BadToken
-		errors.As(err, &bad)
-		status, code := bad.Refusal()
-		if status == http.StatusUnauthorized {
-			c.Header("WWW-Authenticate", (&auth.Error{Description: bad.Reason}).Challenge())
-		}
-		fhir.Write(c.Writer, status, fhir.ParamOutcome(code, "_page", err.Error()))
+		searchquery.Refuse(c.Writer, err)
 		return nil, "", false
 	}
 	srch.count, srch.sortRaw = t.Count, t.Sort

@@ -172,6 +172,19 @@ func (e BadToken) Refusal() (status int, code string) {
 	return e.Status, e.Code
 }
 
+// Refuse answers a token refused with err (a BadToken, else a 400): an
+// OperationOutcome naming _page, and on a 401 the challenge of the gateway's realm
+// (gateway/auth's), since HTTP asks every 401 for one.
+func Refuse(w http.ResponseWriter, err error) {
+	var bad BadToken
+	errors.As(err, &bad)
+	status, code := bad.Refusal()
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ferrofed"`)
+	}
+	fhir.Write(w, status, fhir.ParamOutcome(code, "_page", err.Error()))
+}
+
 // For checks that a decoded token was made for caller (Key.Caller) and has not expired
 // at now: another caller's is a 401 (the link is only its maker's), an expired one a
 // 400 whose issue code is expired.

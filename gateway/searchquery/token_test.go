@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,29 @@ func TestATokenWithoutACallerOrAnExpiryIsRefused(t *testing.T) {
 	}
 	if tok, err := k.Decode(good, 1, known, 1000); err != nil || tok.Caller != "c" || tok.Expires != 1 {
 		t.Fatalf("a bound token: %+v %v", tok, err)
+	}
+}
+
+// A refused token's answer names _page; a 401 carries its challenge, as HTTP asks.
+func TestARefusedTokenIsAnsweredNamingPage(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{BadToken{Reason: "it is malformed"}, http.StatusBadRequest, "invalid"},
+		{BadToken{Reason: "it was made for another caller", Status: http.StatusUnauthorized, Code: "security"}, http.StatusUnauthorized, "security"},
+		{BadToken{Reason: "it has expired", Status: http.StatusBadRequest, Code: "expired"}, http.StatusBadRequest, "expired"},
+		{errors.New("not a BadToken"), http.StatusBadRequest, "invalid"},
+	} {
+		rec := httptest.NewRecorder()
+		Refuse(rec, tc.err)
+		body := rec.Body.String()
+		if rec.Code != tc.status || !strings.Contains(body, `"code":"`+tc.code+`"`) || !strings.Contains(body, "search parameter _page") {
+			t.Errorf("%v: answered %d %s", tc.err, rec.Code, body)
+		}
+		if challenge := rec.Header().Get("WWW-Authenticate"); (tc.status == http.StatusUnauthorized) != strings.HasPrefix(challenge, "Bearer ") {
+			t.Errorf("%v: challenge %q on a %d", tc.err, challenge, rec.Code)
+		}
 	}
 }
