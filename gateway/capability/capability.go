@@ -1,9 +1,10 @@
 // Package capability is what the gateway says of itself to a FHIR client: its own
 // CapabilityStatement (GET {base}/fhir/metadata), made from what every member that
 // describes itself has in common and kept for federation.capability_ttl_ms
-// (docs/data-plane.md, "The CapabilityStatement"). The members' statements are asked
-// by gateway/federation, which records each call's endpoint state; this package only
-// keeps and writes what they had in common.
+// (docs/data-plane.md, "The CapabilityStatement"), with how to authorize (its
+// security), and SMART on FHIR discovery (GET {base}/fhir/.well-known/smart-configuration,
+// smart.go). The members' statements are asked by gateway/federation, which records
+// each call's endpoint state; this package only keeps and writes what they had in common.
 package capability
 
 import (
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
@@ -60,6 +62,8 @@ type Gateway struct {
 	// Members is how many members the registry holds, Answered how many described
 	// themselves.
 	Members, Answered int
+	// Auth is the [auth] table in force: the statement's security (smart.go).
+	Auth config.Auth
 }
 
 // Statement is the gateway's CapabilityStatement at now: the types and search
@@ -78,9 +82,10 @@ func Statement(g Gateway, common []fhir.SearchType, now time.Time) any {
 		resources = append(resources, resource{Type: r.Type, Interaction: []interaction{{Code: "search-type"}}, SearchParam: r.Params})
 	}
 	type rest struct {
-		Mode          string     `json:"mode"`
-		Documentation string     `json:"documentation"`
-		Resource      []resource `json:"resource,omitempty"`
+		Mode          string        `json:"mode"`
+		Documentation string        `json:"documentation"`
+		Security      *restSecurity `json:"security,omitempty"`
+		Resource      []resource    `json:"resource,omitempty"`
 	}
 	return struct {
 		ResourceType   string            `json:"resourceType"`
@@ -111,6 +116,7 @@ func Statement(g Gateway, common []fhir.SearchType, now time.Time) any {
 			Documentation: fmt.Sprintf("A search runs on every member; the types and search parameters listed are those all %d of %d members that described themselves have in common. "+
 				"Read one member's resource at %s/nodes/{member}/fhir/{type}/{id}. _count, _sort (%s) and _summary=count are the gateway's own.",
 				g.Answered, g.Members, g.Base, strings.Join(searchquery.SortKeys(), ", ")),
+			Security: security(g.Auth, g.Base),
 			Resource: resources,
 		}},
 	}

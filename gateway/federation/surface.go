@@ -387,7 +387,7 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 		}
 		common, answered = s.caps.Store(st.reg, statements, now)
 	}
-	g := capability.Gateway{Base: fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), Members: len(st.reg.members), Answered: answered}
+	g := capability.Gateway{Base: fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), Members: len(st.reg.members), Answered: answered, Auth: st.cfg.Auth}
 	fhir.Write(c.Writer, http.StatusOK, capability.Statement(g, common, now))
 }
 

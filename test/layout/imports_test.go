@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/capability", "gateway/config",
-		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset"},
+		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset", "gateway/smart"},
 	"gateway/storedquery": {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health", "gateway/outbound"},
 	// The parts the data plane is built from (split out of gateway/federation).
 	"gateway/fhir":        {},
@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"gateway/proxy":       {"gateway/fhir", "gateway/scrub"},
 	"gateway/searchquery": {"gateway/fhir", "gateway/proxy"},
 	"gateway/calllimit":   {"gateway/config", "gateway/fhir", "gateway/proxy"},
-	"gateway/capability":  {"gateway/fhir", "gateway/searchquery"},
+	"gateway/capability":  {"gateway/config", "gateway/fhir", "gateway/searchquery", "gateway/smart"},
 	"gateway/searchset":   {"gateway/fhir", "gateway/outbound"},
 	// SMART on FHIR authorization's logic: scopes, decisions, the patient compartment.
 	"gateway/smart": {},
