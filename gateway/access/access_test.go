@@ -304,3 +304,31 @@ func TestANextLinkWithoutATokenIsRefusedAtTheDoor(t *testing.T) {
 		t.Fatalf("with its caller's token: answered %d: %s", res.StatusCode, body)
 	}
 }
+
+// SMART discovery is read before a client holds a token: it alone asks for none on a
+// required data plane; the statement, another path beside it and a member's own
+// discovery path still do.
+func TestSMARTDiscoveryAsksForNoToken(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a"})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL),
+		gatewaytest.WithIssuerKeys("token_endpoint = \"https://auth.test/token\"\n"))
+	res, body := raw(t, g, http.MethodGet, "/fhir/.well-known/smart-configuration", "")
+	var c struct {
+		TokenEndpoint string `json:"token_endpoint"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil || res.StatusCode != http.StatusOK || c.TokenEndpoint != "https://auth.test/token" {
+		t.Fatalf("discovery without a token answered %d: %s", res.StatusCode, body)
+	}
+	before := m.Requests()
+	for _, path := range []string{"/fhir/metadata", "/fhir/.well-known/other", "/fhir/.well-known/smart-configuration/more", "/nodes/a/fhir/.well-known/smart-configuration"} {
+		res, body := raw(t, g, http.MethodGet, path, "")
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s without a token answered %d: %s", path, res.StatusCode, body)
+			continue
+		}
+		outcome(t, body, "login")
+	}
+	if m.Requests() != before {
+		t.Fatal("a request without a token reached the member")
+	}
+}
