@@ -70,8 +70,9 @@ func (g *Guard) PrepareReload(cfg *config.Config) (func(), error) {
 	return func() { g.required.Store(required); g.bounds.Store(b) }, nil
 }
 
-// Handler guards the FHIR APIs of the data plane ({base}/fhir, {base}/nodes/{id}/fhir)
-// when it is required: it verifies the request's token, decides what its scopes allow
+// Handler guards the FHIR APIs of the data plane ({base}/fhir, {base}/nodes/{id}/fhir),
+// SMART discovery ({base}/fhir/.well-known/smart-configuration) aside, when it is
+// required: it verifies the request's token, decides what its scopes allow
 // (Decide), answers a refusal itself, applies what the decision adds or drops, and
 // stores the caller's *auth.Principal under auth.PrincipalKey for what follows. An
 // open data plane, and the data plane's other routes (the PMIR feed checks its own
@@ -80,8 +81,8 @@ func (g *Guard) Handler() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		b := g.bounds.Load()
 		call, fhirAPI, decidable := callOf(c.Request, b.prefix)
-		if !fhirAPI {
-			c.Next()
+		if !fhirAPI || (!call.Routed && call.Path == smart.DiscoveryPath) {
+			c.Next() // SMART discovery is read before a client holds a token
 			return
 		}
 		if !g.required.Load() {

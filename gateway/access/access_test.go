@@ -343,3 +343,65 @@ func TestThePatientContextTable(t *testing.T) {
 		})
 	}
 }
+
+// A next link asks for a token as every request of the data plane does: without one
+// it is the door's 401, the member not asked; with the token of the caller it was made
+// for it is the next page (its binding to that caller is gateway/federation's).
+func TestANextLinkWithoutATokenIsRefusedAtTheDoor(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a", Entries: 5})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
+	tok := "Bearer " + g.Issuer.Client(t)
+	res, body := raw(t, g, http.MethodGet, "/fhir/Patient?_count=2", tok)
+	var page struct {
+		Link []struct{ Relation, URL string }
+	}
+	if err := json.Unmarshal(body, &page); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the first page: %d %s", res.StatusCode, body)
+	}
+	next := ""
+	for _, l := range page.Link {
+		if l.Relation == "next" {
+			next = strings.TrimPrefix(l.URL, g.URL)
+		}
+	}
+	if !strings.HasPrefix(next, "/fhir/Patient?_page=") {
+		t.Fatalf("no next link: %s", body)
+	}
+	before := m.Requests()
+	res, body = raw(t, g, http.MethodGet, next, "")
+	if res.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer ") || m.Requests() != before {
+		t.Fatalf("without a token: answered %d, the member asked %d times: %s", res.StatusCode, m.Requests()-before, body)
+	}
+	outcome(t, body, "login")
+	if res, body := raw(t, g, http.MethodGet, next, tok); res.StatusCode != http.StatusOK {
+		t.Fatalf("with its caller's token: answered %d: %s", res.StatusCode, body)
+	}
+}
+
+// SMART discovery is read before a client holds a token: it alone asks for none on a
+// required data plane; the statement, another path beside it and a member's own
+// discovery path still do.
+func TestSMARTDiscoveryAsksForNoToken(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a"})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL),
+		gatewaytest.WithIssuerKeys("token_endpoint = \"https://auth.test/token\"\n"))
+	res, body := raw(t, g, http.MethodGet, "/fhir/.well-known/smart-configuration", "")
+	var c struct {
+		TokenEndpoint string `json:"token_endpoint"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil || res.StatusCode != http.StatusOK || c.TokenEndpoint != "https://auth.test/token" {
+		t.Fatalf("discovery without a token answered %d: %s", res.StatusCode, body)
+	}
+	before := m.Requests()
+	for _, path := range []string{"/fhir/metadata", "/fhir/.well-known/other", "/fhir/.well-known/smart-configuration/more", "/nodes/a/fhir/.well-known/smart-configuration"} {
+		res, body := raw(t, g, http.MethodGet, path, "")
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s without a token answered %d: %s", path, res.StatusCode, body)
+			continue
+		}
+		outcome(t, body, "login")
+	}
+	if m.Requests() != before {
+		t.Fatal("a request without a token reached the member")
+	}
+}

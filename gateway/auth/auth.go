@@ -127,6 +127,10 @@ type Principal struct {
 	Patient  string
 	FHIRUser string
 	ClientID string
+	// Operator is true when Scopes hold the operator_scope of the issuer that verified
+	// the token: on the data plane, such a caller is told why a member was left out
+	// (docs/security.md, "What a caller is told of the members").
+	Operator bool
 }
 
 // Error is a refused token: the status to answer (401 or 403), the RFC 6750 error
@@ -324,7 +328,7 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebT
 	}
 	scopes := Scopes(claims.Scope, claims.Scp)
 	p := &Principal{Issuer: claims.Issuer, Subject: claims.Subject, Scopes: scopes, Patient: claims.Patient,
-		FHIRUser: claims.FHIRUser, ClientID: cmp.Or(claims.ClientID, claims.AuthorizedParty)}
+		FHIRUser: claims.FHIRUser, ClientID: cmp.Or(claims.ClientID, claims.AuthorizedParty), Operator: HasScope(scopes, is.cfg.OperatorScope)}
 	if scope == anyScope {
 		return p, nil
 	}

@@ -527,3 +527,42 @@ func TestVerifyScopeAsksForTheRoutesScope(t *testing.T) {
 		t.Fatal("an empty scope verified a token")
 	}
 }
+
+// A data-plane token is an operator's when it holds the operator_scope of the issuer
+// that verified it, not another issuer's.
+func TestAPrincipalIsAnOperatorByItsOwnIssuersScope(t *testing.T) {
+	rk, _ := testKeys(t)
+	now := time.Now()
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(file, jwks(t, jose.JSONWebKey{Key: rk, KeyID: "rsa-1", Use: "sig"}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const other = "https://other.test"
+	v, err := New([]config.Issuer{
+		{Issuer: testIssuer, Audience: testAudience, JWKSFile: file, OperatorScope: testScope},
+		{Issuer: other, Audience: testAudience, JWKSFile: file, OperatorScope: "other.operator"},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, iss, scope string
+		operator         bool
+	}{
+		{"its issuer's operator scope", testIssuer, "system/*.rs " + testScope, true},
+		{"no operator scope", testIssuer, "system/*.rs", false},
+		{"another issuer's operator scope", other, "system/*.rs " + testScope, false},
+		{"that other issuer's own", other, "other.operator", true},
+		{"a scope that starts with it", testIssuer, testScope + ".read", false},
+	} {
+		claims := goodClaims(now)
+		claims["iss"], claims["scope"] = tc.iss, tc.scope
+		p, e := v.VerifyClient(context.Background(), "Bearer "+sign(t, jose.RS256, rk, "rsa-1", claims))
+		if e != nil {
+			t.Fatalf("%s: %v", tc.name, e)
+		}
+		if p.Operator != tc.operator {
+			t.Errorf("%s: Operator = %v, want %v", tc.name, p.Operator, tc.operator)
+		}
+	}
+}

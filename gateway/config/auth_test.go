@@ -74,3 +74,53 @@ func TestTheDataPlaneRule(t *testing.T) {
 		})
 	}
 }
+
+// The endpoints SMART discovery publishes are checked as the file is read, each
+// problem naming its key.
+func TestAnIssuersEndpoints(t *testing.T) {
+	const base = "[[auth.issuers]]\nissuer = \"https://clients.test\"\naudience = \"ferrofed\"\noperator_scope = \"ferrofed.operator\"\njwks_url = \"https://clients.test/jwks\"\n"
+	cases := []struct {
+		name, keys, key, problem string
+	}{
+		{"a token endpoint alone", "token_endpoint = \"https://auth.test/token\"\n", "", ""},
+		{"both endpoints and both grant types", "token_endpoint = \"https://auth.test/token\"\nauthorization_endpoint = \"https://auth.test/authorize\"\n" +
+			"grant_types_supported = [\"authorization_code\", \"client_credentials\"]\n", "", ""},
+		{"a token endpoint over http", "token_endpoint = \"http://auth.test/token\"\n", "token_endpoint", "absolute https URL"},
+		{"a relative authorization endpoint", "token_endpoint = \"https://auth.test/token\"\nauthorization_endpoint = \"/authorize\"\n", "authorization_endpoint", "absolute https URL"},
+		{"credentials in an endpoint", "token_endpoint = \"https://user:pw@auth.test/token\"\n", "token_endpoint", "without credentials"},
+		{"an authorization endpoint without a token endpoint", "authorization_endpoint = \"https://auth.test/authorize\"\n", "authorization_endpoint", "set token_endpoint too"},
+		{"grant types without a token endpoint", "grant_types_supported = [\"client_credentials\"]\n", "grant_types_supported", "set token_endpoint too"},
+		{"a grant type SMART does not name", "token_endpoint = \"https://auth.test/token\"\ngrant_types_supported = [\"password\"]\n", "grant_types_supported", `"password" is not one of`},
+		{"the authorization code without an authorization endpoint", "token_endpoint = \"https://auth.test/token\"\ngrant_types_supported = [\"authorization_code\"]\n",
+			"grant_types_supported", "needs the issuer's authorization_endpoint"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(base+tc.keys), "t.toml", Options{})
+			if tc.problem == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Auth.Issuers[0].TokenEndpoint != "https://auth.test/token" {
+					t.Fatalf("token_endpoint read as %q", c.Auth.Issuers[0].TokenEndpoint)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "auth.issuers[0]."+tc.key) || !strings.Contains(err.Error(), tc.problem) {
+				t.Fatalf("got %v, want auth.issuers[0].%s: %s", err, tc.key, tc.problem)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		is   Issuer
+		want string
+	}{
+		{Issuer{TokenEndpoint: "https://t"}, "client_credentials"},
+		{Issuer{TokenEndpoint: "https://t", AuthorizationEndpoint: "https://a"}, "authorization_code"},
+		{Issuer{TokenEndpoint: "https://t", GrantTypesSupported: []string{"client_credentials", "authorization_code"}}, "client_credentials authorization_code"},
+	} {
+		if got := strings.Join(tc.is.GrantTypes(), " "); got != tc.want {
+			t.Errorf("GrantTypes() of %+v = %q, want %q", tc.is, got, tc.want)
+		}
+	}
+}

@@ -205,6 +205,32 @@ type Issuer struct {
 	// CAFile is a PEM bundle an https jwks_url's certificate is verified against
 	// instead of the system's roots: an issuer behind a private CA.
 	CAFile string `toml:"ca_file"`
+	// TokenEndpoint and AuthorizationEndpoint (token_endpoint, authorization_endpoint)
+	// are the issuer's OAuth 2.0 endpoints, absolute https URLs, which SMART discovery
+	// ({base}/fhir/.well-known/smart-configuration) and the CapabilityStatement publish
+	// for the first issuer that has a token endpoint (docs/security.md, "Discovery").
+	// Unset, the gateway publishes none of this issuer's.
+	TokenEndpoint         string `toml:"token_endpoint"`
+	AuthorizationEndpoint string `toml:"authorization_endpoint"`
+	// GrantTypesSupported (grant_types_supported) are the grant types its token
+	// endpoint takes, of GrantTypes; unset, authorization_code with an authorization
+	// endpoint, client_credentials without one.
+	GrantTypesSupported []string `toml:"grant_types_supported"`
+}
+
+// GrantTypes are the grant types SMART App Launch 2.x names: the authorization code
+// of an app launch, and the client credentials of a backend service.
+var GrantTypes = []string{"authorization_code", "client_credentials"}
+
+// GrantTypes are the grant types is publishes: grant_types_supported, else its default.
+func (is Issuer) GrantTypes() []string {
+	switch {
+	case len(is.GrantTypesSupported) > 0:
+		return is.GrantTypesSupported
+	case is.AuthorizationEndpoint != "":
+		return []string{"authorization_code"}
+	}
+	return []string{"client_credentials"}
 }
 
 // DefaultAlgorithms are the signature algorithms an issuer accepts when none are listed.

@@ -26,6 +26,13 @@ const (
 	MinPageTokenKeyBytes = 32
 	// MaxPageTokenKeyBytes bounds what is read of the key file.
 	MaxPageTokenKeyBytes = 4096
+	// DefaultPageTokenTTLMS is how long a next link is accepted after the page that
+	// gave it (one hour).
+	DefaultPageTokenTTLMS = 3600000
+	// MinPageTokenTTLMS and MaxPageTokenTTLMS bound federation.page_token_ttl_ms: a
+	// second, and a day.
+	MinPageTokenTTLMS = 1000
+	MaxPageTokenTTLMS = 86400000
 )
 
 // Federation is the [federation] table: how the federated data plane speaks FHIR.
@@ -40,6 +47,10 @@ type Federation struct {
 	// accept each other's links (the operator mounts one Secret per Gateway). Unset,
 	// a process makes a random key of its own and logs that it did.
 	PageTokenKeyFile string `toml:"page_token_key_file"`
+	// PageTokenTTLMS (page_token_ttl_ms) is how long a next link is accepted after the
+	// page that gave it, in milliseconds; default 3600000 (an hour), from 1000 to
+	// 86400000. Past it the link is refused as expired (docs/data-plane.md).
+	PageTokenTTLMS int64 `toml:"page_token_ttl_ms"`
 	// DefaultCount (default_count) is the page size without _count; default 20, from
 	// 1 to max_count.
 	DefaultCount int `toml:"default_count"`
@@ -53,7 +64,7 @@ type Federation struct {
 }
 
 func defaultFederation() Federation {
-	return Federation{DefaultCount: DefaultCount, MaxCount: DefaultMaxCount, CapabilityTTLMS: DefaultCapabilityTTLMS}
+	return Federation{DefaultCount: DefaultCount, MaxCount: DefaultMaxCount, CapabilityTTLMS: DefaultCapabilityTTLMS, PageTokenTTLMS: DefaultPageTokenTTLMS}
 }
 
 // ReadPageTokenKey reads the key of federation.page_token_key_file (through ReadFile),
@@ -75,6 +86,15 @@ func ReadPageTokenKey(file string) ([]byte, error) {
 // CapabilityTTL is federation.capability_ttl_ms as a duration (0: the members are
 // asked every time).
 func (f Federation) CapabilityTTL() time.Duration { return ms(f.CapabilityTTLMS) }
+
+// PageTokenTTL is federation.page_token_ttl_ms as a duration, the default when unset
+// (a Config assembled in code has no defaults applied).
+func (f Federation) PageTokenTTL() time.Duration {
+	if f.PageTokenTTLMS <= 0 {
+		return ms(DefaultPageTokenTTLMS)
+	}
+	return ms(f.PageTokenTTLMS)
+}
 
 func (f Federation) validate(opts Options) []Problem {
 	var ps []Problem

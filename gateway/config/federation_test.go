@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTheFederationTable(t *testing.T) {
@@ -40,6 +41,10 @@ func TestTheFederationTable(t *testing.T) {
 		{"a default_count of 0 is refused", "[federation]\ndefault_count = 0\n", Options{}, "federation.default_count"},
 		{"a capability_ttl_ms of 0 asks every time", "[federation]\ncapability_ttl_ms = 0\n", Options{}, ""},
 		{"a negative capability_ttl_ms is refused", "[federation]\ncapability_ttl_ms = -1\n", Options{}, "federation.capability_ttl_ms (line 2): must not be negative"},
+		{"a page_token_ttl_ms of a second", "[federation]\npage_token_ttl_ms = 1000\n", Options{}, ""},
+		{"a page_token_ttl_ms under a second is refused", "[federation]\npage_token_ttl_ms = 999\n", Options{},
+			"federation.page_token_ttl_ms (line 2): 999 is less than the minimum, 1000"},
+		{"a page_token_ttl_ms of 0 is refused", "[federation]\npage_token_ttl_ms = 0\n", Options{}, "federation.page_token_ttl_ms (line 2)"},
 		{"an unknown key in the table is named", "[federation]\nstrict = true\n", Options{}, "federation.strict (line 2): unknown key"},
 	}
 	for _, c := range cases {
@@ -49,7 +54,7 @@ func TestTheFederationTable(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c.toml == "" && (cfg.Federation != Federation{DefaultCount: 20, MaxCount: 1000, CapabilityTTLMS: 60000}) {
+				if c.toml == "" && (cfg.Federation != Federation{DefaultCount: 20, MaxCount: 1000, CapabilityTTLMS: 60000, PageTokenTTLMS: 3600000}) {
 					t.Fatalf("defaults %+v", cfg.Federation)
 				}
 				return
@@ -58,6 +63,20 @@ func TestTheFederationTable(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, c.problem)
 			}
 		})
+	}
+}
+
+func TestThePageTokenTTLIsReadAsADuration(t *testing.T) {
+	cfg, err := parseDoc([]byte("[federation]\npage_token_ttl_ms = 1500\n"), "t.toml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Federation.PageTokenTTL(); got != 1500*time.Millisecond {
+		t.Fatalf("PageTokenTTL() = %s", got)
+	}
+	// A Config assembled in code, with no defaults applied, gets the default.
+	if got := (Federation{}).PageTokenTTL(); got != time.Hour {
+		t.Fatalf("the zero table's PageTokenTTL() = %s, want an hour", got)
 	}
 }
 

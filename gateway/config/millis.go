@@ -92,6 +92,8 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "one whole refresh of the registry from the mCSD directory, every page included"},
 	{Key: "federation.capability_ttl_ms", Default: fmt.Sprint(DefaultCapabilityTTLMS), Min: 0, Max: MaxCapabilityTTLMS,
 		Bounds: "how long the gateway's CapabilityStatement is reused (0: the members are asked every time)"},
+	{Key: "federation.page_token_ttl_ms", Default: fmt.Sprint(DefaultPageTokenTTLMS), Min: MinPageTokenTTLMS, Max: MaxPageTokenTTLMS,
+		Bounds: "how long a federated search's next link is accepted after the page that gave it"},
 	{Key: "limits.member_call_wait_ms", Default: fmt.Sprint(DefaultMemberCallWaitMS), Min: 1, Max: MaxMemberCallWaitMS,
 		Bounds: "how long a routed call waits for its slots (`limits.max_member_calls`, `_per_member`)"},
 	{Key: "limits.min_member_call_ms", Default: fmt.Sprint(DefaultMinMemberCallMS), Min: 1, Max: MaxMinMemberCallMS,
@@ -179,6 +181,7 @@ func (c *Config) msBoundsProblems() (ps []Problem, budgetsOK bool) {
 		}
 	}
 	check("federation.capability_ttl_ms", c.Federation.CapabilityTTLMS)
+	check("federation.page_token_ttl_ms", c.Federation.PageTokenTTLMS)
 	check("limits.member_call_wait_ms", c.Limits.MemberCallWaitMS)
 	check("limits.min_member_call_ms", c.Limits.MinMemberCallMS)
 	return ps, budgetsOK

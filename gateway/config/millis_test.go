@@ -30,6 +30,7 @@ func TestMillisecondKeysOutOfRangeAreRefusedBeforeTheyWrap(t *testing.T) {
 		{"a JWKS refresh that wraps", issuer + "jwks_refresh_ms = 18446744083710\n", "auth.issuers[0].jwks_refresh_ms", "86400000 (24h0m0s)"},
 		{"a member timeout of MaxInt64", member + "timeout_ms = 9223372036854775807\n", "registry.members[0].timeout_ms", "3600000 (1h0m0s)"},
 		{"a capability TTL past the day", "[federation]\ncapability_ttl_ms = 86400001\n", "federation.capability_ttl_ms", "86400000 (24h0m0s)"},
+		{"a page token TTL past the day", "[federation]\npage_token_ttl_ms = 86400001\n", "federation.page_token_ttl_ms", "86400000 (24h0m0s)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +62,7 @@ check_timeout_ms = %[3]d
 cache_ttl_ms = %[4]d
 [federation]
 capability_ttl_ms = %[5]d
+page_token_ttl_ms = %[5]d
 [[auth.issuers]]
 issuer = "i"
 audience = "a"

@@ -371,5 +371,35 @@ func (is Issuer) validate(key string, opts Options) []Problem {
 			add("algorithms", "%q is not one of %s", a, strings.Join(SupportedAlgorithms, ", "))
 		}
 	}
+	return append(ps, is.endpointProblems(key)...)
+}
+
+// endpointProblems checks the endpoints discovery publishes: absolute https URLs, an
+// authorization endpoint and grant types only beside a token endpoint, and grant
+// types SMART names (the authorization code only with an authorization endpoint).
+func (is Issuer) endpointProblems(key string) []Problem {
+	var ps []Problem
+	add := func(field, format string, args ...any) {
+		ps = append(ps, Problem{Key: key + "." + field, Message: fmt.Sprintf(format, args...)})
+	}
+	for _, e := range [][2]string{{"token_endpoint", is.TokenEndpoint}, {"authorization_endpoint", is.AuthorizationEndpoint}} {
+		if u, err := url.Parse(e[1]); e[1] != "" && (err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "") {
+			add(e[0], "must be an absolute https URL, without credentials or a fragment")
+		}
+	}
+	if is.TokenEndpoint == "" && is.AuthorizationEndpoint != "" {
+		add("authorization_endpoint", "is published with the issuer's token_endpoint only: set token_endpoint too")
+	}
+	if is.TokenEndpoint == "" && len(is.GrantTypesSupported) > 0 {
+		add("grant_types_supported", "are the grant types of the token_endpoint: set token_endpoint too")
+	}
+	for _, g := range is.GrantTypesSupported {
+		switch {
+		case !slices.Contains(GrantTypes, g):
+			add("grant_types_supported", "%q is not one of %s", g, strings.Join(GrantTypes, ", "))
+		case g == "authorization_code" && is.AuthorizationEndpoint == "":
+			add("grant_types_supported", "authorization_code needs the issuer's authorization_endpoint")
+		}
+	}
 	return ps
 }

@@ -3,28 +3,15 @@ package federation
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
-	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
-// The gateway's own CapabilityStatement (GET {base}/fhir/metadata): what a client can
-// search through it, which is what every member that describes itself has in common.
-// The members' statements are asked when a client asks for the gateway's and by the
-// ask-all probe, never on a timer of the gateway's own, and kept for
-// federation.capability_ttl_ms. Each of those calls records the member's endpoint
-// state, as a federated query does.
-
-// capabilities caches the common part of the members' statements.
-type capabilities struct {
-	mu       sync.Mutex
-	at       time.Time
-	reg      *registry
-	common   []fhir.SearchType
-	answered int
-}
+// The members' CapabilityStatements are asked when a client asks for the gateway's
+// (GET {base}/fhir/metadata, written by gateway/capability) and by the ask-all probe,
+// never on a timer of the gateway's own. Each of those calls records the member's
+// endpoint state, as a federated query does.
 
 // metadata asks every member's /metadata in parallel within budget (and its own
 // timeout_ms), as many at once as cs's limits allow, records each one's state, and
@@ -59,39 +46,4 @@ func (c *caller) metadata(ctx context.Context, cs *calls, reg *registry, budget 
 		absorb(i)
 	})
 	return records, statements
-}
-
-// store keeps the common part of a round of statements.
-func (cp *capabilities) store(reg *registry, statements []*fhir.MemberCapability, now time.Time) {
-	var got []*fhir.MemberCapability
-	for _, s := range statements {
-		if s != nil {
-			got = append(got, s)
-		}
-	}
-	common := fhir.CommonCapabilities(got)
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	cp.at, cp.reg, cp.common, cp.answered = now, reg, common, len(got)
-}
-
-// cached is the common part, when it is younger than ttl and of this registry.
-func (cp *capabilities) cached(reg *registry, ttl time.Duration, now time.Time) ([]fhir.SearchType, int, bool) {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	if cp.reg != reg || ttl <= 0 || now.Sub(cp.at) >= ttl {
-		return nil, 0, false
-	}
-	return cp.common, cp.answered, true
-}
-
-func sortKeyDocAll() string {
-	s := ""
-	for i, k := range searchquery.SortKeys() {
-		if i > 0 {
-			s += ", "
-		}
-		s += k
-	}
-	return s
 }

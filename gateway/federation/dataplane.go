@@ -10,8 +10,10 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
+	"github.com/ferrofed/ferrofed/gateway/capability"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
+	"github.com/ferrofed/ferrofed/gateway/smart"
 )
 
 // The data plane's routes (docs/data-plane.md). Each interaction is a route of its
@@ -20,6 +22,7 @@ import (
 //
 //	/fhir, /fhir/                          404: no route at the FHIR base
 //	/fhir/metadata                         GET: the gateway's CapabilityStatement
+//	/fhir/.well-known/smart-configuration  GET: SMART discovery (no token asked)
 //	/fhir/{type}                           GET: a federated search
 //	/fhir/{type}/_search                   POST: the same, with a form body
 //	/fhir/{type}/{id}, /fhir/{type}/       GET: 400, read it from the member that holds it
@@ -41,16 +44,17 @@ type fhirInteraction func(c *gin.Context, st *settings, segs []string)
 func (s *Surface) registerFHIR(g *gin.RouterGroup) {
 	prefix := strings.TrimSuffix(g.BasePath(), "/") + "/fhir"
 	for pattern, h := range map[string]fhirInteraction{
-		"":                     s.fhirBase,
-		"/":                    s.fhirBase,
-		"/metadata":            s.fhirMetadata,
-		"/metadata/":           s.fhirRead,
-		"/:type":               s.fhirSearch,
-		"/:type/":              s.fhirRead,
-		"/:type/_search":       s.fhirPostSearch,
-		"/:type/:id":           s.fhirRead,
-		"/:type/_search/*rest": s.fhirNoRoute,
-		"/:type/:id/*rest":     s.fhirNoRoute,
+		"":                        s.fhirBase,
+		"/":                       s.fhirBase,
+		"/metadata":               s.fhirMetadata,
+		"/" + smart.DiscoveryPath: s.fhirSMART,
+		"/metadata/":              s.fhirRead,
+		"/:type":                  s.fhirSearch,
+		"/:type/":                 s.fhirRead,
+		"/:type/_search":          s.fhirPostSearch,
+		"/:type/:id":              s.fhirRead,
+		"/:type/_search/*rest":    s.fhirNoRoute,
+		"/:type/:id/*rest":        s.fhirNoRoute,
 	} {
 		g.Any("/fhir"+pattern, s.fhir(prefix, h))
 	}
@@ -117,6 +121,11 @@ func (s *Surface) fhirMetadata(c *gin.Context, st *settings, _ []string) {
 		return
 	}
 	s.handleMetadata(c, st)
+}
+
+// fhirSMART is SMART discovery (gateway/capability), which asks for no token.
+func (s *Surface) fhirSMART(c *gin.Context, st *settings, _ []string) {
+	capability.ServeSMART(c.Writer, c.Request, st.cfg.Auth)
 }
 
 // fhirSearch is GET {base}/fhir/{type}.

@@ -51,6 +51,8 @@ type harnessOptions struct {
 	federation string
 	// tables are more tables ([limits], [forwarding], [consent]), as TOML.
 	tables string
+	// issuerKeys are more keys of the issuer's [[auth.issuers]] table (its endpoints).
+	issuerKeys string
 	// log is the gateway's logger; default none.
 	log logr.Logger
 }
@@ -94,6 +96,9 @@ func newHarness(t testing.TB, o harnessOptions, nodes ...node) *harness {
 	opts := []gatewaytest.Option{gatewaytest.WithServer(fmt.Sprintf("base_path = %q\nrequest_timeout_ms = %d\n", testBase, o.requestTimeout.Milliseconds()))}
 	if o.noIssuer {
 		opts = append(opts, gatewaytest.WithoutIssuers())
+	}
+	if o.issuerKeys != "" {
+		opts = append(opts, gatewaytest.WithIssuerKeys(o.issuerKeys))
 	}
 	if o.log.GetSink() != nil {
 		opts = append(opts, gatewaytest.WithLog(o.log))

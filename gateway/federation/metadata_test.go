@@ -3,6 +3,7 @@ package federation_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/double"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -111,5 +113,144 @@ func TestTheProbeRefreshesTheStatementAndAZeroTTLAsksEveryTime(t *testing.T) {
 	every.metadata()
 	if got := every.metadataRequests(); got["node-a"] != 2 {
 		t.Fatalf("with capability_ttl_ms = 0: %v", got)
+	}
+}
+
+const endpoints = "token_endpoint = \"https://auth.test/token\"\nauthorization_endpoint = \"https://auth.test/authorize\"\n"
+
+// The statement says how to authorize (docs/security.md, "Discovery"): on a data plane
+// that asks for a token, the SMART-on-FHIR service and, when an issuer names its
+// endpoints, the oauth-uris extension with them; on an open one, no security at all.
+// Every statement is valid R4 (the harness validates each answer).
+func TestTheCapabilityStatementSaysHowToAuthorize(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		o                harnessOptions
+		service          bool
+		authorize, token string
+	}{
+		{"both endpoints", harnessOptions{issuerKeys: endpoints}, true, "https://auth.test/authorize", "https://auth.test/token"},
+		{"a token endpoint alone", harnessOptions{issuerKeys: "token_endpoint = \"https://auth.test/token\"\n"}, true, "", "https://auth.test/token"},
+		{"no endpoints", harnessOptions{}, true, "", ""},
+		{"an open data plane", harnessOptions{tables: "[auth]\ndata_plane = \"open\"\n", issuerKeys: endpoints}, false, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.o, node{id: "node-a"})
+			_, body := h.get("/fhir/metadata")
+			var c struct {
+				Rest []struct {
+					Security *struct {
+						Service []struct {
+							Coding []struct{ System, Code string }
+						}
+						Extension []struct {
+							URL       string
+							Extension []struct {
+								URL      string
+								ValueURI string `json:"valueUri"`
+							}
+						}
+					}
+				}
+			}
+			if err := json.Unmarshal(body, &c); err != nil || len(c.Rest) != 1 {
+				t.Fatalf("%v: %s", err, body)
+			}
+			sec := c.Rest[0].Security
+			if !tc.service {
+				if sec != nil || strings.Contains(string(body), "SMART") {
+					t.Fatalf("an open data plane claims a security service: %s", body)
+				}
+				return
+			}
+			if sec == nil || len(sec.Service) != 1 || len(sec.Service[0].Coding) != 1 ||
+				sec.Service[0].Coding[0].System != "http://terminology.hl7.org/CodeSystem/restful-security-service" || sec.Service[0].Coding[0].Code != "SMART-on-FHIR" {
+				t.Fatalf("no SMART-on-FHIR service: %s", body)
+			}
+			uris := map[string]string{}
+			for _, e := range sec.Extension {
+				if e.URL != "http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris" {
+					t.Fatalf("an extension %s", e.URL)
+				}
+				for _, sub := range e.Extension {
+					uris[sub.URL] = sub.ValueURI
+				}
+			}
+			if uris["authorize"] != tc.authorize || uris["token"] != tc.token || (tc.token == "") != (len(sec.Extension) == 0) {
+				t.Fatalf("oauth-uris %v, want authorize %q and token %q: %s", uris, tc.authorize, tc.token, body)
+			}
+		})
+	}
+}
+
+// smartConfiguration is the SMART discovery document as a client reads it.
+type smartConfiguration struct {
+	AuthorizationEndpoint         string   `json:"authorization_endpoint"`
+	TokenEndpoint                 string   `json:"token_endpoint"`
+	GrantTypesSupported           []string `json:"grant_types_supported"`
+	ResponseTypesSupported        []string `json:"response_types_supported"`
+	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported"`
+	ScopesSupported               []string `json:"scopes_supported"`
+	Capabilities                  []string `json:"capabilities"`
+}
+
+// SMART discovery publishes the endpoints of the first issuer that names a token
+// endpoint, and what the gateway itself enforces: the permission capabilities and the
+// scope forms it reads, never a launch mode or a client type it cannot know of.
+// Without such an issuer, and on an open data plane, there is none to publish: a 404.
+func TestSMARTDiscoveryPublishesTheFirstIssuerWithATokenEndpoint(t *testing.T) {
+	second := issuer.New(t)
+	secondTable := func(keys string) string {
+		return fmt.Sprintf("[[auth.issuers]]\nissuer = \"https://second.test\"\naudience = %q\njwks_file = %q\noperator_scope = \"second.operator\"\n%s",
+			issuer.Audience, second.JWKS, keys)
+	}
+	const path = "/fhir/.well-known/smart-configuration"
+	for _, tc := range []struct {
+		name  string
+		o     harnessOptions
+		token string
+		// authorize is the authorization endpoint published, and grant the grant types.
+		authorize, grant string
+	}{
+		{"the first issuer's", harnessOptions{issuerKeys: endpoints,
+			tables: secondTable("token_endpoint = \"https://second.test/token\"\n")}, "https://auth.test/token", "https://auth.test/authorize", "authorization_code"},
+		{"the first issuer that has one", harnessOptions{tables: secondTable("token_endpoint = \"https://second.test/token\"\n")},
+			"https://second.test/token", "", "client_credentials"},
+		{"its own grant types", harnessOptions{issuerKeys: endpoints + "grant_types_supported = [\"client_credentials\", \"authorization_code\"]\n"},
+			"https://auth.test/token", "https://auth.test/authorize", "client_credentials authorization_code"},
+		{"none without a token endpoint", harnessOptions{}, "", "", ""},
+		{"none on an open data plane", harnessOptions{issuerKeys: endpoints, tables: "[auth]\ndata_plane = \"open\"\n"}, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.o, node{id: "node-a"})
+			res, body := h.get(path)
+			if tc.token == "" {
+				if oo := outcomeOf(t, body); res.StatusCode != http.StatusNotFound || oo.Issue[0].Code != "not-found" {
+					t.Fatalf("answered %d: %s", res.StatusCode, body)
+				}
+				return
+			}
+			var c smartConfiguration
+			if err := json.Unmarshal(body, &c); err != nil || res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("answered %d %s: %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+			}
+			if c.TokenEndpoint != tc.token || c.AuthorizationEndpoint != tc.authorize || strings.Join(c.GrantTypesSupported, " ") != tc.grant ||
+				(tc.authorize != "") != slices.Equal(c.ResponseTypesSupported, []string{"code"}) {
+				t.Fatalf("endpoints %+v, want token %s, authorize %q, grant types %s", c, tc.token, tc.authorize, tc.grant)
+			}
+			if !slices.Equal(c.CodeChallengeMethodsSupported, []string{"S256"}) ||
+				!slices.Equal(c.Capabilities, []string{"permission-v1", "permission-v2", "permission-patient", "permission-user"}) ||
+				!slices.Contains(c.ScopesSupported, "patient/*.rs") || !slices.Contains(c.ScopesSupported, "system/*.read") || len(c.ScopesSupported) != 15 {
+				t.Fatalf("what the gateway enforces: %s", body)
+			}
+			if strings.Contains(string(body), "issuer") || strings.Contains(string(body), "jwks") || strings.Contains(string(body), "operator") {
+				t.Fatalf("discovery says more than SMART asks of it: %s", body)
+			}
+		})
+	}
+	h := newHarness(t, harnessOptions{issuerKeys: endpoints}, node{id: "node-a"})
+	res, body, err := h.do(context.Background(), http.MethodPost, path, "", nil)
+	if err != nil || res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != http.MethodGet {
+		t.Fatalf("a POST answered %v %v %s", res, err, body)
 	}
 }

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -246,8 +248,14 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := searchquery.Key(raw)
+	// Each token is bound to the harness's client (sub app) for an hour: each case is
+	// refused for what it names, not for whom.
+	bind := func(k searchquery.Key, t searchquery.Token) searchquery.Token {
+		t.Caller, t.Expires = k.Caller(issuer.URL, "app"), time.Now().Add(time.Hour).UnixMilli()
+		return t
+	}
 	signed := func(t searchquery.Token) string {
-		s, err := key.Encode(t)
+		s, err := key.Encode(bind(key, t))
 		if err != nil {
 			panic(err)
 		}
@@ -261,7 +269,7 @@ func TestATamperedForeignOrOversizedTokenIsRefused(t *testing.T) {
 		return s[:i] + string(c) + s[i+1:]
 	}
 	other, _ := searchquery.NewKey()
-	foreign, _ := other.Encode(searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient"}}})
+	foreign, _ := other.Encode(bind(other, searchquery.Token{Type: "Patient", Count: 10, Members: []searchquery.TokenMember{{ID: "node-a", Cursor: "/Patient"}}}))
 	cases := map[string]string{
 		"a byte of the content changed":        flip(tok, 5),
 		"a byte of the signature changed":      flip(tok, len(tok)-3),

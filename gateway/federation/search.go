@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
@@ -45,6 +46,11 @@ type search struct {
 	// (patient.go), and flowEntries the outcome entries the flow adds.
 	excluded    []Record
 	flowEntries [][]byte
+	// caller (searchquery.Key.Caller) and expires bind the next link's token;
+	// operator is true for a caller told why a member was excluded (docs/security.md).
+	caller   string
+	expires  time.Time
+	operator bool
 }
 
 // position is one member's place in the search, and what this page saw of it.
@@ -120,7 +126,9 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 			failed = append(failed, p)
 		}
 	}
-	res.records = append(res.records, s.excluded...)
+	if s.operator {
+		res.records = append(res.records, s.excluded...)
+	}
 	if strictHandling {
 		for _, p := range failed {
 			if p.record.Status == http.StatusBadRequest {
@@ -135,10 +143,11 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		return res
 	}
 	res.entries = s.entries(out, failed)
-	if s.first {
-		res.total = s.total(anyOK)
-	} else {
+	switch {
+	case !s.first:
 		res.total = tokenTotal
+	case !s.excludedAfterDemographics():
+		res.total = s.total(anyOK)
 	}
 	if s.summaryCount {
 		return res
@@ -247,10 +256,22 @@ func (s *search) total(anyOK bool) *int {
 	return nil
 }
 
+// excludedAfterDemographics is true when the flow excluded a member at a step after
+// demographics (resolver, consent, localizer): the page then has no total, which would
+// tell one step from another; demographics excludes every member, and says why itself.
+func (s *search) excludedAfterDemographics() bool {
+	for _, r := range s.excluded {
+		if r.ExcludedBy != patient.ByDemographics {
+			return true
+		}
+	}
+	return false
+}
+
 // link sets res's next token from the positions of the members that have more, and
 // the warning of a token that could not carry them all.
 func (s *search) link(res *pageResult, key tokenKey) {
-	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total}
+	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total, Caller: s.caller, Expires: s.expires.UnixMilli()}
 	for _, p := range s.positions {
 		if !p.done {
 			tm := searchquery.TokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
@@ -25,7 +26,9 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	gw := fhir.GatewayBase(r, st.cfg.Server.BasePath)
 	prefer := r.Header.Values("Prefer")
 	ctx := r.Context()
-	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw}
+	srch := &search{c: s.caller, cs: s.newCalls(st, r.Header.Values("Via")), reg: st.reg, resourceType: resourceType, prefer: prefer, gw: gw,
+		expires: time.Now().Add(st.fed.PageTokenTTL())}
+	srch.caller, srch.operator = callerOf(c, st.key)
 	if notes, ok := c.Get(fhir.NotesKey); ok { // the access guard's (a dropped _include)
 		srch.flowEntries = notes.([][]byte)
 	}
@@ -113,8 +116,11 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 	if err == nil && t.Type != resourceType {
 		err = searchquery.BadToken{Reason: "it continues a search of another resource type"}
 	}
+	if err == nil {
+		err = t.For(srch.caller, time.Now())
+	}
 	if err != nil {
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", "_page", err.Error()))
+		searchquery.Refuse(c.Writer, err)
 		return nil, "", false
 	}
 	srch.count, srch.sortRaw = t.Count, t.Sort
@@ -129,6 +135,17 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 	// Positions are served in registry order, whatever order the token lists.
 	sortPositions(st.reg, srch.positions)
 	return t.Total, "_page=" + searchquery.EscapeQuery(q.Page), true
+}
+
+// callerOf is whom a search's next links are bound to: the page token key's hash of
+// the verified token's issuer and subject (gateway/access), or of "anonymous"; and
+// whether that token holds its issuer's operator scope.
+func callerOf(c *gin.Context, key tokenKey) (string, bool) {
+	if v, ok := c.Get(auth.PrincipalKey); ok {
+		p := v.(*auth.Principal)
+		return key.Caller(p.Issuer, p.Subject), p.Operator
+	}
+	return key.Caller("", "anonymous"), false
 }
 
 // firstPage sets srch up for the first page of q: every member asked with the member

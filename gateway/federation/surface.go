@@ -17,6 +17,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/auth"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit"
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
+	"github.com/ferrofed/ferrofed/gateway/capability"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
@@ -70,7 +71,7 @@ type Surface struct {
 	// federation.page_token_key_file is unset (kept across reloads, so that a reload
 	// does not break the next links already handed out).
 	ownKey tokenKey
-	caps   capabilities
+	caps   capability.Cache
 	// ownVia is the Via id the process made for itself, used while forwarding.via_id
 	// is unset (kept across reloads).
 	ownVia string
@@ -367,11 +368,11 @@ func sortPositions(reg *registry, ps []*position) {
 	slices.SortFunc(ps, func(a, b *position) int { return order[a.m.id] - order[b.m.id] })
 }
 
-// handleMetadata answers the gateway's CapabilityStatement.
+// handleMetadata answers the gateway's CapabilityStatement (gateway/capability).
 func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 	ctx := c.Request.Context()
 	now := time.Now()
-	common, answered, ok := s.caps.cached(st.reg, st.fed.CapabilityTTL(), now)
+	common, answered, ok := s.caps.Cached(st.reg, st.fed.CapabilityTTL(), now)
 	if !ok {
 		cs := s.newCalls(st, c.Request.Header.Values("Via"))
 		done, ok := cs.Lim.Admit(len(st.reg.members))
@@ -384,10 +385,10 @@ func (s *Surface) handleMetadata(c *gin.Context, st *settings) {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return
 		}
-		s.caps.store(st.reg, statements, now)
-		common, answered, _ = s.caps.cached(st.reg, time.Hour, now)
+		common, answered = s.caps.Store(st.reg, statements, now)
 	}
-	fhir.Write(c.Writer, http.StatusOK, fhir.GatewayCapabilityStatement(fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), common, answered, len(st.reg.members), sortKeyDocAll(), now))
+	g := capability.Gateway{Base: fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), Members: len(st.reg.members), Answered: answered, Auth: st.cfg.Auth}
+	fhir.Write(c.Writer, http.StatusOK, capability.Statement(g, common, now))
 }
 
 func (s *Surface) handleDependencies(c *gin.Context) {
@@ -419,7 +420,7 @@ func (s *Surface) handleProbe(c *gin.Context) {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
-	s.caps.store(st.reg, statements, time.Now())
+	s.caps.Store(st.reg, statements, time.Now())
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, probeAnswer{Members: records})
 }

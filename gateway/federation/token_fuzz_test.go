@@ -19,13 +19,16 @@ func FuzzPageToken(f *testing.F) {
 		s    string
 		sign bool
 	}{
-		{`{"v":1,"t":"Patient","n":10,"m":[{"id":"a","c":"/Patient?_count=10&_offset=10"}]}`, true},
-		{`{"v":1,"t":"Patient","n":10,"s":"-birthdate,_id","tot":67,"m":[{"id":"a","c":"/Patient?x=1","o":3},{"id":"b","c":"/Patient"}]}`, true},
-		{`{"v":1,"t":"Patient","n":10,"m":[{"id":"a","c":"/../admin"}]}`, true},
-		{`{"v":1,"t":"Patient","n":10,"m":[{"id":"a","c":"/%2e%2e/admin"}]}`, true},
-		{`{"v":1,"t":"Patient","n":10,"m":[{"id":"a","c":"//evil.example/x"}]}`, true},
-		{`{"v":1,"t":"Patient","n":10,"m":[{"id":"c","c":"/Patient"}]}`, true},
-		{`{"v":2,"t":"Patient","n":10,"m":[]}`, true},
+		{`{"v":2,"who":"c1","exp":1,"t":"Patient","n":10,"m":[{"id":"a","c":"/Patient?_count=10&_offset=10"}]}`, true},
+		{`{"v":2,"who":"c1","exp":1,"t":"Patient","n":10,"s":"-birthdate,_id","tot":67,"m":[{"id":"a","c":"/Patient?x=1","o":3},{"id":"b","c":"/Patient"}]}`, true},
+		{`{"v":2,"who":"c1","exp":1,"t":"Patient","n":10,"m":[{"id":"a","c":"/../admin"}]}`, true},
+		{`{"v":2,"who":"c1","exp":1,"t":"Patient","n":10,"m":[{"id":"a","c":"/%2e%2e/admin"}]}`, true},
+		{`{"v":2,"who":"c1","exp":1,"t":"Patient","n":10,"m":[{"id":"a","c":"//evil.example/x"}]}`, true},
+		{`{"v":2,"who":"c1","exp":1,"t":"Patient","n":10,"m":[{"id":"c","c":"/Patient"}]}`, true},
+		{`{"v":3,"t":"Patient","n":10,"m":[]}`, true},
+		// The layout before tokens were bound to a caller, and the new one without one.
+		{`{"v":1,"t":"Patient","n":10,"m":[{"id":"a","c":"/Patient"}]}`, true},
+		{`{"v":2,"t":"Patient","n":10,"m":[{"id":"a","c":"/Patient"}]}`, true},
 		{`not json`, true},
 		{`eyJ2IjoxfQ.AAAA`, false},
 		{`..`, false},

@@ -1,9 +1,7 @@
 package fhir
 
 import (
-	"fmt"
 	"sort"
-	"time"
 )
 
 // MemberCapability is what the gateway reads of a member's CapabilityStatement.
@@ -98,57 +96,4 @@ func CommonCapabilities(statements []*MemberCapability) []SearchType {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out
-}
-
-// GatewayCapabilityStatement is the gateway's statement, for the gateway's base gw.
-func GatewayCapabilityStatement(gw string, common []SearchType, answered, members int, sortKeys string, now time.Time) any {
-	type interaction struct {
-		Code string `json:"code"`
-	}
-	type resource struct {
-		Type        string        `json:"type"`
-		Interaction []interaction `json:"interaction"`
-		SearchParam []SearchParam `json:"searchParam,omitempty"`
-	}
-	resources := make([]resource, 0, len(common))
-	for _, r := range common {
-		resources = append(resources, resource{Type: r.Type, Interaction: []interaction{{Code: "search-type"}}, SearchParam: r.Params})
-	}
-	type rest struct {
-		Mode          string     `json:"mode"`
-		Documentation string     `json:"documentation"`
-		Resource      []resource `json:"resource,omitempty"`
-	}
-	return struct {
-		ResourceType   string            `json:"resourceType"`
-		Status         string            `json:"status"`
-		Date           string            `json:"date"`
-		Publisher      string            `json:"publisher"`
-		Kind           string            `json:"kind"`
-		Software       map[string]string `json:"software"`
-		Implementation map[string]string `json:"implementation"`
-		FHIRVersion    string            `json:"fhirVersion"`
-		Format         []string          `json:"format"`
-		Rest           []rest            `json:"rest"`
-	}{
-		ResourceType: "CapabilityStatement",
-		Status:       "active",
-		Date:         now.UTC().Format(time.RFC3339),
-		Publisher:    "ferrofed",
-		Kind:         "instance",
-		Software:     map[string]string{"name": "ferrofed"},
-		Implementation: map[string]string{
-			"description": "ferrofed federation gateway: one FHIR search across its members",
-			"url":         gw + "/fhir",
-		},
-		FHIRVersion: "4.0.1",
-		Format:      []string{"json", MediaType},
-		Rest: []rest{{
-			Mode: "server",
-			Documentation: fmt.Sprintf("A search runs on every member; the types and search parameters listed are those all %d of %d members that described themselves have in common. "+
-				"Read one member's resource at %s/nodes/{member}/fhir/{type}/{id}. _count, _sort (%s) and _summary=count are the gateway's own.",
-				answered, members, gw, sortKeys),
-			Resource: resources,
-		}},
-	}
 }

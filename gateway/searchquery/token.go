@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
@@ -25,10 +27,15 @@ import (
 // (offset). The base is never in the token: the gateway joins a cursor to the base of
 // the member the registry names, so that even a token signed with the right key
 // cannot send a request anywhere but under a configured member's base.
+//
+// A token is bound to the caller it was made for and expires: it carries a keyed hash
+// of the caller (Key.Caller), never the caller itself, since it travels in a URL, and
+// the time past which it is refused (federation.page_token_ttl_ms after its page).
 
 const (
-	// tokenVersion is the token layout; a token of another layout is refused.
-	tokenVersion = 1
+	// tokenVersion is the token layout; a token of another layout is refused (1 was
+	// bound to no caller and never expired).
+	tokenVersion = 2
 	// MaxPageTokenBytes is the longest token accepted (and made): it travels in a URL.
 	MaxPageTokenBytes = 8192
 	// maxCursorBytes bounds one member's cursor; a member whose next link is longer
@@ -39,6 +46,8 @@ const (
 	maxOffset = 1 << 20
 	// tokenContext binds the MAC to this use of the key.
 	tokenContext = "ferrofed-page-token-v1\x00"
+	// callerContext binds a caller's hash to its use of the key.
+	callerContext = "ferrofed-page-caller-v1\x00"
 )
 
 // Token is a continuation token's content.
@@ -55,6 +64,10 @@ type Token struct {
 	// Members are the positions of the members that have more to give, in registry
 	// order.
 	Members []TokenMember `json:"m"`
+	// Caller is whom the token was made for, as Key.Caller hashes it.
+	Caller string `json:"who"`
+	// Expires is when the token stops being accepted, in Unix milliseconds.
+	Expires int64 `json:"exp"`
 }
 
 type TokenMember struct {
@@ -84,6 +97,15 @@ func (k Key) MAC(payload string) []byte {
 	h.Write([]byte(tokenContext))
 	h.Write([]byte(payload))
 	return h.Sum(nil)
+}
+
+// Caller is the value a token carries for the caller issuer and subject (a verified
+// token's; "" and "anonymous" for a caller without one): an HMAC under the key, so that
+// the token names nobody, and every replica that shares the key computes the same.
+func (k Key) Caller(issuer, subject string) string {
+	h := hmac.New(sha256.New, k)
+	fmt.Fprintf(h, "%s%d\x00%s\x00%s", callerContext, len(issuer), issuer, subject)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
 var errTokenTooLong = errors.New("the continuation token would be longer than the gateway accepts")
@@ -132,10 +154,49 @@ func (k Key) EncodeFitting(t Token) (string, []TokenMember, error) {
 }
 
 // BadToken is every refused token's error: which check failed is the gateway's
-// business, not a forger's.
-type BadToken struct{ Reason string }
+// business, not a forger's. Status and Code are the answer's (400 and invalid when
+// zero).
+type BadToken struct {
+	Reason string
+	Status int
+	Code   string
+}
 
 func (e BadToken) Error() string { return "the _page continuation token is not valid: " + e.Reason }
+
+// Refusal is the status and the issue code of the answer that refuses the token.
+func (e BadToken) Refusal() (status int, code string) {
+	if e.Status == 0 {
+		return http.StatusBadRequest, "invalid"
+	}
+	return e.Status, e.Code
+}
+
+// Refuse answers a token refused with err (a BadToken, else a 400): an
+// OperationOutcome naming _page, and on a 401 the challenge of the gateway's realm
+// (gateway/auth's), since HTTP asks every 401 for one.
+func Refuse(w http.ResponseWriter, err error) {
+	var bad BadToken
+	errors.As(err, &bad)
+	status, code := bad.Refusal()
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ferrofed"`)
+	}
+	fhir.Write(w, status, fhir.ParamOutcome(code, "_page", err.Error()))
+}
+
+// For checks that a decoded token was made for caller (Key.Caller) and has not expired
+// at now: another caller's is a 401 (the link is only its maker's), an expired one a
+// 400 whose issue code is expired.
+func (t Token) For(caller string, now time.Time) error {
+	if !hmac.Equal([]byte(t.Caller), []byte(caller)) {
+		return BadToken{Reason: "it was made for another caller: follow the next links of your own searches", Status: http.StatusUnauthorized, Code: "security"}
+	}
+	if now.UnixMilli() >= t.Expires {
+		return BadToken{Reason: "it has expired: search again from the first page", Status: http.StatusBadRequest, Code: "expired"}
+	}
+	return nil
+}
 
 // Decode checks a token's size, MAC and content and returns it. Its members are
 // checked against the registry's (members of them; known tells whether an id is
@@ -143,51 +204,53 @@ func (e BadToken) Error() string { return "the _page continuation token is not v
 func (k Key) Decode(tok string, members int, known func(id string) bool, maxCount int) (Token, error) {
 	var t Token
 	if len(tok) > MaxPageTokenBytes {
-		return t, BadToken{"it is longer than " + fmt.Sprint(MaxPageTokenBytes) + " bytes"}
+		return t, BadToken{Reason: "it is longer than " + fmt.Sprint(MaxPageTokenBytes) + " bytes"}
 	}
 	payload, sig, ok := strings.Cut(tok, ".")
 	if !ok {
-		return t, BadToken{"it is malformed"}
+		return t, BadToken{Reason: "it is malformed"}
 	}
 	mac, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil || !hmac.Equal(mac, k.MAC(payload)) {
-		return t, BadToken{"it was not made by this gateway (or was altered)"}
+		return t, BadToken{Reason: "it was not made by this gateway (or was altered)"}
 	}
 	body, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil {
-		return t, BadToken{"it is malformed"}
+		return t, BadToken{Reason: "it is malformed"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&t); err != nil {
-		return t, BadToken{"it is malformed"}
+		return t, BadToken{Reason: "it is malformed"}
 	}
 	switch {
 	case t.V != tokenVersion:
-		return t, BadToken{"it is of another version"}
+		return t, BadToken{Reason: "it is of another version"}
+	case t.Caller == "" || t.Expires <= 0:
+		return t, BadToken{Reason: "it is bound to no caller or has no expiry"}
 	case !fhir.ValidResourceType(t.Type):
-		return t, BadToken{"it names no resource type"}
+		return t, BadToken{Reason: "it names no resource type"}
 	case t.Count < 1 || t.Count > maxCount:
-		return t, BadToken{"its page size is out of range"}
+		return t, BadToken{Reason: "its page size is out of range"}
 	case t.Total != nil && *t.Total < 0:
-		return t, BadToken{"its total is negative"}
+		return t, BadToken{Reason: "its total is negative"}
 	case len(t.Members) == 0 || len(t.Members) > members:
-		return t, BadToken{"it names no or too many members"}
+		return t, BadToken{Reason: "it names no or too many members"}
 	}
 	if _, err := ParseSort(t.Type, t.Sort); err != nil {
-		return t, BadToken{"its sort is not supported"}
+		return t, BadToken{Reason: "its sort is not supported"}
 	}
 	seen := make(map[string]bool, len(t.Members))
 	for _, m := range t.Members {
 		if !known(m.ID) || seen[m.ID] {
-			return t, BadToken{"it names a member that is not configured"}
+			return t, BadToken{Reason: "it names a member that is not configured"}
 		}
 		seen[m.ID] = true
 		if m.Remaining != nil && *m.Remaining < 0 {
-			return t, BadToken{"it holds a negative count"}
+			return t, BadToken{Reason: "it holds a negative count"}
 		}
 		if !ValidCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxOffset {
-			return t, BadToken{"it holds a position that is not under a member's base"}
+			return t, BadToken{Reason: "it holds a position that is not under a member's base"}
 		}
 	}
 	return t, nil

@@ -47,11 +47,12 @@ type Gateway struct {
 }
 
 type options struct {
-	server    string
-	issuer    *issuer.Issuer
-	noIssuers bool
-	log       logr.Logger
-	parts     []assemble.Option
+	server     string
+	issuer     *issuer.Issuer
+	issuerKeys string
+	noIssuers  bool
+	log        logr.Logger
+	parts      []assemble.Option
 }
 
 // Option tunes Start and Mounted.
@@ -64,6 +65,10 @@ func WithServer(keys string) Option { return func(o *options) { o.server = keys 
 
 // WithIssuer trusts is instead of a new issuer (gateways of one test sharing tokens).
 func WithIssuer(is *issuer.Issuer) Option { return func(o *options) { o.issuer = is } }
+
+// WithIssuerKeys adds keys to the issuer's [[auth.issuers]] table (its endpoints, which
+// SMART discovery publishes).
+func WithIssuerKeys(keys string) Option { return func(o *options) { o.issuerKeys = keys } }
 
 // WithoutIssuers leaves the [[auth.issuers]] table out: the gateway trusts no issuer,
 // and Issuer and Token are of one it does not trust. Its data plane is then written
@@ -104,7 +109,7 @@ func Config(t testing.TB, tables string, opts ...Option) (*config.Config, *issue
 		doc += "bindings_drain_timeout_ms = 2000\n"
 	}
 	if !o.noIssuers {
-		doc += o.issuer.Table()
+		doc += o.issuer.Table() + o.issuerKeys + "\n"
 	} else if !strings.Contains(tables, "data_plane") {
 		doc += "[auth]\ndata_plane = \"open\"\n"
 	}

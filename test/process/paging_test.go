@@ -125,7 +125,18 @@ func waitReady(t *testing.T, base string) {
 // get GETs url, checks a 200 of valid FHIR R4 (but for meta.federation), and decodes it.
 func get(t *testing.T, url string, v any) {
 	t.Helper()
-	res, err := clientGet(url)
+	getAs(t, url, clientToken, v)
+}
+
+// getAs is get with token instead of clientToken.
+func getAs(t *testing.T, url, token string, v any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

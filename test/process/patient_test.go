@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/pdqsupplier"
 	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
@@ -61,7 +62,13 @@ func TestTheBinaryRunsThePatientScopedFlow(t *testing.T) {
 			}
 		}
 	}
-	get(t, base+"/fhir/Observation?patient=Patient/m1", &page)
+	// The operator is told which step excluded each member (docs/security.md, "What a
+	// caller is told of the members").
+	operator, err := clients.Token(map[string]any{"sub": "app", "scope": issuer.ClientScope + " " + issuer.OperatorScope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	getAs(t, base+"/fhir/Observation?patient=Patient/m1", operator, &page)
 	got := map[string]string{}
 	for _, r := range page.Meta.Federation {
 		got[r.ID] = r.Outcome + "/" + r.ExcludedBy
@@ -87,5 +94,12 @@ func TestTheBinaryRunsThePatientScopedFlow(t *testing.T) {
 		if !strings.Contains(string(metrics), `ferrofed_binding_requests_total{binding="`+key+`",outcome="success"} 1`) {
 			t.Errorf("no successful exchange of %s in the metrics", key)
 		}
+	}
+	// A client is shown the member asked only (the same search again, after the
+	// metrics were read).
+	page.Meta.Federation = nil
+	get(t, base+"/fhir/Observation?patient=Patient/m1", &page)
+	if len(page.Meta.Federation) != 1 || page.Meta.Federation[0].ID != "node-a" || page.Meta.Federation[0].ExcludedBy != "" {
+		t.Fatalf("a client is shown meta.federation %+v", page.Meta.Federation)
 	}
 }

@@ -3,7 +3,7 @@ package mcsd_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/test/double"
+	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/mcsdsupplier"
 	"github.com/ferrofed/ferrofed/test/doubles/pixmanager"
 	"github.com/ferrofed/ferrofed/test/doubles/respondinggateway"
@@ -86,19 +87,17 @@ func TestPatientFlowOverTheDirectorysRegistry(t *testing.T) {
 }
 
 // wantPatientSearch runs a patient-scoped search and checks which members were asked,
-// each with its own patient reference, and which were excluded, by which step.
+// each with its own patient reference, and which were excluded, by which step. It
+// asks as a client holding the operator scope too, the one shown the excluded members
+// (docs/security.md, "What a caller is told of the members").
 func (g *gateway) wantPatientSearch(asked, excluded map[string]string) {
 	g.t.Helper()
 	before := map[string]int64{}
 	for id, m := range g.members {
 		before[id] = int64(m.Requests())
 	}
-	res, err := g.Get("/fhir/Observation?patient.identifier=" + url.QueryEscape(mpi+"|MRN-1"))
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	operator := g.Issuer.Sign(g.t, "app", issuer.ClientScope+" "+issuer.OperatorScope)
+	res, raw := g.Request(http.MethodGet, "/fhir/Observation?patient.identifier="+url.QueryEscape(mpi+"|MRN-1"), operator, nil)
 	var b struct {
 		Meta struct {
 			Federation []federation.Record `json:"federation"`

@@ -38,10 +38,11 @@ type answer struct {
 	}
 }
 
-// search asks the gateway GET {base}/fhir/{path} with its data-plane client's token.
+// search asks the gateway GET {base}/fhir/{path} as its data-plane client holding the
+// operator scope too (gateway.operator): the answer carries every record.
 func (g *gateway) search(path string) answer {
 	g.t.Helper()
-	return g.searchAs(path, g.Client)
+	return g.searchAs(path, g.operator)
 }
 
 // searchAs asks as the holder of token ("" for none).

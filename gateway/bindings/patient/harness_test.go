@@ -27,6 +27,10 @@ type gateway struct {
 	members map[string]*members.Server
 	// token is a data-plane token of another caller than Client: subject alice.
 	token string
+	// operator is a data-plane token of Client's caller (subject app) that holds the
+	// operator scope too: search asks with it, so that the tests of the flow read every
+	// record, excluded_by included, as only an operator is shown them (docs/security.md).
+	operator string
 	// refuse makes the audit spool refuse every append (ENOSPC), with [audit];
 	// refuseOnce refuses the next one only.
 	refuse     func(on bool)
@@ -100,5 +104,6 @@ func newGateway(t testing.TB, o gatewayOptions) *gateway {
 		g.Gateway = gatewaytest.Start(t, doc.String(), opts...)
 	}
 	g.token = g.Issuer.Sign(t, "alice", issuer.ClientScope)
+	g.operator = g.Issuer.Sign(t, "app", issuer.ClientScope+" "+issuer.OperatorScope)
 	return g
 }

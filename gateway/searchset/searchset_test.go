@@ -1,4 +1,4 @@
-package federation
+package searchset
 
 import (
 	"encoding/json"
