@@ -9,6 +9,7 @@ package access
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -149,6 +150,14 @@ func (g *Guard) askPatients(c *gin.Context, call Call, p *auth.Principal) bool {
 	if call.Path != "" {
 		r.Segs = strings.Split(call.Path, "/")
 	}
+	postSearch := call.Method == http.MethodPost && strings.HasSuffix(call.Path, "/_search")
+	if postSearch { // the search's parameters are its query's and its form's
+		form, ok := peek(c, g.bounds.Load().formBytes, "the form body is longer than limits.max_query_bytes")
+		if !ok {
+			return false
+		}
+		r.RawQuery = strings.Trim(r.RawQuery+"&"+strings.TrimSpace(string(form)), "&")
+	}
 	if p != nil {
 		r.Issuer, r.Subject = p.Issuer, p.Subject
 	}
@@ -158,7 +167,12 @@ func (g *Guard) askPatients(c *gin.Context, call Call, p *auth.Principal) bool {
 		c.Abort()
 		return false
 	}
-	if v.RawQuery != "" {
+	switch {
+	case v.RawQuery != "" && postSearch:
+		c.Request.URL.RawQuery = ""
+		c.Request.Body = io.NopCloser(strings.NewReader(v.RawQuery))
+		c.Request.ContentLength = int64(len(v.RawQuery))
+	case v.RawQuery != "":
 		c.Request.URL.RawQuery = v.RawQuery
 	}
 	return true

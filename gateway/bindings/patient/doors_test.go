@@ -58,8 +58,24 @@ func TestConsentIsAskedAtEveryDoor(t *testing.T) {
 				}
 			})
 		}
-		if permit { // the last door named the patient by identifier: asked as the client named it (no resolver)
-			q := g.members["a"].LastRequest()
+		// A routed POST _search names the patient in its form.
+		t.Run(fmt.Sprintf("permit %v: a POST search", permit), func(t *testing.T) {
+			before, asks := g.members["a"].Requests(), pdp.Requests()
+			req, _ := http.NewRequest(http.MethodPost, g.URL+"/nodes/a/fhir/Observation/_search", strings.NewReader("code=x&subject=Patient/pa-1"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			res, err := g.Send(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			asked := g.members["a"].Requests() > before
+			if pdp.Requests() == asks || asked != permit || (!permit && (res.StatusCode != http.StatusOK || strings.Contains(string(body), `"entry"`))) {
+				t.Fatalf("answered %d (consent asked: %v, the member asked: %v): %s", res.StatusCode, pdp.Requests() > asks, asked, body)
+			}
+		})
+		if permit { // the last GET door named the patient by identifier: asked as the client named it (no resolver)
+			q := g.members["a"].Log()[len(g.members["a"].Log())-2] // before the POST search
 			if got, _ := url.ParseQuery(q.RawQuery); got.Get("patient.identifier") != aliceByID {
 				t.Fatalf("the member was asked %s?%s", q.Path, q.RawQuery)
 			}

@@ -18,7 +18,8 @@ import (
 type Routed struct {
 	Member string
 	// Method is the HTTP method; Segs the path's segments under the member's FHIR
-	// base, normalised; RawQuery the query as the client sent it.
+	// base, normalised; RawQuery the query as the client sent it (a POST _search's: the
+	// URL's query, then its form).
 	Method   string
 	Segs     []string
 	RawQuery string
@@ -27,9 +28,9 @@ type Routed struct {
 }
 
 // RoutedVerdict is the flow's decision on a Routed request. With Answer nil the
-// request goes on, with RawQuery in place of the client's when it is not empty (the
-// patient named by the member's own id); otherwise Answer answers it and no member is
-// asked.
+// request goes on, with RawQuery in place of the client's query (a POST _search's form)
+// when it is not empty: the patient named by the member's own id; otherwise Answer
+// answers it and no member is asked.
 type RoutedVerdict struct {
 	RawQuery string
 	Answer   func(w http.ResponseWriter)
@@ -68,7 +69,7 @@ func (f *Flow) PlanRouted(ctx context.Context, r Routed) RoutedVerdict {
 		}
 		return answer(http.StatusOK, emptySearchset)
 	}
-	if read || len(r.Segs) != 1 || q.ownID {
+	if read || !isSearch(r.Method, r.Segs) || q.ownID {
 		return RoutedVerdict{} // the member's own id, as the client named it
 	}
 	params := strings.Split(r.RawQuery, "&")
@@ -86,11 +87,7 @@ func (f *Flow) routedQuery(r Routed) (q *routedSearch, read bool, v *RoutedVerdi
 		return f.byMemberID(r.Member, "Patient", segs[1]), true, nil
 	case len(segs) == 3 && segs[0] == "Patient" && fhir.ValidID(segs[1]) && fhir.ValidResourceType(segs[2]):
 		return f.byMemberID(r.Member, segs[2], segs[1]), false, nil
-	case len(segs) >= 2 && smart.InCompartment(segs[0]) && f.consent != nil:
-		v := answer(http.StatusForbidden, fhir.Outcome("forbidden", "consent is asked per patient: read "+segs[0]+
-			" through a search that names the patient, not by its id"))
-		return nil, false, &v
-	case len(segs) == 1 && fhir.ValidResourceType(segs[0]) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+	case isSearch(r.Method, segs):
 		params := strings.Split(r.RawQuery, "&")
 		s, ok, err := Find(segs[0], params)
 		if err != nil || !ok {
@@ -103,8 +100,24 @@ func (f *Flow) routedQuery(r Routed) (q *routedSearch, read bool, v *RoutedVerdi
 			return asked, false, nil
 		}
 		return &routedSearch{Query: Query{ResourceType: segs[0], Params: params}}, false, nil
+	case len(segs) >= 2 && smart.InCompartment(segs[0]) && f.consent != nil:
+		v := answer(http.StatusForbidden, fhir.Outcome("forbidden", "consent is asked per patient: read "+segs[0]+
+			" through a search that names the patient, not by its id"))
+		return nil, false, &v
 	}
 	return nil, false, nil
+}
+
+// isSearch reports whether a routed request is a search of one type: GET (or HEAD)
+// [type], or POST [type]/_search (its RawQuery then the URL's query and the form's).
+func isSearch(method string, segs []string) bool {
+	switch {
+	case len(segs) == 0 || !fhir.ValidResourceType(segs[0]):
+		return false
+	case len(segs) == 1:
+		return method == http.MethodGet || method == http.MethodHead
+	}
+	return len(segs) == 2 && segs[1] == "_search" && method == http.MethodPost
 }
 
 // routedSearch is the search a routed request is planned as; ownID reports a patient
