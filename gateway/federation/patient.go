@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -22,6 +23,41 @@ type PatientFlow interface {
 	Plan(ctx context.Context, q patient.Query) (plan patient.Plan, scoped bool, err error)
 	// UseMembers makes members' keys the ones the flow maps and localizes by.
 	UseMembers(members []config.Member)
+	// Reconsent asks consent again for a next page (patient.Flow.Reconsent).
+	Reconsent(ctx context.Context, issuer, subject string, c patient.Consented, members []string) (map[string]bool, patient.Consented, error)
+}
+
+// reconsent asks consent again for a next page whose first page's decision is past
+// the time it may be relied on (docs/bindings.md, "Every door asks the same
+// questions"): the members it no longer permits are dropped, as excluded by consent;
+// a failure fails closed. It reports whether the page goes on.
+func (s *Surface) reconsent(c *gin.Context, srch *search) bool {
+	tc := srch.consent
+	if tc == nil || s.opts.Patient == nil || time.Now().UnixMilli() < tc.Until {
+		return true
+	}
+	var issuer, subject string
+	if v, ok := c.Get(auth.PrincipalKey); ok {
+		issuer, subject = v.(*auth.Principal).Issuer, v.(*auth.Principal).Subject
+	}
+	permitted, again, err := s.opts.Patient.Reconsent(c.Request.Context(), issuer, subject,
+		patient.Consented{ResourceType: tc.Type, System: tc.System, Value: tc.Value}, positionIDs(srch.positions))
+	if err != nil {
+		c.Header("Retry-After", "5")
+		fhir.Write(c.Writer, http.StatusServiceUnavailable, fhir.Outcome("transient", "the consent pre-filter could not be asked again for this page"))
+		return false
+	}
+	kept := srch.positions[:0]
+	for _, p := range srch.positions {
+		if permitted[p.m.id] {
+			kept = append(kept, p)
+		} else {
+			srch.excluded = append(srch.excluded, Record{ID: p.m.id, Outcome: outbound.Excluded, ExcludedBy: patient.ByConsent})
+		}
+	}
+	srch.positions = kept
+	srch.consent = &searchquery.TokenConsent{Type: again.ResourceType, System: again.System, Value: again.Value, Until: again.Until.UnixMilli()}
+	return true
 }
 
 // planPatient runs the patient-scoped flow (Options.Patient, gateway/bindings/patient)
@@ -53,6 +89,9 @@ func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings,
 		}
 		fhir.Write(c.Writer, plan.Fail.Status, fhir.Outcome(plan.Fail.Code, scrub.Text(plan.Fail.Diagnostics)))
 		return true
+	}
+	if pc := plan.Consent; pc != nil {
+		srch.consent = &searchquery.TokenConsent{Type: pc.ResourceType, System: pc.System, Value: pc.Value, Until: pc.Until.UnixMilli()}
 	}
 	byID := make(map[string]*position, len(srch.positions))
 	for _, p := range srch.positions {

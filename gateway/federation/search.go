@@ -51,6 +51,8 @@ type search struct {
 	caller   string
 	expires  time.Time
 	operator bool
+	// consent is the consent question the search relies on, nil for none.
+	consent *searchquery.TokenConsent
 }
 
 // position is one member's place in the search, and what this page saw of it.
@@ -271,7 +273,8 @@ func (s *search) excludedAfterDemographics() bool {
 // link sets res's next token from the positions of the members that have more, and
 // the warning of a token that could not carry them all.
 func (s *search) link(res *pageResult, key tokenKey) {
-	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total, Caller: s.caller, Expires: s.expires.UnixMilli()}
+	t := searchquery.Token{Type: s.resourceType, Count: s.count, Sort: s.sortRaw, Total: res.total, Caller: s.caller, Expires: s.expires.UnixMilli(),
+		Consent: s.consent}
 	for _, p := range s.positions {
 		if !p.done {
 			tm := searchquery.TokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}

@@ -37,7 +37,7 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	// admitted is true once the request holds its place in the member-call queue.
 	admitted := false
 	if q.Page != "" {
-		if tokenTotal, self, ok = continueSearch(c, st, srch, q, resourceType); !ok {
+		if tokenTotal, self, ok = continueSearch(c, st, srch, q, resourceType); !ok || !s.reconsent(c, srch) {
 			return
 		}
 	} else {
@@ -123,7 +123,7 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 		searchquery.Refuse(c.Writer, err)
 		return nil, "", false
 	}
-	srch.count, srch.sortRaw = t.Count, t.Sort
+	srch.count, srch.sortRaw, srch.consent = t.Count, t.Sort, t.Consent
 	srch.sort, _ = searchquery.ParseSort(resourceType, t.Sort)
 	for _, tm := range t.Members {
 		p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1}

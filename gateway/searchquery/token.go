@@ -68,6 +68,18 @@ type Token struct {
 	Caller string `json:"who"`
 	// Expires is when the token stops being accepted, in Unix milliseconds.
 	Expires int64 `json:"exp"`
+	// Consent is the consent question the first page relied on, when it asked one: a
+	// next page past its Until asks again.
+	Consent *TokenConsent `json:"cs,omitempty"`
+}
+
+// TokenConsent is a consent question: the type, the patient's identifier, and until
+// when (Unix milliseconds) its answer may be relied on.
+type TokenConsent struct {
+	Type   string `json:"t"`
+	System string `json:"s"`
+	Value  string `json:"v"`
+	Until  int64  `json:"u"`
 }
 
 type TokenMember struct {

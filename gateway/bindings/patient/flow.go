@@ -97,6 +97,8 @@ type Flow struct {
 	// from [[registry.members]], swapped by UseMembers for a directory's registry.
 	keys atomic.Pointer[memberKeys]
 	log  logr.Logger
+	// consentTTL is consent.cache_ttl_ms: how long a decision may be relied on.
+	consentTTL time.Duration
 }
 
 // memberKeys are each member's identifier_system (domain) and home_community_id
@@ -166,6 +168,7 @@ func New(cfg *config.Config, o Options) (*Flow, error) {
 			return nil, err
 		}
 		f.consent = c
+		f.consentTTL = cfg.Consent.CacheTTL()
 	}
 	if l := cfg.Localizer; l != nil {
 		var err error
@@ -230,6 +233,10 @@ type Plan struct {
 	// Fail, when set, is the step that failed closed: the answer is its status and an
 	// OperationOutcome, and no member is asked.
 	Fail *bindings.Failure
+	// Consent, when set, is the question consent answered for the members asked, and
+	// until when the answer may be relied on (consent.cache_ttl_ms; now without a
+	// cache): a next page past that asks again (Reconsent).
+	Consent *Consented
 }
 
 // Ask is one member to ask and the parameter ("patient=Patient/123", escaped) it is
@@ -303,6 +310,7 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 			return f.failed(ByConsent, s, err), true, nil
 		}
 		candidates = plan.keep(candidates, ByConsent, func(id string) bool { return permitted[id] })
+		plan.Consent = &Consented{ResourceType: q.ResourceType, System: system, Value: value, Until: time.Now().Add(f.consentTTL)}
 	}
 	if holds := f.localize(ctx, keys, system, value, len(candidates) > 0); holds != nil {
 		candidates = plan.keep(candidates, ByLocalizer, holds)

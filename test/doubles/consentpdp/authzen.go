@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ferrofed/ferrofed/test/double"
@@ -74,6 +75,16 @@ type Server struct {
 	URL string
 
 	opts Options
+	// rules are opts.Rules, replaced by SetRules.
+	mu    sync.Mutex
+	rules []Rule
+}
+
+// SetRules replaces the policy: a consent directive changed while a client pages.
+func (s *Server) SetRules(rules []Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = rules
 }
 
 // Start starts a PDP for a test and stops it when the test ends.
@@ -95,7 +106,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Omit < 0 {
 		return nil, fmt.Errorf("authzen: omit %d is negative", opts.Omit)
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, rules: opts.Rules}
 	ds, err := double.New(double.Options{Listen: opts.Listen, Name: "authzen pdp", Marker: opts.Marker, MaxBodyBytes: 256 << 10, Knobs: opts.Knobs}, s)
 	if err != nil {
 		return nil, err
@@ -274,7 +285,10 @@ func (s *Server) Decide(e Evaluation) Decision {
 		patient = sys + "|" + val
 	}
 	purpose, _ := e.Action.Properties["purposeOfUse"].(string)
-	for _, r := range s.opts.Rules {
+	s.mu.Lock()
+	rules := s.rules
+	s.mu.Unlock()
+	for _, r := range rules {
 		if match(r.Subject, e.Subject.ID) && match(r.Action, e.Action.Name) && match(r.Resource, e.Resource.ID) &&
 			match(r.Patient, patient) && match(r.Purpose, purpose) {
 			return Decision{Decision: r.Permit, Context: r.Context}
