@@ -162,19 +162,7 @@ func rewrite(r *http.Request, v Verdict) {
 	if len(v.Drop) == 0 && len(v.Add) == 0 {
 		return
 	}
-	q := r.URL.RawQuery
-	if len(v.Drop) > 0 {
-		var kept []string
-		for item := range strings.SplitSeq(q, "&") {
-			k, val, _ := strings.Cut(item, "=")
-			dk, _ := url.QueryUnescape(k)
-			dv, _ := url.QueryUnescape(val)
-			if !contains(v.Drop, dk+"="+dv) {
-				kept = append(kept, item)
-			}
-		}
-		q = strings.Join(kept, "&")
-	}
+	q := dropItems(r.URL.RawQuery, v.Drop)
 	if add := v.Add.Encode(); add != "" {
 		if q != "" {
 			q += "&"
@@ -196,25 +184,25 @@ func isForm(r *http.Request) bool {
 // peek, so it is in memory).
 func dropForm(r *http.Request, drop []string) {
 	body, _ := io.ReadAll(r.Body)
-	var kept []string
-	for item := range strings.SplitSeq(strings.TrimSpace(string(body)), "&") {
-		k, val, _ := strings.Cut(item, "=")
-		dk, _ := url.QueryUnescape(k)
-		dv, _ := url.QueryUnescape(val)
-		if !contains(drop, dk+"="+dv) {
-			kept = append(kept, item)
-		}
-	}
-	out := strings.Join(kept, "&")
+	out := dropItems(strings.TrimSpace(string(body)), drop)
 	r.Body = io.NopCloser(strings.NewReader(out))
 	r.ContentLength = int64(len(out))
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// dropItems is raw (a query or a form, "k=v&...") without the items whose decoded
+// "key=value" is in drop.
+func dropItems(raw string, drop []string) string {
+	if len(drop) == 0 {
+		return raw
+	}
+	var kept []string
+	for item := range strings.SplitSeq(raw, "&") {
+		k, val, _ := strings.Cut(item, "=")
+		dk, _ := url.QueryUnescape(k)
+		dv, _ := url.QueryUnescape(val)
+		if !slices.Contains(drop, dk+"="+dv) {
+			kept = append(kept, item)
 		}
 	}
-	return false
+	return strings.Join(kept, "&")
 }

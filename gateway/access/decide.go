@@ -70,8 +70,8 @@ func Decide(g smart.Grants, patient string, call Call) Verdict {
 	default:
 		// A path the gateway cannot tell the interaction of goes to the member only for
 		// a token that may do everything there.
-		if v := decideOperation(g, "$"); v.Status != 0 {
-			return refuse(v.Needed, "the gateway cannot tell which interaction this request is: only a token that may do everything on every type may send it")
+		if !mayDoEverything(g, "*") {
+			return refuse("system/*.cruds", "the gateway cannot tell which interaction this request is: only a token that may do everything on every type may send it")
 		}
 		return Verdict{}
 	}
@@ -137,37 +137,36 @@ func operation(path string) string {
 }
 
 // decideOperation allows an operation only to a token that may do everything on its
-// type (every type, at the base) at the user or system level: what an operation
-// reads and writes is the operation's to say, not the gateway's to guess.
+// type (every type, at the base): what an operation reads and writes is the
+// operation's to say, not the gateway's to guess.
 func decideOperation(g smart.Grants, path string) Verdict {
 	t := "*"
 	if segs := strings.Split(path, "/"); len(segs) > 1 {
 		t = segs[0]
 	}
-	for _, level := range []smart.Level{smart.LevelSystem, smart.LevelUser} {
-		all := true
-		for _, i := range []smart.Interaction{smart.Create, smart.Read, smart.Update, smart.Delete, smart.SearchType} {
-			rt := t
-			if rt == "*" {
-				rt = "Patient" // a * grant allows every type alike
-			}
-			if d := g.AllowAt(level, rt, i); !d.Allowed || len(d.Restrictions) > 0 || (t == "*" && !wildcard(g, level)) {
-				all = false
-				break
-			}
-		}
-		if all {
-			return Verdict{}
-		}
+	if mayDoEverything(g, t) {
+		return Verdict{}
 	}
 	return refuse("system/"+t+".cruds", "an operation needs every permission on its type, at the user or system level")
 }
 
-// wildcard reports whether the token holds an unrestricted * grant of every
-// permission at level.
-func wildcard(g smart.Grants, level smart.Level) bool {
-	for _, gr := range g.List() {
-		if gr.Level == level && gr.Type == "*" && gr.Perms == smart.PermAll && gr.Query == nil {
+// mayDoEverything reports whether the token holds, at the user or the system level
+// and unrestricted, every permission on type t ("*": an unrestricted * grant of every
+// permission).
+func mayDoEverything(g smart.Grants, t string) bool {
+	for _, level := range []smart.Level{smart.LevelSystem, smart.LevelUser} {
+		if t == "*" {
+			if slices.ContainsFunc(g.List(), func(gr smart.Grant) bool {
+				return gr.Level == level && gr.Type == "*" && gr.Perms == smart.PermAll && gr.Query == nil
+			}) {
+				return true
+			}
+			continue
+		}
+		if !slices.ContainsFunc([]smart.Interaction{smart.Create, smart.Read, smart.Update, smart.Delete, smart.SearchType}, func(i smart.Interaction) bool {
+			d := g.AllowAt(level, t, i)
+			return !d.Allowed || len(d.Restrictions) > 0
+		}) {
 			return true
 		}
 	}
