@@ -158,9 +158,7 @@ func (g *Guard) askPatients(c *gin.Context, call Call, p *auth.Principal) bool {
 		}
 		r.RawQuery = strings.Trim(r.RawQuery+"&"+strings.TrimSpace(string(form)), "&")
 	}
-	if p != nil {
-		r.Issuer, r.Subject = p.Issuer, p.Subject
-	}
+	r.Issuer, r.Subject = p.Requester()
 	v := g.patients.PlanRouted(c.Request.Context(), r)
 	if v.Answer != nil {
 		v.Answer(c.Writer)

@@ -10,6 +10,23 @@ import (
 // a verified request.
 const PrincipalKey = "ferrofed.auth.principal"
 
+// PrincipalOf is the caller a guard verified and stored under PrincipalKey, nil for
+// none.
+func PrincipalOf(c *gin.Context) *Principal {
+	v, _ := c.Get(PrincipalKey)
+	p, _ := v.(*Principal)
+	return p
+}
+
+// Requester is the issuer and subject the bindings and the audit trail name p by,
+// both "" for no principal (anonymous).
+func (p *Principal) Requester() (issuer, subject string) {
+	if p == nil {
+		return "", ""
+	}
+	return p.Issuer, p.Subject
+}
+
 // Middleware guards a route group with the Verifier current() returns at each request
 // (a SIGHUP reload swaps it). A refused request is answered 401 or 403 with a
 // WWW-Authenticate challenge and a JSON body {"error", "error_description"}, and goes

@@ -41,8 +41,7 @@ func (s *Surface) auditing(c *gin.Context, st *settings, kind audit.Kind, resour
 		a.ClientAddress = host
 	}
 	// The requester is the verified token's (gateway/access); anyone else is anonymous.
-	if v, ok := c.Get(auth.PrincipalKey); ok {
-		p := v.(*auth.Principal)
+	if p := auth.PrincipalOf(c); p != nil {
 		a.Issuer, a.Subject, a.FHIRUser, a.ClientID, a.Scopes = p.Issuer, p.Subject, p.FHIRUser, p.ClientID, p.Scopes
 	}
 	// The record is queued now, and written while the members are asked; the wait

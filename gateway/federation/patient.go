@@ -36,10 +36,7 @@ func (s *Surface) reconsent(c *gin.Context, srch *search) bool {
 	if tc == nil || s.opts.Patient == nil || time.Now().UnixMilli() < tc.Until {
 		return true
 	}
-	var issuer, subject string
-	if v, ok := c.Get(auth.PrincipalKey); ok {
-		issuer, subject = v.(*auth.Principal).Issuer, v.(*auth.Principal).Subject
-	}
+	issuer, subject := auth.PrincipalOf(c).Requester()
 	permitted, again, err := s.opts.Patient.Reconsent(c.Request.Context(), issuer, subject,
 		patient.Consented{ResourceType: tc.Type, System: tc.System, Value: tc.Value}, positionIDs(srch.positions))
 	if err != nil {
@@ -69,9 +66,7 @@ func (s *Surface) reconsent(c *gin.Context, srch *search) bool {
 func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings, srch *search, q searchquery.Query, resourceType string) (answered bool) {
 	pq := patient.Query{ResourceType: resourceType, Params: q.Kept, Members: positionIDs(srch.positions)}
 	// The requester, as the audit trail names it: the verified token's (gateway/access).
-	if v, ok := c.Get(auth.PrincipalKey); ok {
-		pq.Issuer, pq.Subject = v.(*auth.Principal).Issuer, v.(*auth.Principal).Subject
-	}
+	pq.Issuer, pq.Subject = auth.PrincipalOf(c).Requester()
 	plan, scoped, err := s.opts.Patient.Plan(ctx, pq)
 	var refusal *patient.Refusal
 	switch {

@@ -141,8 +141,7 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 // the verified token's issuer and subject (gateway/access), or of "anonymous"; and
 // whether that token holds its issuer's operator scope.
 func callerOf(c *gin.Context, key tokenKey) (string, bool) {
-	if v, ok := c.Get(auth.PrincipalKey); ok {
-		p := v.(*auth.Principal)
+	if p := auth.PrincipalOf(c); p != nil {
 		return key.Caller(p.Issuer, p.Subject), p.Operator
 	}
 	return key.Caller("", "anonymous"), false
