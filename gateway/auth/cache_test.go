@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/rsa"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,10 +13,9 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
-// A verified token is served from the cache until the earlier of its expiry and
-// MaxCachedFor: after its expiry (and the leeway) it is refused again, and a key
-// removed from the key set stops it within MaxCachedFor. A refusal is never cached.
-func TestTheCacheNeverOutlivesTheTokenOrItsKey(t *testing.T) {
+// cachingVerifier is a verifier of one RSA key on a fake clock, and its key.
+func cachingVerifier(t *testing.T) (*Verifier, *fakeClock, *rsa.PrivateKey) {
+	t.Helper()
 	rk, _ := testKeys(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := &fakeClock{now: now}
@@ -27,6 +27,15 @@ func TestTheCacheNeverOutlivesTheTokenOrItsKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return v, clock, rk
+}
+
+// A verified token is served from the cache until the earlier of its expiry and
+// MaxCachedFor: after its expiry (and the leeway) it is refused again, and a key
+// removed from the key set stops it within MaxCachedFor. A refusal is never cached.
+func TestTheCacheNeverOutlivesTheTokenOrItsKey(t *testing.T) {
+	v, clock, rk := cachingVerifier(t)
+	now := clock.Now()
 	claims := goodClaims(now)
 	claims["exp"] = now.Add(2 * MaxCachedFor).Unix()
 	tok := "Bearer " + sign(t, jose.RS256, rk, "rsa-1", claims)
@@ -55,17 +64,8 @@ func TestTheCacheNeverOutlivesTheTokenOrItsKey(t *testing.T) {
 
 // A token that expires before MaxCachedFor is cached until it expires, not longer.
 func TestACachedTokenExpiresWithItsToken(t *testing.T) {
-	rk, _ := testKeys(t)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &fakeClock{now: now}
-	file := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(file, jwks(t, jose.JSONWebKey{Key: rk, KeyID: "rsa-1", Use: "sig"}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	v, err := New([]config.Issuer{{Issuer: testIssuer, Audience: testAudience, JWKSFile: file, OperatorScope: testScope}}, Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, clock, rk := cachingVerifier(t)
+	now := clock.Now()
 	claims := goodClaims(now)
 	claims["exp"] = now.Add(10 * time.Second).Unix()
 	tok := "Bearer " + sign(t, jose.RS256, rk, "rsa-1", claims)
