@@ -9,8 +9,10 @@ package access
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 
@@ -31,7 +33,21 @@ type Guard struct {
 	verifier func() *auth.Verifier
 	bounds   atomic.Pointer[bounds]
 	patients Patients
+	members  Members
 }
+
+// Members are the federation's members as the guard asks them whether they hold a
+// resource (federation.Surface.Search): a read that rests on a patient context or a
+// restricted scope goes on only once its member finds it by the searches the scopes
+// allow (Verdict.Confirm). Search answers the member's status and body, or an error
+// when there was none; the error for an id no member has has a NoMember method that
+// returns true (the route then answers its 404).
+type Members interface {
+	Search(ctx context.Context, member, resourceType, rawQuery string) (int, []byte, error)
+}
+
+// noMember is the error Members give for an id no member has.
+type noMember interface{ NoMember() bool }
 
 // Patients is the patient-scoped flow (*patient.Flow) as the guard asks it about a
 // routed request: the same questions a federated search's first page is asked.
@@ -56,9 +72,10 @@ func boundsOf(cfg *config.Config) *bounds {
 
 // New is the guard of cfg, verifying with the Verifier current returns at each
 // request (auth.Operators.Verifier: the federation's reload swaps it). patients, when
-// not nil, decides every routed request that names a patient.
-func New(cfg *config.Config, current func() *auth.Verifier, patients Patients) *Guard {
-	g := &Guard{verifier: current, patients: patients}
+// not nil, decides every routed request that names a patient; members answer whether
+// a member holds what a confined read asks for.
+func New(cfg *config.Config, current func() *auth.Verifier, patients Patients, members Members) *Guard {
+	g := &Guard{verifier: current, patients: patients, members: members}
 	g.required.Store(cfg.Auth.DataPlaneRequired())
 	g.bounds.Store(boundsOf(cfg))
 	return g
@@ -134,6 +151,9 @@ func (g *Guard) Handler() gin.HandlerFunc {
 			c.Set(fhir.NotesKey, [][]byte{fhir.OutcomeEntry(note)})
 		}
 		rewrite(c.Request, v)
+		if len(v.Confirm) > 0 && !g.confirm(c, call, v.Confirm) {
+			return
+		}
 		if g.askPatients(c, call, p) {
 			c.Next()
 		}
@@ -174,6 +194,37 @@ func (g *Guard) askPatients(c *gin.Context, call Call, p *auth.Principal) bool {
 		c.Request.URL.RawQuery = v.RawQuery
 	}
 	return true
+}
+
+// confirm asks the member of a routed read whether it finds the resource by one of
+// searches, and reports whether the read goes on; when it does not, confirm answered
+// it: a 404 when the member does not find it (as if it did not exist), a 502 when the
+// member could not say. The federated surface reads no resource by id (its route
+// answers how to), so a federated read goes on to that answer.
+func (g *Guard) confirm(c *gin.Context, call Call, searches []url.Values) bool {
+	if !call.Routed {
+		return true
+	}
+	segs := strings.Split(call.Path, "/")
+	if g.members == nil {
+		Refuse(c, &auth.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
+			Description: "the gateway cannot ask the member whether the resource is within the token's scopes: search for it instead"})
+		return false
+	}
+	found, err := finds(c.Request.Context(), g.members, c.Param("node"), segs[0], segs[1], searches)
+	var none noMember
+	switch {
+	case errors.As(err, &none) && none.NoMember():
+		return true // the route's 404
+	case err != nil:
+		fhir.Write(c.Writer, http.StatusBadGateway, fhir.Outcome("transient", err.Error()))
+	case !found:
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", notFound.Reason))
+	default:
+		return true
+	}
+	c.Abort()
+	return false
 }
 
 // refusal is a 403's description: the reason, and the scope that would do.

@@ -23,6 +23,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
@@ -278,11 +279,13 @@ func TestAnIncludeTheTokenMayNotReadIsDroppedAndSaidSo(t *testing.T) {
 // The patient-context table: a token with patient-level scopes and a patient claim
 // reaches that patient's data only. A search of a compartment type gets the patient
 // added (the member is asked for it), one naming another patient is a 403, a read of
-// another Patient a 404 (nothing disclosed), a type outside the compartment is searched
-// as asked; a token without the claim, a write or a compartment read by id is refused.
-// No refused request reaches the member.
+// another Patient a 404 (nothing disclosed), a read of a compartment resource by id
+// goes to the member only once the member finds it in the patient's compartment (a 404
+// otherwise), a type outside the compartment is searched as asked; a token without the
+// claim or a write is refused. No refused request reaches the member.
 func TestThePatientContextTable(t *testing.T) {
-	m := members.Start(t, members.Options{ID: "a"})
+	// Observation/a-1's subject is Patient/a-1, Observation/a-2's Patient/a-2.
+	m := members.Start(t, members.Options{ID: "a", Subjects: true})
 	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
 	token := func(scope, patient string) string {
 		claims := map[string]any{"sub": "pat", "scope": scope}
@@ -309,7 +312,12 @@ func TestThePatientContextTable(t *testing.T) {
 		{"a compartment search of another patient", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Patient/a-2/Observation", 403, ""},
 		{"a read of the patient", "patient/Patient.r", "a-1", "GET", "/nodes/a/fhir/Patient/a-1", 200, ""},
 		{"a read of another patient", "patient/Patient.r", "a-1", "GET", "/nodes/a/fhir/Patient/a-2", 404, ""},
-		{"a compartment read by id", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Observation/o-1", 403, ""},
+		{"a read of the patient's Observation", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Observation/a-1", 200, "=confirmed"},
+		{"a read of another patient's Observation", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
+		{"a vread of the patient's Encounter", "patient/Encounter.r", "a-2", "GET", "/nodes/a/fhir/Encounter/a-2/_history/1", 200, "=confirmed"},
+		{"a restricted read the restriction finds", "patient/Observation.r?code=x", "a-1", "GET", "/nodes/a/fhir/Observation/a-1", 200, "=confirmed"},
+		{"a read of another patient's Observation under a restriction", "patient/Observation.r?code=x", "a-1", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
+		{"a system read the restriction does not find", "system/Observation.r?subject=Patient/a-1", "", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
 		// The member double holds no Practitioner: it answers what it answers (0: any
 		// status), asked as the client asked.
 		{"a type outside the compartment", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Practitioner?name=x", 0, "name=x"},
@@ -317,6 +325,10 @@ func TestThePatientContextTable(t *testing.T) {
 		{"a write", "patient/*.cruds", "a-1", "DELETE", "/nodes/a/fhir/Patient/a-1", 403, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.asked == "=confirmed" {
+				confirmedRead(t, g, m, c.path, token(c.scope, c.patient), c.status)
+				return
+			}
 			before := m.Requests()
 			res, body := raw(t, g, c.method, c.path, token(c.scope, c.patient))
 			if c.status == 0 && m.Requests() == before {
@@ -341,6 +353,57 @@ func TestThePatientContextTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// confirmedRead reads path (a routed read of one resource by id) with authz and checks
+// that the member was first asked to find it by a search for its id, with what the
+// token confines it to, and then read only when it was found (status 200), the read
+// answered 404 otherwise.
+func confirmedRead(t *testing.T, g *gatewaytest.Gateway, m *members.Server, path, authz string, status int) {
+	t.Helper()
+	before := len(m.Log())
+	res, body := raw(t, g, http.MethodGet, path, authz)
+	if res.StatusCode != status {
+		t.Fatalf("answered %d, want %d: %.300s", res.StatusCode, status, body)
+	}
+	log := m.Log()[before:]
+	segs := strings.Split(strings.TrimPrefix(path, "/nodes/a/fhir/"), "/")
+	if len(log) == 0 || log[0].Path != "/fhir/"+segs[0] || log[0].Query.Get("_id") != segs[1] {
+		t.Fatalf("the member was not asked to find %s/%s first: %+v", segs[0], segs[1], log)
+	}
+	if status == http.StatusNotFound {
+		outcome(t, body, "not-found")
+		if len(log) != 1 {
+			t.Fatalf("a read the member did not find was sent on: %d requests", len(log))
+		}
+		return
+	}
+	if len(log) != 2 || log[1].Path != "/fhir/"+strings.Join(segs, "/") {
+		t.Fatalf("the read was not sent on once found: %+v", log)
+	}
+}
+
+// A member that cannot say whether it holds what a confined read asks for (it fails the
+// search) is the gateway's 502, and the read is not sent: a read is never let through
+// on a question left unanswered.
+func TestAConfinedReadTheMemberCannotConfirmIsA502(t *testing.T) {
+	m := members.Start(t, members.Options{ID: "a", Subjects: true, Knobs: double.Knobs{Status: http.StatusInternalServerError}})
+	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
+	tok, err := g.Issuer.Token(map[string]any{"sub": "pat", "scope": "patient/*.rs", "patient": "a-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, body := raw(t, g, http.MethodGet, "/nodes/a/fhir/Observation/a-1", "Bearer "+tok)
+	if res.StatusCode != http.StatusBadGateway {
+		t.Fatalf("answered %d, want 502: %.300s", res.StatusCode, body)
+	}
+	outcome(t, body, "transient")
+	if strings.Contains(string(body), m.URL) || strings.Contains(string(body), m.Opts.Marker) {
+		t.Fatalf("the 502 passes on the member's address or its body: %s", body)
+	}
+	if log := m.Log(); len(log) != 1 || log[0].Path != "/fhir/Observation" {
+		t.Fatalf("the member was sent %+v, want only the search that would have found the read", log)
 	}
 }
 

@@ -2,6 +2,7 @@ package access
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -205,4 +206,60 @@ func dropItems(raw string, drop []string) string {
 		}
 	}
 	return strings.Join(kept, "&")
+}
+
+// finds reports whether member finds resourceType/id by one of searches, asked in
+// turn as {resourceType}?_id={id}&{search}&_count=1 (docs/security.md, "Reads that
+// are found first"): a match of the searchset must be the resource. A member that
+// answers 404 or 410 does not find it; any other answer that is not a searchset is an
+// error naming the member, never its body.
+func finds(ctx context.Context, members Members, member, resourceType, id string, searches []url.Values) (bool, error) {
+	for _, search := range searches {
+		q := cloneValues(search)
+		q.Set("_id", id)
+		q.Set("_count", "1")
+		status, body, err := members.Search(ctx, member, resourceType, q.Encode())
+		switch {
+		case err != nil:
+			return false, err
+		case status == http.StatusNotFound || status == http.StatusGone:
+			continue
+		case status/100 != 2:
+			return false, fmt.Errorf("member %s could not say whether it holds the resource (HTTP %d)", member, status)
+		}
+		found, ok := holds(body, resourceType, id)
+		if !ok {
+			return false, fmt.Errorf("member %s answered the search that finds a read with something other than a Bundle", member)
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// holds reports whether a searchset's matches hold resourceType/id; ok is false for a
+// body that is not a Bundle.
+func holds(body []byte, resourceType, id string) (found, ok bool) {
+	var b struct {
+		ResourceType string `json:"resourceType"`
+		Entry        []struct {
+			Resource struct {
+				ResourceType string `json:"resourceType"`
+				ID           string `json:"id"`
+			} `json:"resource"`
+			Search struct {
+				Mode string `json:"mode"`
+			} `json:"search"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil || b.ResourceType != "Bundle" {
+		return false, false
+	}
+	for _, e := range b.Entry {
+		if (e.Search.Mode == "" || e.Search.Mode == "match") && e.Resource.ResourceType == resourceType && e.Resource.ID == id {
+			return true, true
+		}
+	}
+	return false, true
 }

@@ -46,6 +46,12 @@ type Verdict struct {
 	// Drop are the _include and _revinclude values of types the token may not read:
 	// removed before the call goes on.
 	Drop []string
+	// Confirm, when not empty, are the searches a read (vread, instance history) of one
+	// resource must find it by, any one of them, before it goes on: the member is asked
+	// {type}?_id={id}&{search}, and a resource no search finds is a 404. A read that
+	// rests on a restricted scope, or on a patient context, is decided by what the
+	// member holds, which only the member can tell.
+	Confirm []url.Values
 }
 
 // Decide decides call for a token's grants and its patient claim ("" for none), by
@@ -88,15 +94,24 @@ func Decide(g smart.Grants, patient string, call Call) Verdict {
 			return v
 		}
 	}
-	if len(d.Restrictions) > 0 {
-		return refuse("", "a scope with a query allows only searches that match it: search for the resource instead")
-	}
 	if d.Level == smart.LevelPatient {
-		pv := confine(patient, e, call.Path)
+		pv := confine(patient, e, call.Path, d.Restrictions)
 		pv.Drop = v.Drop
 		return pv
 	}
+	if len(d.Restrictions) > 0 {
+		if !readsOne(e.Interaction) {
+			return refuse("", "a scope with a query allows the searches that match it and the reads of what such a search finds, nothing else")
+		}
+		return Verdict{Confirm: d.Restrictions}
+	}
 	return v
+}
+
+// readsOne reports whether an interaction reads one resource by its id: a read, a
+// vread, an instance history.
+func readsOne(i smart.Interaction) bool {
+	return i == smart.Read || i == smart.VRead || i == smart.HistoryInstance
 }
 
 // classify reads a call as the entry of a Bundle would be read; a compartment search

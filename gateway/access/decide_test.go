@@ -32,6 +32,7 @@ func TestDecide(t *testing.T) {
 		reason  string // in the reason, when refused
 		add     url.Values
 		drop    []string
+		confirm []url.Values
 	}{
 		// The interaction and its type, v1 and v2, on both surfaces.
 		{name: "a v2 search", scopes: "system/Patient.rs", call: get("Patient", "name=x")},
@@ -69,7 +70,12 @@ func TestDecide(t *testing.T) {
 		// Restricted scopes.
 		{name: "a restricted scope, a matching search", scopes: "system/Observation.rs?category=laboratory", call: get("Observation", "category=laboratory&code=x")},
 		{name: "a restricted scope, another search", scopes: "system/Observation.rs?category=laboratory", call: get("Observation", "code=x"), status: 403},
-		{name: "a restricted scope, a read", scopes: "system/Observation.rs?category=laboratory", call: routed("GET", "Observation/1", ""), status: 403, reason: "search for the resource"},
+		{name: "a restricted scope, a read is found first", scopes: "system/Observation.rs?category=laboratory", call: routed("GET", "Observation/1", ""),
+			confirm: []url.Values{{"category": {"laboratory"}}}},
+		{name: "two restricted scopes, a read found by either", scopes: "system/Observation.rs?category=laboratory system/Observation.r?category=vital-signs", call: routed("GET", "Observation/1/_history/2", ""),
+			confirm: []url.Values{{"category": {"laboratory"}}, {"category": {"vital-signs"}}}},
+		{name: "an unrestricted scope asks nothing of the member", scopes: "system/Observation.rs?category=laboratory system/Observation.r", call: routed("GET", "Observation/1", "")},
+		{name: "a restricted scope, a write", scopes: "system/Observation.cruds?category=laboratory", call: routed("PUT", "Observation/1", ""), status: 403, reason: "nothing else"},
 		// Operations.
 		{name: "an operation with every permission", scopes: "system/*.cruds", call: routed("GET", "Patient/1/$everything", "")},
 		{name: "an operation with less", scopes: "system/Patient.rs", call: routed("GET", "Patient/1/$everything", ""), status: 403, needed: "system/Patient.cruds"},
@@ -84,7 +90,14 @@ func TestDecide(t *testing.T) {
 		{name: "a read of the patient", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/123", "")},
 		{name: "a read of another patient is a 404", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/9", ""), status: 404},
 		{name: "a vread of another patient is a 404", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/9/_history/1", ""), status: 404},
-		{name: "a compartment read by id", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Observation/5", ""), status: 403},
+		{name: "a compartment read by id is found in the compartment first", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Observation/5", ""),
+			confirm: []url.Values{{"subject": {"Patient/123"}}}},
+		{name: "a compartment history by id likewise", scopes: "patient/Observation.r", patient: "123", call: routed("GET", "Observation/5/_history", ""),
+			confirm: []url.Values{{"subject": {"Patient/123"}}}},
+		{name: "a restricted compartment read", scopes: "patient/Observation.rs?category=laboratory", patient: "123", call: routed("GET", "Observation/5", ""),
+			confirm: []url.Values{{"category": {"laboratory"}, "subject": {"Patient/123"}}}},
+		{name: "a read outside the compartment", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Practitioner/5", "")},
+		{name: "a type's history at the patient level", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Observation/_history", ""), status: 403},
 		{name: "a compartment search of another patient", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/9/Observation", ""), status: 403},
 		{name: "a patient-level write", scopes: "patient/*.cruds", patient: "123", call: routed("POST", "Observation", ""), status: 403},
 		{name: "no patient claim", scopes: "patient/*.rs", call: get("Observation", ""), status: 403, reason: "patient claim"},
@@ -108,6 +121,9 @@ func TestDecide(t *testing.T) {
 			}
 			if (len(v.Drop) > 0 || len(tc.drop) > 0) && !sameItems(v.Drop, tc.drop) {
 				t.Errorf("drop %v, want %v", v.Drop, tc.drop)
+			}
+			if (len(v.Confirm) > 0 || len(tc.confirm) > 0) && !reflect.DeepEqual(v.Confirm, tc.confirm) {
+				t.Errorf("confirm %v, want %v", v.Confirm, tc.confirm)
 			}
 		})
 	}
@@ -151,4 +167,30 @@ func sameItems(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// A read is found only by a match of the searchset that is the resource itself: an
+// included resource, an outcome entry, another type or id do not count, and a body
+// that is not a Bundle is no answer.
+func TestHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		body      string
+		found, ok bool
+	}{
+		{"a match", `{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Observation","id":"9"},"search":{"mode":"match"}}]}`, true, true},
+		{"a match without a mode", `{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Observation","id":"9"}}]}`, true, true},
+		{"an include only", `{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Observation","id":"9"},"search":{"mode":"include"}}]}`, false, true},
+		{"another id", `{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Observation","id":"90"}}]}`, false, true},
+		{"another type", `{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Encounter","id":"9"}}]}`, false, true},
+		{"an empty searchset", `{"resourceType":"Bundle","type":"searchset"}`, false, true},
+		{"an OperationOutcome", `{"resourceType":"OperationOutcome"}`, false, false},
+		{"cut off", `{"resourceType":"Bundle","entry":[{"resou`, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if found, ok := holds([]byte(tc.body), "Observation", "9"); found != tc.found || ok != tc.ok {
+				t.Errorf("holds = %v, %v; want %v, %v", found, ok, tc.found, tc.ok)
+			}
+		})
+	}
 }

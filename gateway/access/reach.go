@@ -3,6 +3,7 @@ package access
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/ferrofed/ferrofed/gateway/smart"
@@ -131,16 +132,18 @@ func splitList(values []string) []string {
 
 // confine confines a call decided at the patient level to the token's patient (docs/
 // security.md, "Patient context"): a search of a type in the patient compartment gets
-// the patient added (one naming another patient is refused), a read of another
-// patient is a 404, and what cannot be confined (a write, a read of a compartment type
-// by id, a history) is refused.
-func confine(patient string, e smart.Entry, path string) Verdict {
+// the patient added (one naming another patient is refused); a read of another
+// patient is a 404, a read of a compartment resource goes on only once the member
+// finds it in the patient's compartment, and what cannot be confined (a write, a
+// type's history) is refused. restrictions are the scopes' queries the decision rests
+// on, which a read must match too.
+func confine(patient string, e smart.Entry, path string, restrictions []url.Values) Verdict {
 	if patient == "" {
 		return refuse("", "a patient-level scope needs the token's patient claim (the SMART launch context)")
 	}
 	inCompartment := e.ResourceType == "Patient" || smart.InCompartment(e.ResourceType)
-	switch e.Interaction {
-	case smart.SearchType:
+	switch {
+	case e.Interaction == smart.SearchType:
 		if !inCompartment {
 			return Verdict{}
 		}
@@ -152,17 +155,36 @@ func confine(patient string, e smart.Entry, path string) Verdict {
 		}
 		params, _ := smart.CompartmentParams(e.ResourceType)
 		return Verdict{Add: map[string][]string{params[0]: {"Patient/" + patient}}}
-	case smart.Read, smart.VRead, smart.HistoryInstance:
+	case readsOne(e.Interaction):
 		switch id := strings.Split(path, "/")[1]; {
-		case !inCompartment:
-			return Verdict{}
-		case e.ResourceType == "Patient" && id == patient:
-			return Verdict{}
-		case e.ResourceType == "Patient":
+		case e.ResourceType == "Patient" && id != patient:
 			return notFound
+		case e.ResourceType == "Patient" || !inCompartment:
+			return confirmed(restrictions, nil)
 		}
+		params, _ := smart.CompartmentParams(e.ResourceType)
+		return confirmed(restrictions, url.Values{params[0]: {"Patient/" + patient}})
 	}
 	return refuse("", "a patient-level scope allows searches and reads of its patient's compartment only")
+}
+
+// confirmed is the verdict of a read that must be found by one of restrictions (none:
+// unrestricted), each with the compartment's parameter added when there is one.
+func confirmed(restrictions []url.Values, compartment url.Values) Verdict {
+	if len(restrictions) == 0 {
+		if compartment == nil {
+			return Verdict{}
+		}
+		return Verdict{Confirm: []url.Values{compartment}}
+	}
+	out := make([]url.Values, len(restrictions))
+	for i, r := range restrictions {
+		out[i] = cloneValues(r)
+		for k, vs := range compartment {
+			out[i][k] = append(out[i][k], vs...)
+		}
+	}
+	return Verdict{Confirm: out}
 }
 
 // notFound is the verdict for a patient the token may not know of.

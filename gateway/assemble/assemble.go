@@ -191,7 +191,7 @@ func (g *Gateway) buildParts(sh shared) ([]server.Registration, error) {
 	if g.flow != nil {
 		patients = g.flow
 	}
-	guard := access.New(sh.cfg, sh.operators.Verifier, patients)
+	guard := access.New(sh.cfg, sh.operators.Verifier, patients, fed)
 	parts := []server.Registration{{Name: "federation", Guard: fed.LoopGuard, DataPlane: fed.RegisterDataPlane, Operator: fed.RegisterOperator,
 		Checks: fed.Checks(), Stop: fed.Stop, Reload: fed.PrepareReload, Collectors: []prometheus.Collector{sh.tracker.Collector()}},
 		{Name: "access", Guard: guard.Handler(), Reload: guard.PrepareReload}}

@@ -4,18 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 )
 
-// Member calls for the gateway's other parts (the stored queries, gateway/storedquery):
-// a request the operator asked for, or a process of the gateway's, sent to one member
-// with the surface's client and Via, and recorded in the dependency report exactly as
-// a federated query's call is (Classify): every request that reaches a member updates
-// its endpoint's state, and one that never left the gateway changes nothing.
+// Member calls for the gateway's other parts (the stored queries, the access guard):
+// sent to one member with the surface's client and Via, and recorded in the dependency
+// report as a federated query's call is (Classify): every request that reaches a
+// member updates its endpoint's state, one that never left the gateway nothing.
 
 // QueryExpander turns a search that names a stored query (`_query={name}`) into the
 // plain search the query stands for. The surface asks it before it parses a first
@@ -47,8 +48,37 @@ type MemberExchange struct {
 	Body []byte
 }
 
-// ErrNoMember is CallMember's error for an id the registry does not hold.
-var ErrNoMember = errors.New("no member has this id")
+// ErrNoMember is the error for an id no member has (its NoMember method says so).
+var ErrNoMember error = noMember{}
+
+type noMember struct{}
+
+func (noMember) Error() string  { return "no member has this id" }
+func (noMember) NoMember() bool { return true }
+
+// Search sends GET {resourceType}?{rawQuery} to member id as one member of a federated
+// search is asked (budget, call slots, limits; its state recorded), and returns its
+// status and body, or an error naming only the member when there was none to read.
+func (s *Surface) Search(ctx context.Context, id, resourceType, rawQuery string) (int, []byte, error) {
+	st := s.state.Load()
+	m, ok := st.reg.byID[id]
+	if !ok {
+		return 0, nil, ErrNoMember
+	}
+	cs := s.newCalls(st, nil)
+	rctx, cancel := context.WithTimeout(ctx, calllimit.Budget(ctx, st.requestTimeout))
+	defer cancel()
+	ex := notSent(rctx, ctx)
+	cs.FanOut(rctx, 1, func(int) {
+		mctx, cancel := m.within(rctx)
+		defer cancel()
+		ex = s.caller.get(mctx, ctx, m, m.url("/"+resourceType, rawQuery), cs, nil)
+	}, func(int) {}, func(int) {})
+	if s.caller.observe(m, ex.call); ex.call.Broken || ex.call.Unusable || ex.reason != "" {
+		return 0, nil, fmt.Errorf("member %s gave no answer the gateway could read", m.id)
+	}
+	return ex.call.Status, ex.body, nil
+}
 
 // CallMember sends method path (under the member's FHIR base; body, when not nil, as
 // FHIR JSON) to member id within ctx, reads at most maxBody bytes of its answer, and

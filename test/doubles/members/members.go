@@ -60,6 +60,11 @@ type Options struct {
 	// NumericIDs makes resource ids 1, 2, 3… instead of "<ID>-1", "<ID>-2"…: two
 	// members then hold a Patient/1 each.
 	NumericIDs bool
+	// Subjects gives each Observation and Encounter a subject, the member's patient of
+	// the same index (Observation/a-2's is Patient/a-2), and makes a search by subject
+	// or patient (Patient/{id} or {id}) match that patient's resources only, as a real
+	// server does. Off: they name no patient and those parameters filter nothing.
+	Subjects bool
 	// NoTotal leaves Bundle.total out of every searchset, as servers that do not count
 	// do.
 	NoTotal bool
@@ -253,8 +258,20 @@ func (s *Server) answer(r double.Request, form string) double.Answer {
 		a.Header = http.Header{"Location": {loc}, "Content-Location": {loc}}
 		return a
 	default:
-		return s.ok(http.StatusOK, s.resource(parts[0], strings.Join(parts[1:], "-"), 0))
+		id := strings.Join(parts[1:], "-")
+		return s.ok(http.StatusOK, s.resource(parts[0], id, s.index(id)))
 	}
+}
+
+// index is the index of the resource whose id is id, 0 when it is none of the
+// member's.
+func (s *Server) index(id string) int {
+	for i := range s.Opts.Entries {
+		if s.id(i) == id {
+			return i
+		}
+	}
+	return 0
 }
 
 func isForm(contentType string) bool {
@@ -441,6 +458,17 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 		want := strings.Split(ids, ",")
 		all = slices.DeleteFunc(all, func(res map[string]any) bool { return !slices.Contains(want, res["id"].(string)) })
 	}
+	if s.Opts.Subjects && resourceType != "Patient" {
+		for _, name := range []string{"subject", "patient"} {
+			for _, v := range params[name] {
+				want := "Patient/" + strings.TrimPrefix(v, "Patient/")
+				all = slices.DeleteFunc(all, func(res map[string]any) bool {
+					ref, _ := res["subject"].(map[string]any)
+					return ref == nil || ref["reference"] != want
+				})
+			}
+		}
+	}
 	if keys := params.Get("_sort"); keys != "" {
 		for k := range strings.SplitSeq(keys, ",") {
 			if !sortable(resourceType, strings.TrimPrefix(k, "-")) {
@@ -541,6 +569,9 @@ func (s *Server) resource(resourceType, id string, i int) map[string]any {
 	case "Encounter":
 		res["status"] = "finished"
 		res["class"] = map[string]any{"code": "AMB"}
+	}
+	if s.Opts.Subjects && resourceType != "Patient" {
+		res["subject"] = map[string]any{"reference": "Patient/" + s.id(i)}
 	}
 	return res
 }
