@@ -37,13 +37,13 @@ type Guard struct {
 }
 
 // Members are the federation's members as the guard asks them whether they hold a
-// resource (federation.Surface.Search): a read that rests on a patient context or a
+// resource (federation.Surface.Get): a read that rests on a patient context or a
 // restricted scope goes on only once its member finds it by the searches the scopes
-// allow (Verdict.Confirm). Search answers the member's status and body, or an error
+// allow (Verdict.Confirm). Get answers the member's status and body, or an error
 // when there was none; the error for an id no member has has a NoMember method that
 // returns true (the route then answers its 404).
 type Members interface {
-	Search(ctx context.Context, member, resourceType, rawQuery string) (int, []byte, error)
+	Get(ctx context.Context, member, path, rawQuery string) (int, []byte, error)
 }
 
 // noMember is the error Members give for an id no member has.
@@ -196,22 +196,22 @@ func (g *Guard) askPatients(c *gin.Context, call Call, p *auth.Principal) bool {
 	return true
 }
 
-// confirm asks the member of a routed read whether it finds the resource by one of
+// confirm asks the member of a read whether it finds the resource by one of
 // searches, and reports whether the read goes on; when it does not, confirm answered
 // it: a 404 when the member does not find it (as if it did not exist), a 502 when the
-// member could not say. The federated surface reads no resource by id (its route
-// answers how to), so a federated read goes on to that answer.
+// member could not say. A federated read names its member by the federated id; one
+// that names none goes on to the route's 404.
 func (g *Guard) confirm(c *gin.Context, call Call, searches []url.Values) bool {
-	if !call.Routed {
+	member, id := readOf(call)
+	if member == "" {
 		return true
 	}
-	segs := strings.Split(call.Path, "/")
 	if g.members == nil {
 		Refuse(c, &auth.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
 			Description: "the gateway cannot ask the member whether the resource is within the token's scopes: search for it instead"})
 		return false
 	}
-	found, err := finds(c.Request.Context(), g.members, c.Param("node"), segs[0], segs[1], searches)
+	found, err := finds(c.Request.Context(), g.members, member, strings.Split(call.Path, "/")[0], id, searches)
 	var none noMember
 	switch {
 	case errors.As(err, &none) && none.NoMember():

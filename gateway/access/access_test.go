@@ -303,24 +303,29 @@ func TestThePatientContextTable(t *testing.T) {
 		status                             int
 		asked                              string // a parameter the member must have been sent, "k=v"
 	}{
-		{"a federated search gets the patient", "patient/*.rs", "a-1", "GET", "/fhir/Observation?code=x", 200, "subject=Patient/a-1"},
-		{"a routed search gets the patient", "patient/Observation.rs", "a-1", "GET", "/nodes/a/fhir/Observation?code=x", 200, "subject=Patient/a-1"},
-		{"a Patient search gets its _id", "patient/Patient.rs", "a-1", "GET", "/fhir/Patient?name=x", 200, "_id=a-1"},
-		{"a search naming the patient", "patient/*.rs", "a-1", "GET", "/fhir/Observation?subject=Patient/a-1", 200, "subject=Patient/a-1"},
-		{"a search naming another patient", "patient/*.rs", "a-1", "GET", "/fhir/Observation?subject=Patient/a-2", 403, ""},
-		{"a routed search naming another patient", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Encounter?patient=Patient/a-2", 403, ""},
-		{"a compartment search of another patient", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Patient/a-2/Observation", 403, ""},
-		{"a read of the patient", "patient/Patient.r", "a-1", "GET", "/nodes/a/fhir/Patient/a-1", 200, ""},
-		{"a read of another patient", "patient/Patient.r", "a-1", "GET", "/nodes/a/fhir/Patient/a-2", 404, ""},
-		{"a read of the patient's Observation", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Observation/a-1", 200, "=confirmed"},
-		{"a read of another patient's Observation", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
-		{"a vread of the patient's Encounter", "patient/Encounter.r", "a-2", "GET", "/nodes/a/fhir/Encounter/a-2/_history/1", 200, "=confirmed"},
-		{"a restricted read the restriction finds", "patient/Observation.r?code=x", "a-1", "GET", "/nodes/a/fhir/Observation/a-1", 200, "=confirmed"},
-		{"a read of another patient's Observation under a restriction", "patient/Observation.r?code=x", "a-1", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
+		{"a federated search gets the patient", "patient/*.rs", "a.a-1", "GET", "/fhir/Observation?code=x", 200, "subject=Patient/a-1"},
+		{"a routed search gets the patient", "patient/Observation.rs", "a.a-1", "GET", "/nodes/a/fhir/Observation?code=x", 200, "subject=Patient/a-1"},
+		{"a Patient search gets its _id", "patient/Patient.rs", "a.a-1", "GET", "/fhir/Patient?name=x", 200, "_id=a-1"},
+		{"a search naming the patient", "patient/*.rs", "a.a-1", "GET", "/fhir/Observation?subject=Patient/a.a-1", 200, "subject=Patient/a-1"},
+		{"a search naming another patient", "patient/*.rs", "a.a-1", "GET", "/fhir/Observation?subject=Patient/a.a-2", 403, ""},
+		{"a routed search naming another patient", "patient/*.rs", "a.a-1", "GET", "/nodes/a/fhir/Encounter?patient=Patient/a-2", 403, ""},
+		{"a compartment search of another patient", "patient/*.rs", "a.a-1", "GET", "/nodes/a/fhir/Patient/a-2/Observation", 403, ""},
+		{"a read of the patient", "patient/Patient.r", "a.a-1", "GET", "/nodes/a/fhir/Patient/a-1", 200, ""},
+		{"a read of another patient", "patient/Patient.r", "a.a-1", "GET", "/nodes/a/fhir/Patient/a-2", 404, ""},
+		{"a read of the patient's Observation", "patient/*.rs", "a.a-1", "GET", "/nodes/a/fhir/Observation/a-1", 200, "=confirmed"},
+		{"a read of another patient's Observation", "patient/*.rs", "a.a-1", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
+		{"a vread of the patient's Encounter", "patient/Encounter.r", "a.a-2", "GET", "/nodes/a/fhir/Encounter/a-2/_history/1", 200, "=confirmed"},
+		{"a restricted read the restriction finds", "patient/Observation.r?code=x", "a.a-1", "GET", "/nodes/a/fhir/Observation/a-1", 200, "=confirmed"},
+		{"a read of another patient's Observation under a restriction", "patient/Observation.r?code=x", "a.a-1", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
 		{"a system read the restriction does not find", "system/Observation.r?subject=Patient/a-1", "", "GET", "/nodes/a/fhir/Observation/a-2", 404, "=confirmed"},
+		{"a federated read of the patient's Observation", "patient/*.rs", "a.a-1", "GET", "/fhir/Observation/a.a-1", 200, "=confirmed"},
+		{"a federated read of another patient's Observation", "patient/*.rs", "a.a-1", "GET", "/fhir/Observation/a.a-2", 404, "=confirmed"},
+		{"a federated read of the patient", "patient/Patient.r", "a.a-1", "GET", "/fhir/Patient/a.a-1", 200, ""},
+		{"a federated read of another patient", "patient/Patient.r", "a.a-1", "GET", "/fhir/Patient/a.a-2", 404, ""},
+		{"a patient claim that is no federated id", "patient/*.rs", "a-1", "GET", "/fhir/Observation?code=x", 403, ""},
 		// The member double holds no Practitioner: it answers what it answers (0: any
 		// status), asked as the client asked.
-		{"a type outside the compartment", "patient/*.rs", "a-1", "GET", "/nodes/a/fhir/Practitioner?name=x", 0, "name=x"},
+		{"a type outside the compartment", "patient/*.rs", "a.a-1", "GET", "/nodes/a/fhir/Practitioner?name=x", 0, "name=x"},
 		{"no patient claim", "patient/*.rs", "", "GET", "/fhir/Observation?code=x", 403, ""},
 		{"a write", "patient/*.cruds", "a-1", "DELETE", "/nodes/a/fhir/Patient/a-1", 403, ""},
 	} {
@@ -368,7 +373,9 @@ func confirmedRead(t *testing.T, g *gatewaytest.Gateway, m *members.Server, path
 		t.Fatalf("answered %d, want %d: %.300s", res.StatusCode, status, body)
 	}
 	log := m.Log()[before:]
-	segs := strings.Split(strings.TrimPrefix(path, "/nodes/a/fhir/"), "/")
+	// The member's own id: routed, or the federated id's (a.{id}).
+	segs := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, "/nodes/a"), "/fhir/"), "/")
+	segs[1] = strings.TrimPrefix(segs[1], "a.")
 	if len(log) == 0 || log[0].Path != "/fhir/"+segs[0] || log[0].Query.Get("_id") != segs[1] {
 		t.Fatalf("the member was not asked to find %s/%s first: %+v", segs[0], segs[1], log)
 	}
@@ -390,7 +397,7 @@ func confirmedRead(t *testing.T, g *gatewaytest.Gateway, m *members.Server, path
 func TestAConfinedReadTheMemberCannotConfirmIsA502(t *testing.T) {
 	m := members.Start(t, members.Options{ID: "a", Subjects: true, Knobs: double.Knobs{Status: http.StatusInternalServerError}})
 	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n", m.URL))
-	tok, err := g.Issuer.Token(map[string]any{"sub": "pat", "scope": "patient/*.rs", "patient": "a-1"})
+	tok, err := g.Issuer.Token(map[string]any{"sub": "pat", "scope": "patient/*.rs", "patient": "a.a-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func callOf(r *http.Request, prefix string) (call Call, fhirAPI, decidable bool)
 	case len(segs) >= 1 && segs[0] == "fhir":
 		segs = segs[1:]
 	case len(segs) >= 3 && segs[0] == "nodes" && segs[2] == "fhir":
-		call.Routed, segs = true, segs[3:]
+		call.Routed, call.Member, segs = true, segs[1], segs[3:]
 	case len(segs) >= 1 && segs[0] == "nodes":
 		return Call{}, true, false // a path under /nodes the route answers 404
 	default:
@@ -218,7 +218,7 @@ func finds(ctx context.Context, members Members, member, resourceType, id string
 		q := cloneValues(search)
 		q.Set("_id", id)
 		q.Set("_count", "1")
-		status, body, err := members.Search(ctx, member, resourceType, q.Encode())
+		status, body, err := members.Get(ctx, member, "/"+resourceType, q.Encode())
 		switch {
 		case err != nil:
 			return false, err

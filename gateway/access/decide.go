@@ -13,9 +13,10 @@ import (
 // Call is a data-plane request as the decision reads it: what it asks of which FHIR
 // API, never who asks (that is the grants').
 type Call struct {
-	// Routed is a request to one member ({base}/nodes/{id}/fhir/...); otherwise it is
-	// the federated surface ({base}/fhir/...).
+	// Routed is a request to one member ({base}/nodes/{id}/fhir/...), Member's;
+	// otherwise it is the federated surface ({base}/fhir/...).
 	Routed bool
+	Member string
 	// Method is the HTTP method.
 	Method string
 	// Path is the path under the FHIR base, without its leading slash and with empty
@@ -95,7 +96,7 @@ func Decide(g smart.Grants, patient string, call Call) Verdict {
 		}
 	}
 	if d.Level == smart.LevelPatient {
-		pv := confine(patient, e, call.Path, d.Restrictions)
+		pv := confine(patient, e, call, d.Restrictions)
 		pv.Drop = v.Drop
 		return pv
 	}

@@ -20,7 +20,7 @@ func TestDecide(t *testing.T) {
 	}
 	get := func(path, query string) Call { return Call{Method: http.MethodGet, Path: path, Params: q(query)} }
 	routed := func(method, path, query string) Call {
-		return Call{Routed: true, Method: method, Path: path, Params: q(query)}
+		return Call{Routed: true, Member: "h", Method: method, Path: path, Params: q(query)}
 	}
 	tests := []struct {
 		name    string
@@ -81,28 +81,38 @@ func TestDecide(t *testing.T) {
 		{name: "an operation with less", scopes: "system/Patient.rs", call: routed("GET", "Patient/1/$everything", ""), status: 403, needed: "system/Patient.cruds"},
 		{name: "a base operation needs the * grant", scopes: "system/Patient.cruds", call: routed("POST", "$export", ""), status: 403, needed: "system/*.cruds"},
 		// The patient context.
-		{name: "a patient search gets the patient", scopes: "patient/*.rs", patient: "123", call: get("Observation", "code=x"), add: url.Values{"subject": {"Patient/123"}}},
-		{name: "a Patient search gets its _id", scopes: "patient/Patient.rs", patient: "123", call: get("Patient", "name=x"), add: url.Values{"_id": {"123"}}},
-		{name: "a search naming the patient", scopes: "patient/*.rs", patient: "123", call: get("Observation", "subject=Patient/123"), add: url.Values{"subject": {"Patient/123"}}},
-		{name: "a search naming another patient", scopes: "patient/*.rs", patient: "123", call: get("Observation", "subject=Patient/9"), status: 403, reason: "its own patient only"},
-		{name: "a search naming two patients", scopes: "patient/*.rs", patient: "123", call: get("Observation", "subject=Patient/123,Patient/9"), status: 403},
-		{name: "a type outside the compartment", scopes: "patient/*.rs", patient: "123", call: get("Practitioner", "name=x")},
-		{name: "a read of the patient", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/123", "")},
-		{name: "a read of another patient is a 404", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/9", ""), status: 404},
-		{name: "a vread of another patient is a 404", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/9/_history/1", ""), status: 404},
-		{name: "a compartment read by id is found in the compartment first", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Observation/5", ""),
+		{name: "a patient search gets the patient", scopes: "patient/*.rs", patient: "h.123", call: get("Observation", "code=x"), add: url.Values{"subject": {"Patient/h.123"}}},
+		{name: "a routed patient search gets the member's own id", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Observation", "code=x"), add: url.Values{"subject": {"Patient/123"}}},
+		{name: "a routed patient search at another member", scopes: "patient/*.rs", patient: "m.123", call: routed("GET", "Observation", "code=x"), status: 403, reason: "held by member m"},
+		{name: "a patient claim that is no federated id", scopes: "patient/*.rs", patient: "123", call: get("Observation", "code=x"), status: 403, reason: "not a federated id"},
+		{name: "a Patient search gets its _id", scopes: "patient/Patient.rs", patient: "h.123", call: get("Patient", "name=x"), add: url.Values{"_id": {"h.123"}}},
+		{name: "a search naming the patient", scopes: "patient/*.rs", patient: "h.123", call: get("Observation", "subject=Patient/h.123"), add: url.Values{"subject": {"Patient/h.123"}}},
+		{name: "a search naming the patient by the member's own id", scopes: "patient/*.rs", patient: "h.123", call: get("Observation", "subject=Patient/123"), status: 403},
+		{name: "a search naming another patient", scopes: "patient/*.rs", patient: "h.123", call: get("Observation", "subject=Patient/9"), status: 403, reason: "its own patient only"},
+		{name: "a search naming two patients", scopes: "patient/*.rs", patient: "h.123", call: get("Observation", "subject=Patient/h.123,Patient/h.9"), status: 403},
+		{name: "a type outside the compartment", scopes: "patient/*.rs", patient: "h.123", call: get("Practitioner", "name=x")},
+		{name: "a read of the patient", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Patient/123", "")},
+		{name: "a read of another patient is a 404", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Patient/9", ""), status: 404},
+		{name: "a vread of another patient is a 404", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Patient/9/_history/1", ""), status: 404},
+		{name: "a federated read of the patient", scopes: "patient/*.rs", patient: "h.123", call: get("Patient/h.123", "")},
+		{name: "a federated read of the same id at another member", scopes: "patient/*.rs", patient: "h.123", call: get("Patient/m.123", ""), status: 404},
+		{name: "a federated read of a compartment resource", scopes: "patient/*.rs", patient: "h.123", call: get("Observation/h.5", ""),
 			confirm: []url.Values{{"subject": {"Patient/123"}}}},
-		{name: "a compartment history by id likewise", scopes: "patient/Observation.r", patient: "123", call: routed("GET", "Observation/5/_history", ""),
+		{name: "a federated read of a compartment resource at another member", scopes: "patient/*.rs", patient: "h.123", call: get("Observation/m.5", ""), status: 404},
+		{name: "a routed read of the patient at another member", scopes: "patient/*.rs", patient: "m.123", call: routed("GET", "Patient/123", ""), status: 404},
+		{name: "a compartment read by id is found in the compartment first", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Observation/5", ""),
 			confirm: []url.Values{{"subject": {"Patient/123"}}}},
-		{name: "a restricted compartment read", scopes: "patient/Observation.rs?category=laboratory", patient: "123", call: routed("GET", "Observation/5", ""),
+		{name: "a compartment history by id likewise", scopes: "patient/Observation.r", patient: "h.123", call: routed("GET", "Observation/5/_history", ""),
+			confirm: []url.Values{{"subject": {"Patient/123"}}}},
+		{name: "a restricted compartment read", scopes: "patient/Observation.rs?category=laboratory", patient: "h.123", call: routed("GET", "Observation/5", ""),
 			confirm: []url.Values{{"category": {"laboratory"}, "subject": {"Patient/123"}}}},
-		{name: "a read outside the compartment", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Practitioner/5", "")},
-		{name: "a type's history at the patient level", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Observation/_history", ""), status: 403},
-		{name: "a compartment search of another patient", scopes: "patient/*.rs", patient: "123", call: routed("GET", "Patient/9/Observation", ""), status: 403},
-		{name: "a patient-level write", scopes: "patient/*.cruds", patient: "123", call: routed("POST", "Observation", ""), status: 403},
+		{name: "a read outside the compartment", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Practitioner/5", "")},
+		{name: "a type's history at the patient level", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Observation/_history", ""), status: 403},
+		{name: "a compartment search of another patient", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "Patient/9/Observation", ""), status: 403},
+		{name: "a patient-level write", scopes: "patient/*.cruds", patient: "h.123", call: routed("POST", "Observation", ""), status: 403},
 		{name: "no patient claim", scopes: "patient/*.rs", call: get("Observation", ""), status: 403, reason: "patient claim"},
-		{name: "a system grant wins over the patient's", scopes: "patient/*.rs system/Observation.rs", patient: "123", call: get("Observation", "subject=Patient/9")},
-		{name: "_type at the patient level", scopes: "patient/*.rs", patient: "123", call: routed("GET", "", "_type=Observation"), status: 403},
+		{name: "a system grant wins over the patient's", scopes: "patient/*.rs system/Observation.rs", patient: "h.123", call: get("Observation", "subject=Patient/9")},
+		{name: "_type at the patient level", scopes: "patient/*.rs", patient: "h.123", call: routed("GET", "", "_type=Observation"), status: 403},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/ferrofed/ferrofed/gateway/identity"
 	"github.com/ferrofed/ferrofed/gateway/smart"
 )
 
@@ -131,15 +132,26 @@ func splitList(values []string) []string {
 }
 
 // confine confines a call decided at the patient level to the token's patient (docs/
-// security.md, "Patient context"): a search of a type in the patient compartment gets
-// the patient added (one naming another patient is refused); a read of another
-// patient is a 404, a read of a compartment resource goes on only once the member
-// finds it in the patient's compartment, and what cannot be confined (a write, a
-// type's history) is refused. restrictions are the scopes' queries the decision rests
-// on, which a read must match too.
-func confine(patient string, e smart.Entry, path string, restrictions []url.Values) Verdict {
-	if patient == "" {
+// security.md, "Patient context"), whose claim is a federated id ({member}.{id}, docs/
+// data-plane.md): a search of a type in the patient compartment gets the patient added
+// (one naming another patient is refused; a routed one to a member that does not hold
+// the patient too); a read of another patient is a 404, a read of a compartment
+// resource goes on only once the patient's member finds it in the compartment, and
+// what cannot be confined (a write, a type's history) is refused. restrictions are the
+// scopes' queries the decision rests on, which a read must match too.
+func confine(patient string, e smart.Entry, call Call, restrictions []url.Values) Verdict {
+	pm, plocal, ok := identity.Split(patient)
+	switch {
+	case patient == "":
 		return refuse("", "a patient-level scope needs the token's patient claim (the SMART launch context)")
+	case !ok:
+		return refuse("", "the token's patient claim is not a federated id ({member}.{id}), the one the gateway can confine to")
+	}
+	// self is the patient as the call names it: its federated id, or the member's own
+	// id on a routed call to that member.
+	self := patient
+	if call.Routed {
+		self = plocal
 	}
 	inCompartment := e.ResourceType == "Patient" || smart.InCompartment(e.ResourceType)
 	switch {
@@ -147,25 +159,44 @@ func confine(patient string, e smart.Entry, path string, restrictions []url.Valu
 		if !inCompartment {
 			return Verdict{}
 		}
-		if refs := smart.PatientsNamed(e.ResourceType, e.Params); len(refs.IDs) > 0 && (len(refs.IDs) != 1 || refs.IDs[0] != patient) {
+		if call.Routed && call.Member != pm {
+			return refuse("", "the token's patient is held by member "+pm+": search it there, or through {base}/fhir")
+		}
+		if refs := smart.PatientsNamed(e.ResourceType, e.Params); len(refs.IDs) > 0 && (len(refs.IDs) != 1 || refs.IDs[0] != self) {
 			return refuse("", "the token's patient-level scopes reach its own patient only")
 		}
 		if e.ResourceType == "Patient" {
-			return Verdict{Add: map[string][]string{"_id": {patient}}}
+			return Verdict{Add: map[string][]string{"_id": {self}}}
 		}
 		params, _ := smart.CompartmentParams(e.ResourceType)
-		return Verdict{Add: map[string][]string{params[0]: {"Patient/" + patient}}}
+		return Verdict{Add: map[string][]string{params[0]: {"Patient/" + self}}}
 	case readsOne(e.Interaction):
-		switch id := strings.Split(path, "/")[1]; {
-		case e.ResourceType == "Patient" && id != patient:
+		member, id := readOf(call)
+		switch {
+		case !inCompartment:
+			return confirmed(restrictions, nil)
+		case member != pm:
+			return notFound // nothing of the token's patient is held there
+		case e.ResourceType == "Patient" && id != plocal:
 			return notFound
-		case e.ResourceType == "Patient" || !inCompartment:
+		case e.ResourceType == "Patient":
 			return confirmed(restrictions, nil)
 		}
 		params, _ := smart.CompartmentParams(e.ResourceType)
-		return confirmed(restrictions, url.Values{params[0]: {"Patient/" + patient}})
+		return confirmed(restrictions, url.Values{params[0]: {"Patient/" + plocal}})
 	}
 	return refuse("", "a patient-level scope allows searches and reads of its patient's compartment only")
+}
+
+// readOf is the member and the member's own id of the resource a read names: the
+// routed member's, or the one its federated id names ("" when it names none).
+func readOf(call Call) (member, id string) {
+	id = strings.Split(call.Path, "/")[1]
+	if call.Routed {
+		return call.Member, id
+	}
+	member, id, _ = identity.Split(id)
+	return member, id
 }
 
 // confirmed is the verdict of a read that must be found by one of restrictions (none:

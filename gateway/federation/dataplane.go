@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/capability"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/identity"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/smart"
 )
@@ -25,8 +25,8 @@ import (
 //	/fhir/.well-known/smart-configuration  GET: SMART discovery (no token asked)
 //	/fhir/{type}                           GET: a federated search
 //	/fhir/{type}/_search                   POST: the same, with a form body
-//	/fhir/{type}/{id}, /fhir/{type}/       GET: 400, read it from the member that holds it
-//	/fhir/{type}/{id}/*, /fhir/{type}/_search/*    404
+//	/fhir/{type}/{id}[/_history[/{vid}]]   GET: the read of a federated id, from its member
+//	/fhir/{type}/, /fhir/{type}/{id}/*     404 (but _history), /fhir/{type}/_search/*: 404
 //	/nodes/{id}/fhir, /nodes/{id}/fhir/*   the routed request, to member {id}
 //	/nodes, /nodes/{id}, /nodes/{id}/{other}[/*]   404
 //
@@ -54,7 +54,7 @@ func (s *Surface) registerFHIR(g *gin.RouterGroup) {
 		"/:type/_search":          s.fhirPostSearch,
 		"/:type/:id":              s.fhirRead,
 		"/:type/_search/*rest":    s.fhirNoRoute,
-		"/:type/:id/*rest":        s.fhirNoRoute,
+		"/:type/:id/*rest":        s.fhirRead,
 	} {
 		g.Any("/fhir"+pattern, s.fhir(prefix, h))
 	}
@@ -105,7 +105,7 @@ func (s *Surface) fhirShape(rest string) fhirInteraction {
 		return s.fhirSearch
 	case len(segs) == 2 && segs[1] == "_search":
 		return s.fhirPostSearch
-	case len(segs) == 2:
+	case len(segs) >= 2 && len(segs) <= 4 && segs[1] != "_search":
 		return s.fhirRead
 	}
 	return s.fhirNoRoute
@@ -158,19 +158,44 @@ func (s *Surface) fhirPostSearch(c *gin.Context, st *settings, segs []string) {
 	s.handleSearch(c, st, segs[0], raw)
 }
 
-// fhirRead is GET {base}/fhir/{type}/{id}: the gateway reads no resource itself.
+// fhirRead is GET (or HEAD) {base}/fhir/{type}/{id}[/_history[/{vid}]]: the resource
+// read from the member its federated id names, in the federated identity
+// (docs/data-plane.md, "One identity space").
 func (s *Surface) fhirRead(c *gin.Context, st *settings, segs []string) {
-	if !fhir.ValidResourceType(segs[0]) {
+	history := len(segs) == 2 || (segs[2] == "_history" && (len(segs) == 3 || (len(segs) == 4 && fhir.ValidID(segs[3]))))
+	if !fhir.ValidResourceType(segs[0]) || !history {
 		s.fhirNoRoute(c, st, segs)
 		return
 	}
-	if c.Request.Method != http.MethodGet {
-		fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0]+"/"+segs[1])
+	if r := c.Request; r.Method != http.MethodGet && r.Method != http.MethodHead {
+		fhir.MethodNotAllowed(c.Writer, "GET, HEAD", "/fhir/"+strings.Join(segs, "/"))
 		return
 	}
-	fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("not-supported", fmt.Sprintf(
-		"a resource is read from the member that holds it: GET %s/nodes/{id}/fhir/%s/%s, with {id} the member's id (an entry's fullUrl names it)",
-		fhir.GatewayBase(c.Request, st.cfg.Server.BasePath), segs[0], segs[1])))
+	id, local, ok := identity.Split(segs[1])
+	m := st.reg.byID[id]
+	if !ok || m == nil {
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such resource: a resource's id here is {member}.{id}, as a search's entries give it"))
+		return
+	}
+	if !s.auditing(c, st, audit.Routed, segs[0], "", []string{m.id})() {
+		return
+	}
+	segs[1] = local
+	status, body, err := s.Get(c.Request.Context(), m.id, "/"+strings.Join(segs, "/"), "")
+	if err != nil {
+		fhir.Write(c.Writer, http.StatusBadGateway, fhir.Outcome("transient", err.Error()))
+		return
+	}
+	gw := fhir.GatewayBase(c.Request, st.cfg.Server.BasePath)
+	rw := identity.Rewriter{Member: m.id, Base: strings.TrimSuffix(m.base.String(), "/"), Route: gw + "/nodes/" + m.id + "/fhir", GW: gw}
+	a := rw.Answer(status, body, func(t string) string { return scrubMember(m, gw, t) })
+	if a.ETag != "" {
+		c.Header("ETag", a.ETag)
+	}
+	if a.LastModified != "" {
+		c.Header("Last-Modified", a.LastModified)
+	}
+	fhir.Write(c.Writer, a.Status, a.Body)
 }
 
 func (s *Surface) fhirNoRoute(c *gin.Context, _ *settings, _ []string) {

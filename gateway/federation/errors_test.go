@@ -59,7 +59,7 @@ func TestEveryAnswerThatIsNotASuccessIsAnOperationOutcome(t *testing.T) {
 		{"a _sort of another type's key", "GET", "/fhir/Encounter?_sort=birthdate", nil, 400, "_sort"},
 		{"a query that is not form-encoded", "GET", "/fhir/Patient?name=%zz", nil, 400, "form-encoded"},
 		{"a page token that is not one", "GET", "/fhir/Patient?_page=nope", nil, 400, "_page"},
-		{"a read on the federated endpoint names the member route", "GET", "/fhir/Patient/123", nil, 400, "/nodes/{id}/fhir/Patient/123"},
+		{"a read of an id that names no member", "GET", "/fhir/Patient/123", nil, 404, "{member}.{id}"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

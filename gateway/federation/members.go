@@ -56,10 +56,11 @@ type noMember struct{}
 func (noMember) Error() string  { return "no member has this id" }
 func (noMember) NoMember() bool { return true }
 
-// Search sends GET {resourceType}?{rawQuery} to member id as one member of a federated
-// search is asked (budget, call slots, limits; its state recorded), and returns its
-// status and body, or an error naming only the member when there was none to read.
-func (s *Surface) Search(ctx context.Context, id, resourceType, rawQuery string) (int, []byte, error) {
+// Get sends GET {path}?{rawQuery} (path under the member's FHIR base) to member id as
+// one member of a federated search is asked (budget, call slots, limits; its state
+// recorded), and returns its status and body, or an error naming only the member when
+// there was none to read.
+func (s *Surface) Get(ctx context.Context, id, path, rawQuery string) (int, []byte, error) {
 	st := s.state.Load()
 	m, ok := st.reg.byID[id]
 	if !ok {
@@ -72,7 +73,7 @@ func (s *Surface) Search(ctx context.Context, id, resourceType, rawQuery string)
 	cs.FanOut(rctx, 1, func(int) {
 		mctx, cancel := m.within(rctx)
 		defer cancel()
-		ex = s.caller.get(mctx, ctx, m, m.url("/"+resourceType, rawQuery), cs, nil)
+		ex = s.caller.get(mctx, ctx, m, m.url(path, rawQuery), cs, nil)
 	}, func(int) {}, func(int) {})
 	if s.caller.observe(m, ex.call); ex.call.Broken || ex.call.Unusable || ex.reason != "" {
 		return 0, nil, fmt.Errorf("member %s gave no answer the gateway could read", m.id)

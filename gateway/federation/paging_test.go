@@ -59,8 +59,9 @@ func walk(t *testing.T, first string, gws ...*harness) []searchAnswer {
 	return pages
 }
 
-// matchURLs are the pages' match fullUrls from /nodes/ on (the gateway's host left
-// out: two gateways have two).
+// matchURLs are the pages' matches as {member}/fhir/Patient/{member's id}, read from
+// their federated fullUrls ({gateway}/fhir/Patient/{member}.{id}, the gateway's host
+// left out: two gateways have two), each checked against its resource's id.
 func matchURLs(t *testing.T, pages []searchAnswer) []string {
 	t.Helper()
 	var out []string
@@ -69,11 +70,12 @@ func matchURLs(t *testing.T, pages []searchAnswer) []string {
 			if e.Search.Mode != "match" {
 				continue
 			}
-			_, rest, ok := strings.Cut(e.FullURL, testBase+"/nodes/")
-			if !ok || !strings.HasSuffix(e.FullURL, "/fhir/Patient/"+e.Resource.ID) {
+			_, fid, ok := strings.Cut(e.FullURL, testBase+"/fhir/Patient/")
+			member, id, split := strings.Cut(fid, ".")
+			if !ok || !split || fid != e.Resource.ID {
 				t.Fatalf("fullUrl %s of Patient/%s", e.FullURL, e.Resource.ID)
 			}
-			out = append(out, rest)
+			out = append(out, member+"/fhir/Patient/"+id)
 		}
 	}
 	return out
@@ -370,8 +372,8 @@ func TestCollidingIdsGetDistinctFullURLs(t *testing.T) {
 	for _, e := range b.Entry {
 		got = append(got, e.FullURL)
 	}
-	base := h.URL + "/nodes/"
-	want := []string{base + "node-a/fhir/Patient/1", base + "node-a/fhir/Patient/2", base + "node-b/fhir/Patient/1", base + "node-b/fhir/Patient/2"}
+	base := h.URL + "/fhir/Patient/"
+	want := []string{base + "node-a.1", base + "node-a.2", base + "node-b.1", base + "node-b.2"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("fullUrls %v, want %v", got, want)
 	}

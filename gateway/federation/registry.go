@@ -21,6 +21,8 @@ type member struct {
 	base       *url.URL
 	// timeout is the member's own budget (timeout_ms), 0 for the request's.
 	timeout time.Duration
+	// domain is the identifier system of its own Patient ids (identifier_system).
+	domain string
 }
 
 // within returns ctx bounded by the member's own timeout, if it has one.
@@ -77,7 +79,7 @@ func loadRegistry(r config.Registry) (*registry, error) {
 		if m.TimeoutMS < 0 {
 			return nil, fmt.Errorf("%s.timeout_ms: must be greater than zero", key)
 		}
-		mem := &member{id: m.ID, endpointID: endpointID, base: u, timeout: m.Timeout()}
+		mem := &member{id: m.ID, endpointID: endpointID, base: u, timeout: m.Timeout(), domain: m.IdentifierSystem}
 		reg.members = append(reg.members, mem)
 		reg.byID[m.ID] = mem
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/patient"
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/gateway/identity"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
@@ -46,6 +47,9 @@ type search struct {
 	// (patient.go), and flowEntries the outcome entries the flow adds.
 	excluded    []Record
 	flowEntries [][]byte
+	// notAsked are the records of the members a search's references left out
+	// (references.go): no patient's data, so every caller sees them.
+	notAsked []Record
 	// caller (searchquery.Key.Caller) and expires bind the next link's token;
 	// operator is true for a caller told why a member was excluded (docs/security.md).
 	caller   string
@@ -80,11 +84,9 @@ type position struct {
 	unlinked bool
 	// extra are the loaded pages' include and outcome entries.
 	extra [][]byte
-	// entryPrefix is `{"fullUrl":"{gw}/nodes/{id}/fhir/`, made once per page.
-	entryPrefix []byte
-	// memberBase and routedBase are the member's base URL and the gateway's route to
-	// it, for references in its resources.
-	memberBase, routedBase []byte
+	// ident rewrites the member's entries into the federated identity, made once per
+	// page (docs/data-plane.md, "One identity space").
+	ident *identity.Rewriter
 }
 
 // pageEntry is one match, rewritten, with the values it sorts by.
@@ -128,6 +130,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 			failed = append(failed, p)
 		}
 	}
+	res.records = append(res.records, s.notAsked...)
 	if s.operator {
 		res.records = append(res.records, s.excluded...)
 	}
@@ -442,11 +445,8 @@ func (s *search) load(p *position, page *fhir.Page) {
 			p.remaining = *page.Total
 		}
 	}
-	if p.entryPrefix == nil {
-		prefix, _ := json.Marshal(s.gw + "/nodes/" + p.m.id + "/fhir/")
-		p.entryPrefix = append([]byte(`{"fullUrl":`), prefix[:len(prefix)-1]...)
-		p.memberBase = []byte(strings.TrimSuffix(p.m.base.String(), "/"))
-		p.routedBase = []byte(s.gw + "/nodes/" + p.m.id + "/fhir")
+	if p.ident == nil {
+		p.ident = &identity.Rewriter{Member: p.m.id, Base: strings.TrimSuffix(p.m.base.String(), "/"), Route: s.gw + "/nodes/" + p.m.id + "/fhir", GW: s.gw}
 	}
 	matches := 0
 	for _, me := range page.Entry {
@@ -504,10 +504,9 @@ const (
 	entryDropped
 )
 
-// rewriteEntry makes the gateway's entry of a member's: fullUrl under the gateway's
-// /nodes/{id}/fhir, search.mode set (match when the member sent none), the member's
-// own fullUrl, request and response left behind (they name the member's address).
-// A member's OperationOutcome entry becomes one that names the member.
+// rewriteEntry makes the gateway's entry of a member's, in the federated identity
+// (identity.Rewriter.Entry), search.mode set (match when the member sent none). A
+// member's OperationOutcome entry becomes one that names the member.
 //
 // The page was decoded once, its entries' resources kept as they came; only their
 // type and id are read again here.
@@ -526,12 +525,14 @@ func (s *search) rewriteEntry(p *position, e fhir.Entry) (pageEntry, entryKind) 
 	if mode != "match" && mode != "include" {
 		mode = "match"
 	}
-	pe := pageEntry{json: fhir.BuildEntry(e, head, mode, p.entryPrefix, p.memberBase, p.routedBase)}
+	var pe pageEntry
+	var resource []byte
+	pe.json, resource = p.ident.Entry(e, head, mode)
 	if mode != "match" {
 		return pe, entryOther
 	}
 	if len(s.sort) > 0 {
-		pe.keys = searchquery.SortValues(e.Resource, s.sort)
+		pe.keys = searchquery.SortValues(resource, s.sort)
 	}
 	return pe, entryMatch
 }

@@ -42,6 +42,10 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 		}
 	} else {
 		self = firstPage(st, srch, q, resourceType)
+		var refused bool
+		if q, refused = s.narrow(c, st, srch, q, resourceType); refused {
+			return
+		}
 		if s.opts.Patient != nil {
 			// A patient-scoped search is admitted by the fan-out it would have without
 			// the flow, before the flow spends a binding call: a request the queue

@@ -100,7 +100,7 @@ func TestAFederatedSearchRecordsEveryMemberAndTheReportEveryState(t *testing.T) 
 			outcomes = append(outcomes, e.Resource.Issue[0].Severity+" "+e.Resource.Issue[0].Code+" "+e.Resource.Issue[0].Diagnostics)
 		}
 	}
-	if strings.Join(ids, ",") != "Patient/node-ok-1,Patient/node-ok-2,Patient/node-late-1" {
+	if strings.Join(ids, ",") != "Patient/node-ok.node-ok-1,Patient/node-ok.node-ok-2,Patient/node-late.node-late-1" {
 		t.Fatalf("entries %v", ids)
 	}
 	wantOutcomes := []string{

@@ -13,8 +13,9 @@ import (
 
 // longCursorMember is a member whose every page has one Patient and a next link with a
 // long (but valid: under 2048 bytes) query, as a server that keeps its search state in
-// the link does. Its ids begin with the page number, so that a search sorted by _id
-// takes every member's first page before any second one.
+// the link does. Its patients' birth dates are the page number's day, so that a search
+// sorted by birthdate takes every member's first page before any second one (a sort by
+// _id orders by the federated id, {member}.{id}: one member's whole stream first).
 func longCursorMember(t *testing.T, id string) string {
 	t.Helper()
 	var srv *httptest.Server
@@ -26,8 +27,8 @@ func longCursorMember(t *testing.T, id string) string {
 		next := fmt.Sprintf("%s/fhir/Patient?page=%d&state=%s", srv.URL, page+1, strings.Repeat("s", 1500))
 		w.Header().Set("Content-Type", fhir.MediaType)
 		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","total":5,"link":[{"relation":"next","url":%q}],`+
-			`"entry":[{"fullUrl":"%s/fhir/Patient/%d-%s","resource":{"resourceType":"Patient","id":"%d-%s"},"search":{"mode":"match"}}]}`,
-			next, srv.URL, page, id, page, id)
+			`"entry":[{"fullUrl":"%s/fhir/Patient/%d-%s","resource":{"resourceType":"Patient","id":"%d-%s","birthDate":"2000-01-%02d"},"search":{"mode":"match"}}]}`,
+			next, srv.URL, page, id, page, id, page)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/fhir"
@@ -45,7 +46,7 @@ func TestAPageWhoseTokenCannotCarryEveryMemberSaysWhichWereLeftOut(t *testing.T)
 	}
 	h := newHarness(t, harnessOptions{}, nodes...)
 
-	res, body := h.get(fmt.Sprintf("/fhir/Patient?_sort=_id&_count=%d", n))
+	res, body := h.get(fmt.Sprintf("/fhir/Patient?_sort=birthdate&_count=%d", n))
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("first page: %d %s", res.StatusCode, body)
 	}

@@ -1,7 +1,6 @@
 package fhir
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 )
@@ -118,41 +117,6 @@ func ReadIssues(body []byte, max int, clean func(string) string) []Issue {
 		out = append(out, is)
 	}
 	return out
-}
-
-// BuildEntry is a searchset entry of another server's entry e (whose resource's head
-// is head) as the gateway passes it on: fullUrl prefix followed by {type}/{id} when
-// both are valid, every occurrence of base in the resource replaced by route, the
-// search mode and the score carried, the server's own fullUrl, request and response
-// left behind.
-func BuildEntry(e Entry, head Head, mode string, prefix, base, route []byte) []byte {
-	var b bytes.Buffer
-	b.Grow(len(e.Resource) + len(prefix) + 96)
-	if ValidResourceType(head.ResourceType) && ValidID(head.ID) {
-		b.Write(prefix)
-		b.WriteString(head.ResourceType)
-		b.WriteByte('/')
-		b.WriteString(head.ID)
-		b.WriteString(`","resource":`)
-	} else {
-		b.WriteString(`{"resource":`)
-	}
-	if bytes.Contains(e.Resource, base) {
-		// An absolute reference to the member's own base (Patient.link, a subject):
-		// the member's address never reaches a client; the gateway's route to it does.
-		b.Write(bytes.ReplaceAll(e.Resource, base, route))
-	} else {
-		b.Write(e.Resource)
-	}
-	b.WriteString(`,"search":{"mode":"`)
-	b.WriteString(mode)
-	b.WriteByte('"')
-	if e.Search != nil && len(e.Search.Score) > 0 && string(e.Search.Score) != "null" {
-		b.WriteString(`,"score":`)
-		b.Write(e.Search.Score)
-	}
-	b.WriteString("}}")
-	return b.Bytes()
 }
 
 // Extras is how many of a page's entries are not matches (includes, outcomes):

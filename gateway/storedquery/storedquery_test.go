@@ -241,7 +241,9 @@ func TestAClientRunsAStoredQueryWithItsParametersSubstitutedSafely(t *testing.T)
 		return status, v
 	}
 	t.Run("the parameters given are put in, an optional one left out drops its search parameter", func(t *testing.T) {
-		status, v := run(t, "_query=high-risk&patient=p1&_count=5")
+		// A.p1 is member a's p1 (docs/data-plane.md, "References in a search"): a is
+		// the one member asked, in its own id.
+		status, v := run(t, "_query=high-risk&patient=a.p1&_count=5")
 		if status != http.StatusOK || v.Get("subject") != "Patient/p1" || v.Get("status") != "final" || v.Has("code") || v.Get("_count") != "5" || v.Has("_query") || v.Has("patient") {
 			t.Fatalf("%d %v", status, v)
 		}
@@ -363,7 +365,7 @@ func TestTwoGatewaysOnOneStoreAnswerTheSameList(t *testing.T) {
 	same("after an upload to the second", 2)
 	// Both run what either stored.
 	for _, g := range []*gateway{g1, g2} {
-		if status, body := g.Do(http.MethodGet, "/fhir/Observation?_query=two&patient=p", g.Client, nil); status != http.StatusOK {
+		if status, body := g.Do(http.MethodGet, "/fhir/Observation?_query=two&patient=a.p", g.Client, nil); status != http.StatusOK {
 			t.Fatalf("%d %s", status, body)
 		}
 	}

@@ -24,11 +24,11 @@ var allowed = map[string][]string{
 	"gateway/dependencies": {},
 	"gateway/scrub":        {},
 	"gateway/auth":         {"gateway/config"},
-	"gateway/access":       {"gateway/auth", "gateway/bindings/patient", "gateway/config", "gateway/fhir", "gateway/proxy", "gateway/smart"},
+	"gateway/access":       {"gateway/auth", "gateway/bindings/patient", "gateway/config", "gateway/fhir", "gateway/identity", "gateway/proxy", "gateway/smart"},
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/capability", "gateway/config",
-		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset", "gateway/smart"},
+		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/identity", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset", "gateway/smart"},
 	"gateway/storedquery": {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health", "gateway/outbound"},
 	// The parts the data plane is built from (split out of gateway/federation).
 	"gateway/fhir":        {},
@@ -38,6 +38,7 @@ var allowed = map[string][]string{
 	"gateway/calllimit":   {"gateway/config", "gateway/fhir", "gateway/proxy"},
 	"gateway/capability":  {"gateway/config", "gateway/fhir", "gateway/searchquery", "gateway/smart"},
 	"gateway/searchset":   {"gateway/fhir", "gateway/outbound"},
+	"gateway/identity":    {"gateway/fhir"},
 	// SMART on FHIR authorization's logic: scopes, decisions, the patient compartment.
 	"gateway/smart": {},
 	// The API is types only (api_test.go, TestTheAPIIsTypesOnly); what maps a spec

@@ -66,8 +66,8 @@ func TestTwoProcessesSharingAPageTokenKeyServeEachOthersPages(t *testing.T) {
 			if e.Search.Mode != "match" {
 				continue
 			}
-			_, rest, _ := strings.Cut(e.FullURL, "/gw/nodes/")
-			if seen[rest] {
+			_, rest, ok := strings.Cut(e.FullURL, "/gw/fhir/Patient/")
+			if !ok || seen[rest] {
 				t.Fatalf("%s answered twice", rest)
 			}
 			seen[rest] = true

@@ -105,7 +105,7 @@ dir = %q
 		t.Fatalf("upload to the second: %d %s", status, body)
 	}
 	same("after an upload to the second", `"ID":"two"`)
-	if status, body := do(http.MethodGet, bases[1]+"/fhir/Observation?_query=one&patient=p1", clientToken, nil); status != http.StatusOK {
+	if status, body := do(http.MethodGet, bases[1]+"/fhir/Observation?_query=one&patient=a.p1", clientToken, nil); status != http.StatusOK {
 		t.Fatalf("the second runs what the first stored: %d %s", status, body)
 	}
 	if status, _ := do(http.MethodDelete, bases[1]+"/operator/stored-queries/one", token, nil); status != http.StatusOK {
