@@ -12,43 +12,26 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 )
 
-// narrow applies the reference rule to a first page (docs/data-plane.md, "References
-// in a search"): a search whose references name federated ids asks only the members
-// that hold them, each in its own ids, the others recorded as not asked; one that
-// gives a member's own id is refused, unless the patient-scoped flow asks about it.
-// With the flow, a patient named by a federated id is asked about by the member's
-// identifier system (patient.identifier), so that the flow finds the patient wherever
-// it is held. It returns the query the flow reads; answered is true when it refused.
-func (s *Surface) narrow(c *gin.Context, st *settings, srch *search, q searchquery.Query, resourceType string) (searchquery.Query, bool) {
-	isMember := func(id string) bool { return st.reg.byID[id] != nil }
-	if s.opts.Patient != nil {
-		q.Kept = identity.PatientByIdentifier(resourceType, q.Kept, srch.gw, func(id string) string {
-			if m := st.reg.byID[id]; m != nil {
-				return m.domain
-			}
-			return ""
-		})
-	}
-	tr := identity.Translate(q.Kept, srch.gw, isMember)
-	if tr.Ambiguous != "" && (s.opts.Patient == nil || !identity.PatientParam(resourceType, tr.Ambiguous)) {
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", tr.Ambiguous, "a member's own id names a different resource at every member: "+
-			"name it by its federated id ({member}.{id}, as a search's entries give it), by an identifier (system|value), or ask that member at {base}/nodes/{member}/fhir"))
-		return q, true
-	}
-	if tr.Only == nil {
-		return q, false
-	}
-	if _, named, _ := patient.Find(resourceType, q.Kept); named && s.opts.Patient != nil {
-		// The flow asks every member it keeps with the one query: it cannot carry each
-		// member's own ids.
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", "(query)", "a search that names its patient cannot also name "+
-			"other resources by federated id: name them by identifier, or ask the member at {base}/nodes/{member}/fhir"))
+// narrow applies the reference rule to a first page (identity.Narrow): only the
+// members that hold what its references name are asked, each in its own ids, the
+// others recorded as not asked. It returns the query the patient-scoped flow reads;
+// refused is true when it answered a 400.
+func (s *Surface) narrow(c *gin.Context, st *settings, srch *search, q searchquery.Query, resourceType string) (_ searchquery.Query, refused bool) {
+	plan := identity.Narrow(resourceType, q.Kept, srch.gw, st.reg, s.opts.Patient != nil, func(params []string) bool {
+		_, named, _ := patient.Find(resourceType, params)
+		return named
+	})
+	if q.Kept = plan.Params; plan.Refusal != "" {
+		fhir.Write(c.Writer, http.StatusBadRequest, fhir.ParamOutcome("invalid", plan.Param, plan.Refusal))
 		return q, true
 	}
 	kept := srch.positions[:0]
 	for _, p := range srch.positions {
-		params, ok := tr.Only[p.m.id]
-		if !ok {
+		params, ok := plan.Only[p.m.id]
+		if plan.Only == nil {
+			kept = append(kept, p)
+			continue
+		} else if !ok {
 			srch.notAsked = append(srch.notAsked, Record{ID: p.m.id, Outcome: outbound.Excluded, ExcludedBy: "reference"})
 			continue
 		}
@@ -57,4 +40,14 @@ func (s *Surface) narrow(c *gin.Context, st *settings, srch *search, q searchque
 	}
 	srch.positions = kept
 	return q, false
+}
+
+// IsMember and Domain are the registry as identity.Narrow reads it.
+func (r *registry) IsMember(id string) bool { return r.byID[id] != nil }
+
+func (r *registry) Domain(id string) string {
+	if m := r.byID[id]; m != nil {
+		return m.domain
+	}
+	return ""
 }

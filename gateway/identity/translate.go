@@ -198,3 +198,46 @@ func PatientByIdentifier(resourceType string, params []string, gw string, domain
 	}
 	return out
 }
+
+// Plan is what the reference rule makes of a federated search's first page
+// (docs/data-plane.md, "References in a search").
+type Plan struct {
+	// Params are the search's parameters for the patient-scoped flow: a patient named
+	// by federated id asked about by its member's identifier (PatientByIdentifier).
+	Params []string
+	// Only is Search.Only: nil for every member.
+	Only map[string][]string
+	// Refusal, when not empty, refuses the search (400) naming Param.
+	Param, Refusal string
+}
+
+// Members are the registry as Narrow reads it: whether an id is a member's, and the
+// identifier system of its Patient ids ("" for none).
+type Members interface {
+	IsMember(id string) bool
+	Domain(id string) string
+}
+
+// Narrow applies the reference rule to a search of resourceType with params under the
+// gateway base gw. flow is true when the patient-scoped flow runs after it, and names
+// reports whether params name a patient the flow asks about.
+func Narrow(resourceType string, params []string, gw string, members Members, flow bool, names func([]string) bool) Plan {
+	p := Plan{Params: params}
+	if flow {
+		p.Params = PatientByIdentifier(resourceType, params, gw, members.Domain)
+	}
+	tr := Translate(p.Params, gw, members.IsMember)
+	switch {
+	case tr.Ambiguous != "" && (!flow || !PatientParam(resourceType, tr.Ambiguous)):
+		p.Param, p.Refusal = tr.Ambiguous, "a member's own id names a different resource at every member: "+
+			"name it by its federated id ({member}.{id}, as a search's entries give it), by an identifier (system|value), or ask that member at {base}/nodes/{member}/fhir"
+	case tr.Only != nil && flow && names(p.Params):
+		// The flow asks every member it keeps with the one query: it cannot carry
+		// each member's own ids.
+		p.Param, p.Refusal = "(query)", "a search that names its patient cannot also name other resources by federated id: "+
+			"name them by identifier, or ask the member at {base}/nodes/{member}/fhir"
+	default:
+		p.Only = tr.Only
+	}
+	return p
+}

@@ -63,7 +63,8 @@ type Options struct {
 	// Subjects gives each Observation and Encounter a subject, the member's patient of
 	// the same index (Observation/a-2's is Patient/a-2), and makes a search by subject
 	// or patient (Patient/{id} or {id}) match that patient's resources only, as a real
-	// server does. Off: they name no patient and those parameters filter nothing.
+	// server does; a read, vread or history of an id the member does not hold is then a
+	// 404. Off: they name no patient, those parameters filter nothing, and any id reads.
 	Subjects bool
 	// NoTotal leaves Bundle.total out of every searchset, as servers that do not count
 	// do.
@@ -257,10 +258,32 @@ func (s *Server) answer(r double.Request, form string) double.Answer {
 		a := s.ok(http.StatusCreated, s.resource(parts[0], id, 0))
 		a.Header = http.Header{"Location": {loc}, "Content-Location": {loc}}
 		return a
+	case s.Opts.Subjects:
+		return s.read(base, parts)
 	default:
 		id := strings.Join(parts[1:], "-")
 		return s.ok(http.StatusOK, s.resource(parts[0], id, s.index(id)))
 	}
+}
+
+// read answers a read (Type/id), vread (Type/id/_history/1) or history
+// (Type/id/_history) as a server that holds only its own resources does: an id that
+// is none of them, or a version but the first, is a 404.
+func (s *Server) read(base string, parts []string) double.Answer {
+	i := s.index(parts[1])
+	if s.id(i) != parts[1] || len(parts) > 4 || (len(parts) > 2 && parts[2] != "_history") || (len(parts) == 4 && parts[3] != "1") {
+		return s.fail(http.StatusNotFound, "not-found", "no such resource")
+	}
+	res := s.resource(parts[0], parts[1], i)
+	res["meta"].(map[string]any)["versionId"] = "1"
+	if len(parts) != 3 {
+		return s.ok(http.StatusOK, res)
+	}
+	return s.ok(http.StatusOK, map[string]any{"resourceType": "Bundle", "type": "history", "total": 1, "entry": []map[string]any{{
+		"fullUrl": base + "/" + parts[0] + "/" + parts[1], "resource": res,
+		"request":  map[string]any{"method": "PUT", "url": parts[0] + "/" + parts[1]},
+		"response": map[string]any{"status": "200", "location": base + "/" + parts[0] + "/" + parts[1] + "/_history/1"},
+	}}})
 }
 
 // index is the index of the resource whose id is id, 0 when it is none of the
@@ -459,7 +482,7 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 		all = slices.DeleteFunc(all, func(res map[string]any) bool { return !slices.Contains(want, res["id"].(string)) })
 	}
 	if s.Opts.Subjects && resourceType != "Patient" {
-		for _, name := range []string{"subject", "patient"} {
+		for _, name := range []string{"subject", "patient", "subject:Patient", "patient:Patient"} {
 			for _, v := range params[name] {
 				want := "Patient/" + strings.TrimPrefix(v, "Patient/")
 				all = slices.DeleteFunc(all, func(res map[string]any) bool {

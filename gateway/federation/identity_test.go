@@ -1,0 +1,168 @@
+package federation_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
+)
+
+// observations is what a test reads of a federated page of Observations.
+type observations struct {
+	ResourceType string `json:"resourceType"`
+	Meta         struct {
+		Federation []federation.Record `json:"federation"`
+	} `json:"meta"`
+	Entry []struct {
+		FullURL  string `json:"fullUrl"`
+		Resource struct {
+			ResourceType string `json:"resourceType"`
+			ID           string `json:"id"`
+			Subject      struct {
+				Reference string `json:"reference"`
+			} `json:"subject"`
+		} `json:"resource"`
+		Search struct {
+			Mode string `json:"mode"`
+		} `json:"search"`
+	} `json:"entry"`
+}
+
+// The patient-safety table (docs/data-plane.md, "References in a search"): for each
+// form a client may name a patient in, over members whose ids collide (each holds a
+// Patient/1, with Observations of it) and over one member, the patients whose data is
+// in the answer are exactly the one named, every match is that member's, and no other
+// member is asked; or the answer is a 400 naming the parameter and how to ask.
+func TestThePatientSafetyTable(t *testing.T) {
+	opts := members.Options{NumericIDs: true, Subjects: true, Entries: 3}
+	layouts := map[string][]node{
+		"two members whose ids collide": {{id: "h", opts: opts}, {id: "m", opts: opts}},
+		"one member":                    {{id: "h", opts: opts}},
+	}
+	for layout, nodes := range layouts {
+		t.Run(layout, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{}, nodes...)
+			gw := h.URL
+			for _, c := range []struct {
+				form, query string
+				// want is the one patient whose data the answer holds; "" for a 400
+				// naming param.
+				want, param string
+			}{
+				{form: "a federated reference", query: "patient=Patient/h.1", want: "Patient/h.1"},
+				{form: "a federated subject", query: "subject=Patient/h.2", want: "Patient/h.2"},
+				{form: "a bare federated id", query: "patient=h.1", want: "Patient/h.1"},
+				{form: "the gateway's fullUrl", query: "patient=" + url.QueryEscape(gw+"/fhir/Patient/h.3"), want: "Patient/h.3"},
+				{form: "a routed URL", query: "subject=" + url.QueryEscape(gw+"/nodes/h/fhir/Patient/1"), want: "Patient/h.1"},
+				{form: "a typed modifier with a federated id", query: "subject:Patient=h.2", want: "Patient/h.2"},
+				{form: "a member's own reference", query: "patient=Patient/1", param: "patient"},
+				{form: "a member's own bare id", query: "subject=1", param: "subject"},
+				{form: "a typed modifier with a member's own id", query: "subject:Patient=1", param: "subject:Patient"},
+				{form: "an unknown member's dotted id", query: "patient=Patient/x.1", param: "patient"},
+			} {
+				t.Run(c.form, func(t *testing.T) {
+					asked := map[string]int{}
+					for id, m := range h.members {
+						asked[id] = m.Requests()
+					}
+					res, body := h.get("/fhir/Observation?" + c.query)
+					h.assertNoMemberAddress(body)
+					if c.want == "" {
+						if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"search parameter `+c.param+`"`) ||
+							!strings.Contains(string(body), "federated id") {
+							t.Fatalf("answered %d, want a 400 naming %s and how to ask: %s", res.StatusCode, c.param, body)
+						}
+						for id, m := range h.members {
+							if m.Requests() != asked[id] {
+								t.Fatalf("member %s was asked a search the gateway refused", id)
+							}
+						}
+						return
+					}
+					var b observations
+					if res.StatusCode != http.StatusOK || json.Unmarshal(body, &b) != nil {
+						t.Fatalf("answered %d: %s", res.StatusCode, body)
+					}
+					var patients []string
+					for _, e := range b.Entry {
+						if e.Search.Mode != "match" {
+							continue
+						}
+						if !slices.Contains(patients, e.Resource.Subject.Reference) {
+							patients = append(patients, e.Resource.Subject.Reference)
+						}
+						if !strings.HasPrefix(e.Resource.ID, "h.") || e.FullURL != gw+"/fhir/Observation/"+e.Resource.ID {
+							t.Fatalf("a match %s (%s) is not member h's", e.Resource.ID, e.FullURL)
+						}
+					}
+					if len(patients) != 1 || patients[0] != c.want {
+						t.Fatalf("the answer holds the data of %v, want %s only: %s", patients, c.want, body)
+					}
+					if m, ok := h.members["m"]; ok {
+						if m.Requests() != asked["m"] {
+							t.Fatal("member m was asked for member h's patient")
+						}
+						if !slices.ContainsFunc(b.Meta.Federation, func(r federation.Record) bool { return r.ID == "m" && r.ExcludedBy == "reference" }) {
+							t.Fatalf("meta.federation does not say m was not asked: %+v", b.Meta.Federation)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// Every id a federated answer gives reads back through the gateway: a match's fullUrl,
+// the patient its subject references, a vread and a history of it, each answered in the
+// federated identity from the member that holds it, valid R4, with no member address.
+// An id that names no member, or one the member does not hold, is a 404.
+func TestAFederatedIDReadsBackThroughTheGateway(t *testing.T) {
+	opts := members.Options{NumericIDs: true, Subjects: true, Entries: 2}
+	h := newHarness(t, harnessOptions{strictFHIR: true}, node{id: "h", opts: opts}, node{id: "m", opts: opts})
+	_, body := h.get("/fhir/Observation")
+	var b observations
+	if err := json.Unmarshal(body, &b); err != nil || len(b.Entry) != 4 {
+		t.Fatalf("%v: %s", err, body)
+	}
+	for _, e := range b.Entry {
+		path := strings.TrimPrefix(e.FullURL, h.URL)
+		res, body := h.get(path)
+		var got struct {
+			ID      string `json:"id"`
+			Subject struct {
+				Reference string `json:"reference"`
+			} `json:"subject"`
+		}
+		if res.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || got.ID != e.Resource.ID || got.Subject != e.Resource.Subject {
+			t.Fatalf("GET %s: %d %s, want the page's %s", path, res.StatusCode, body, e.Resource.ID)
+		}
+		if res.Header.Get("ETag") != `W/"1"` {
+			t.Errorf("GET %s: ETag %q", path, res.Header.Get("ETag"))
+		}
+		h.assertNoMemberAddress(body)
+		// The reference resolves against the gateway's FHIR base, as a client resolves it.
+		res, body = h.get("/fhir/" + got.Subject.Reference)
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":"`+strings.TrimPrefix(got.Subject.Reference, "Patient/")+`"`) {
+			t.Fatalf("GET %s: %d %s", got.Subject.Reference, res.StatusCode, body)
+		}
+		if res, body := h.get(path + "/_history/1"); res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":"`+got.ID+`"`) {
+			t.Fatalf("vread: %d %s", res.StatusCode, body)
+		}
+		res, body = h.get(path + "/_history")
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"fullUrl":"`+e.FullURL+`"`) ||
+			!strings.Contains(string(body), `"url":"Observation/`+got.ID+`"`) {
+			t.Fatalf("history: %d %s", res.StatusCode, body)
+		}
+		h.assertNoMemberAddress(body)
+	}
+	for _, path := range []string{"/fhir/Patient/zz.1", "/fhir/Patient/1", "/fhir/Patient/h.99", "/fhir/Patient/h.1/_history/7"} {
+		if res, body := h.get(path); res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"not-found"`) {
+			t.Errorf("GET %s: %d %s, want a 404 OperationOutcome", path, res.StatusCode, body)
+		}
+	}
+}
