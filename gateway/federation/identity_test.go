@@ -166,3 +166,38 @@ func TestAFederatedIDReadsBackThroughTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// An included resource is in the federated identity of the member that holds its
+// referrer: over members whose ids collide, member h's Observation of Patient/1
+// includes h's Patient/1 as Patient/h.1, and m's as Patient/m.1, each the one its
+// match's subject names, never the other member's.
+func TestAnIncludedResourceIsItsReferrersMembers(t *testing.T) {
+	opts := members.Options{NumericIDs: true, Subjects: true, Entries: 2}
+	h := newHarness(t, harnessOptions{strictFHIR: true}, node{id: "h", opts: opts}, node{id: "m", opts: opts})
+	_, body := h.get("/fhir/Observation?_include=Observation:subject")
+	var b observations
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatal(err)
+	}
+	subjects, included := map[string]bool{}, map[string]bool{}
+	for _, e := range b.Entry {
+		switch e.Search.Mode {
+		case "match":
+			subjects[e.Resource.Subject.Reference] = true
+		case "include":
+			ref := e.Resource.ResourceType + "/" + e.Resource.ID
+			if e.FullURL != h.URL+"/fhir/"+ref || included[ref] {
+				t.Fatalf("include %s at %s", ref, e.FullURL)
+			}
+			included[ref] = true
+		}
+	}
+	if len(subjects) != 4 || len(included) != 4 {
+		t.Fatalf("subjects %v, included %v: %s", subjects, included, body)
+	}
+	for ref := range subjects {
+		if !included[ref] {
+			t.Fatalf("the subject %s is not the patient included (%v)", ref, included)
+		}
+	}
+}

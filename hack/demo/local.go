@@ -433,6 +433,7 @@ func (d *localDemo) tryRoutes(ctx context.Context, g *demoGateway) {
 		{"readiness", "/health/readiness", ""},
 		{"a federated search over both members (client token, scope " + rollout.ClientScope + ")", "/fhir/Patient?family=Smith", client},
 		{"a request routed to one member (client token)", "/nodes/node-a/fhir/Patient", client},
+		{"one patient read back by its federated id, {member}.{id} (client token)", "/fhir/Patient/node-a.node-a-1", client},
 		{"the same search without a token: 401 (auth.data_plane = \"required\", the default)", "/fhir/Patient?family=Smith", ""},
 		{"the dependency report (operator token)", "/operator/dependencies", operator},
 	} {

@@ -532,6 +532,7 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 			links = append(links, map[string]any{"relation": "next", "url": base + "/" + resourceType + "?" + next.Encode()})
 		}
 	}
+	entries = append(entries, s.includes(base, resourceType, params["_include"], entries)...)
 	for _, u := range unknown {
 		entries = append(entries, map[string]any{
 			"resource": outcomeResource("warning", "not-supported", fmt.Sprintf("unknown search parameter %q ignored %s", u, s.Opts.Marker)+s.extra()),
