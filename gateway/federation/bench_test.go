@@ -250,11 +250,14 @@ func (s stubMembers) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // discard is a ResponseWriter that keeps nothing, so that the figures are the gateway's.
-type discard struct{ h http.Header }
+type discard struct {
+	h      http.Header
+	status int
+}
 
 func (w *discard) Header() http.Header         { return w.h }
 func (w *discard) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discard) WriteHeader(int)             {}
+func (w *discard) WriteHeader(status int)      { w.status = status }
 
 // BenchmarkGatewayOwnCost is the gateway's own work for one request with nothing on
 // the network: the server's handler (every middleware, the gate, the surface) called
@@ -267,25 +270,40 @@ func BenchmarkGatewayOwnCost(b *testing.B) {
 		entries = append(entries, fmt.Sprintf(`{"fullUrl":"http://member/fhir/Patient/p-%d","resource":{"resourceType":"Patient","id":"p-%d","meta":{"source":"member"}},"search":{"mode":"match"}}`, i, i))
 	}
 	body := []byte(`{"resourceType":"Bundle","type":"searchset","total":10,"entry":[` + strings.Join(entries, ",") + `]}`)
+	// Observations with references in all three forms (relative, absolute to the
+	// member, another server's): what the identity rewriting reads and rewrites.
+	entries = entries[:0]
+	for i := range 10 {
+		entries = append(entries, fmt.Sprintf(`{"fullUrl":"http://member/fhir/Observation/o-%d","resource":{"resourceType":"Observation","id":"o-%d","meta":{"source":"member"},`+
+			`"status":"final","code":{"text":"heart rate"},"subject":{"reference":"Patient/p-%d"},"performer":[{"reference":"http://member/fhir/Practitioner/pr-1"}],`+
+			`"derivedFrom":[{"reference":"http://other.example/fhir/Observation/x"}],"valueQuantity":{"value":72,"unit":"/min"}},"search":{"mode":"match"}}`, i, i, i))
+	}
+	observations := []byte(`{"resourceType":"Bundle","type":"searchset","total":10,"entry":[` + strings.Join(entries, ",") + `]}`)
 	for _, c := range []struct {
 		name, path string
 		members    int
+		body       []byte
 	}{
-		{"routed", "/nodes/node-0/fhir/Patient/p-1", 1},
-		{"fan-out-3", "/fhir/Patient?name=smith", 3},
+		{"routed", "/nodes/node-0/fhir/Patient/p-1", 1, body},
+		{"fan-out-3", "/fhir/Patient?name=smith", 3, body},
+		{"fan-out-3-references", "/fhir/Observation?code=x", 3, observations},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var nodes []node
 			for i := range c.members {
 				nodes = append(nodes, node{id: fmt.Sprintf("node-%d", i), url: fmt.Sprintf("http://member-%d.invalid/fhir", i)})
 			}
-			h := newHarness(b, harnessOptions{transport: stubMembers{body: body}}, nodes...)
+			h := newHarness(b, harnessOptions{transport: stubMembers{body: c.body}}, nodes...)
 			handler := h.Assembled.Server.Handler()
 			// The first readiness answer opens the gate.
 			handler.ServeHTTP(&discard{h: http.Header{}}, httptest.NewRequest(http.MethodGet, testBase+"/health/readiness", nil))
 			req := httptest.NewRequest(http.MethodGet, testBase+c.path, nil)
+			req.Header.Set("Authorization", "Bearer "+h.Client) // the data plane asks for one
 			w := &discard{h: http.Header{}}
 			handler.ServeHTTP(w, req)
+			if w.status != http.StatusOK {
+				b.Fatalf("GET %s answered %d", c.path, w.status)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.h)
