@@ -257,3 +257,44 @@ func TestAMemberTheFlowDoesNotKnowIsExcludedByTheResolver(t *testing.T) {
 		t.Fatalf("asks %v, excluded %v", plan.Asks, plan.Excluded)
 	}
 }
+
+// A patient named by its federated id ({member}.{id}, docs/data-plane.md), by the
+// client or by a patient-level token's launch context, is the same person at every
+// member: the flow asks the resolver by that member's identifier system, and each
+// mapped member is asked with its own id, never with the other member's.
+func TestAFederatedPatientIsResolvedAtEveryMember(t *testing.T) {
+	for _, c := range []struct{ name, path, claim string }{
+		{"named by the client", "Observation?patient=Patient/a.pa-1&code=1234-5", ""},
+		{"named by the bare federated id", "Observation?subject=a.pa-1&code=1234-5", ""},
+		{"the token's patient", "Observation?code=1234-5", "a.pa-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := pixmanager.Start(t, alice())
+			g := newGateway(t, gatewayOptions{tables: resolverTable(p, "")})
+			token := g.operator
+			if c.claim != "" {
+				tok, err := g.Issuer.Token(map[string]any{"sub": "pat", "scope": "patient/*.rs", "patient": c.claim})
+				if err != nil {
+					t.Fatal(err)
+				}
+				token = tok
+			}
+			a := g.searchAs(c.path, token)
+			if a.status != http.StatusOK {
+				t.Fatalf("answered %d: %s", a.status, a.raw)
+			}
+			last, _ := p.Last()
+			if got := last.Query.Get("sourceIdentifier"); got != domainA+"|pa-1" {
+				t.Errorf("the resolver was asked for %q, want member a's pa-1 by its domain", got)
+			}
+			for id, want := range map[string]string{"a": "Patient/pa-1", "b": "Patient/pb-1"} {
+				if q := g.lastQuery(id); q.Get("patient") != want || q.Get("code") != "1234-5" {
+					t.Errorf("member %s was asked %v, want patient=%s", id, q, want)
+				}
+			}
+			if g.members["c"].Requests() != 0 {
+				t.Error("a member the resolver does not map was asked")
+			}
+		})
+	}
+}
