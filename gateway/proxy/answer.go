@@ -345,34 +345,41 @@ type jsonDepth struct {
 }
 
 func (j *jsonDepth) feed(p []byte) {
-	for i := 0; i < len(p); i++ {
-		if j.inString {
-			if j.escape {
-				j.escape = false
-				continue
+	for i := 0; i < len(p); {
+		if !j.inString {
+			// Between strings: a few bytes of structure.
+			switch p[i] {
+			case '"':
+				j.inString = true
+			case '{', '[':
+				j.depth++
+			case '}', ']':
+				j.depth--
 			}
-			k := bytes.IndexAny(p[i:], `"\`)
-			if k < 0 {
-				return
-			}
-			i += k
-			j.escape = p[i] == '\\'
-			j.inString = j.escape
+			i++
 			continue
 		}
-		k := bytes.IndexAny(p[i:], `"{}[]`)
-		if k < 0 {
+		if j.escape {
+			j.escape = false
+			i++
+			continue
+		}
+		// Inside a string: to its closing quote, unless an escape comes first.
+		seg := p[i:]
+		end := bytes.IndexByte(seg, '"')
+		if end >= 0 {
+			seg = seg[:end]
+		}
+		if k := bytes.IndexByte(seg, '\\'); k >= 0 {
+			j.escape = true
+			i += k + 1
+			continue
+		}
+		if end < 0 {
 			return
 		}
-		i += k
-		switch p[i] {
-		case '"':
-			j.inString = true
-		case '{', '[':
-			j.depth++
-		default:
-			j.depth--
-		}
+		j.inString = false
+		i += end + 1
 	}
 }
 

@@ -445,6 +445,7 @@ func gzipped(body []byte) []byte {
 type rewriter struct {
 	old, new []byte
 	held     []byte
+	data     []byte
 	out      []byte
 	// depth follows the answer's JSON as it passes, to tell a whole one.
 	depth jsonDepth
@@ -455,7 +456,10 @@ func (rw *rewriter) process(part []byte, final bool) []byte {
 	rw.depth.feed(part)
 	data := part
 	if len(rw.held) > 0 {
-		data = append(rw.held, part...)
+		// Joined in a buffer of the rewriter's own, reused: held's array is only as
+		// large as the base, so appending to it took a new array of a part's size.
+		rw.data = append(append(rw.data[:0], rw.held...), part...)
+		data = rw.data
 	}
 	out := rw.out[:0]
 	i := 0
