@@ -9,14 +9,14 @@ import (
 func TestJSONDepthTellsAWholeDocumentFromACutOne(t *testing.T) {
 	for doc, whole := range map[string]bool{
 		`{"a":[1,{"b":"x}]\"y"}],"c":"\\"}`: true,
-		`{"a":"[{"}`:                         true,
-		` `:                                  true,
-		`{"a":[1,2]`:                         false,
-		`{"a":"b`:                            false,
-		`{"a":"b\"}`:                         false,
-		`{"a":"b\\"}`:                        true,
-		`{"a":"\\\"}"}`:                      true,
-		`]`:                                  false,
+		`{"a":"[{"}`:                        true,
+		` `:                                 true,
+		`{"a":[1,2]`:                        false,
+		`{"a":"b`:                           false,
+		`{"a":"b\"}`:                        false,
+		`{"a":"b\\"}`:                       true,
+		`{"a":"\\\"}"}`:                     true,
+		`]`:                                 false,
 	} {
 		for size := 1; size <= len(doc); size++ {
 			var j jsonDepth
