@@ -3,6 +3,7 @@ package federation_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ferrofed/ferrofed/gateway/fhir"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/doubles/members/fhirschema"
 )
 
@@ -121,6 +123,28 @@ func TestAnAcceptOfAnotherFHIRVersionIsA406(t *testing.T) {
 			if err != nil || res.StatusCode != 200 {
 				t.Fatalf("%s fhirVersion %s: %v %v %s", path, v, res, err, body)
 			}
+		}
+	}
+}
+
+// TestAFederatedPagesSelfLinkNamesTheParametersUsed: a parameter a lenient member
+// ignored (its warning entry says so, its self link leaves it out) is not in the
+// page's self link; one every member used is, with the _count the gateway resolved.
+func TestAFederatedPagesSelfLinkNamesTheParametersUsed(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, node{id: "node-a"}, node{id: "node-b", opts: members.Options{OmitSearchParams: []string{"gender"}}})
+	for path, want := range map[string]string{
+		"/fhir/Patient?name=smith&colour=blue":              "/fhir/Patient?name=smith&_count=20",
+		"/fhir/Patient?colour=blue&name=smith&_count=5":     "/fhir/Patient?name=smith&_count=5",
+		"/fhir/Patient?gender=male&name=smith&_sort=family": "/fhir/Patient?name=smith&_count=20&_sort=family",
+		"/fhir/Patient?name=smith":                          "/fhir/Patient?name=smith&_count=20",
+	} {
+		res, body := h.get(path)
+		var b searchAnswer
+		if err := json.Unmarshal(body, &b); err != nil || res.StatusCode != 200 {
+			t.Fatalf("%s: %d %v %s", path, res.StatusCode, err, body)
+		}
+		if got := b.link("self"); got != h.URL+want {
+			t.Errorf("%s: self %s, want %s", path, got, h.URL+want)
 		}
 	}
 }

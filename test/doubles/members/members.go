@@ -491,8 +491,8 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 		b["total"] = len(all)
 	}
 	self := base + "/" + resourceType
-	if q != "" {
-		self += "?" + q
+	if used := usedQuery(q, unknown); used != "" {
+		self += "?" + used
 	}
 	links := []map[string]any{{"relation": "self", "url": self}}
 	var entries []map[string]any
