@@ -77,11 +77,11 @@ func SMART(a config.Auth) (SMARTConfiguration, bool) {
 	return c, true
 }
 
-// ServeSMART answers GET {base}/fhir/.well-known/smart-configuration: the document as
-// JSON, or a 404 OperationOutcome saying why there is none.
+// ServeSMART answers GET (and HEAD) {base}/fhir/.well-known/smart-configuration: the
+// document as JSON, or a 404 OperationOutcome saying why there is none.
 func ServeSMART(w http.ResponseWriter, r *http.Request, a config.Auth) {
-	if r.Method != http.MethodGet {
-		fhir.MethodNotAllowed(w, http.MethodGet, "/fhir/"+smart.DiscoveryPath)
+	if !fhir.Reads(r) {
+		fhir.MethodNotAllowed(w, fhir.GetOrHead, "/fhir/"+smart.DiscoveryPath)
 		return
 	}
 	c, ok := SMART(a)

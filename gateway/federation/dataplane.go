@@ -23,10 +23,12 @@ import (
 //	/fhir, /fhir/                          404: no route at the FHIR base
 //	/fhir/metadata                         GET: the gateway's CapabilityStatement
 //	/fhir/.well-known/smart-configuration  GET: SMART discovery (no token asked)
-//	/fhir/{type}                           GET: a federated search
+//	/fhir/{type}                           GET: a federated search of an R4 type
 //	/fhir/{type}/_search                   POST: the same, with a form body
 //	/fhir/{type}/{id}[/_history[/{vid}]]   GET: the read of a federated id, from its member
 //	/fhir/{type}/, /fhir/{type}/{id}/*     404 (but _history), /fhir/{type}/_search/*: 404
+//
+// HEAD is taken wherever GET is, and answers the GET's head.
 //	/nodes/{id}/fhir, /nodes/{id}/fhir/*   the routed request, to member {id}
 //	/nodes, /nodes/{id}, /nodes/{id}/{other}[/*]   404
 //
@@ -116,8 +118,8 @@ func (s *Surface) fhirBase(c *gin.Context, _ *settings, _ []string) {
 }
 
 func (s *Surface) fhirMetadata(c *gin.Context, st *settings, _ []string) {
-	if c.Request.Method != http.MethodGet {
-		fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/metadata")
+	if !fhir.Reads(c.Request) {
+		fhir.MethodNotAllowed(c.Writer, fhir.GetOrHead, "/fhir/metadata")
 		return
 	}
 	s.handleMetadata(c, st)
@@ -128,14 +130,14 @@ func (s *Surface) fhirSMART(c *gin.Context, st *settings, _ []string) {
 	capability.ServeSMART(c.Writer, c.Request, st.cfg.Auth)
 }
 
-// fhirSearch is GET {base}/fhir/{type}.
+// fhirSearch is GET {base}/fhir/{type}, of a resource type of R4.
 func (s *Surface) fhirSearch(c *gin.Context, st *settings, segs []string) {
-	if !fhir.ValidResourceType(segs[0]) {
-		fhir.Write(c.Writer, http.StatusBadRequest, fhir.Outcome("invalid", "the resource type must match [A-Z][A-Za-z]+"))
+	if !fhir.R4ResourceType(segs[0]) {
+		fhir.Write(c.Writer, http.StatusNotFound, fhir.Outcome("not-found", "no such route under /fhir: the resource type is not one of FHIR R4"))
 		return
 	}
-	if c.Request.Method != http.MethodGet {
-		fhir.MethodNotAllowed(c.Writer, http.MethodGet, "/fhir/"+segs[0])
+	if !fhir.Reads(c.Request) {
+		fhir.MethodNotAllowed(c.Writer, fhir.GetOrHead, "/fhir/"+segs[0])
 		return
 	}
 	s.handleSearch(c, st, segs[0], c.Request.URL.RawQuery)
@@ -143,7 +145,7 @@ func (s *Surface) fhirSearch(c *gin.Context, st *settings, segs []string) {
 
 // fhirPostSearch is POST {base}/fhir/{type}/_search.
 func (s *Surface) fhirPostSearch(c *gin.Context, st *settings, segs []string) {
-	if !fhir.ValidResourceType(segs[0]) {
+	if !fhir.R4ResourceType(segs[0]) {
 		s.fhirNoRoute(c, st, segs)
 		return
 	}
@@ -163,12 +165,12 @@ func (s *Surface) fhirPostSearch(c *gin.Context, st *settings, segs []string) {
 // (docs/data-plane.md, "One identity space").
 func (s *Surface) fhirRead(c *gin.Context, st *settings, segs []string) {
 	history := len(segs) == 2 || (segs[2] == "_history" && (len(segs) == 3 || (len(segs) == 4 && fhir.ValidID(segs[3]))))
-	if !fhir.ValidResourceType(segs[0]) || !history {
+	if !fhir.R4ResourceType(segs[0]) || !history {
 		s.fhirNoRoute(c, st, segs)
 		return
 	}
-	if r := c.Request; r.Method != http.MethodGet && r.Method != http.MethodHead {
-		fhir.MethodNotAllowed(c.Writer, "GET, HEAD", "/fhir/"+strings.Join(segs, "/"))
+	if !fhir.Reads(c.Request) {
+		fhir.MethodNotAllowed(c.Writer, fhir.GetOrHead, "/fhir/"+strings.Join(segs, "/"))
 		return
 	}
 	id, local, ok := identity.Split(segs[1])

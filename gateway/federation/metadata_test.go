@@ -250,7 +250,7 @@ func TestSMARTDiscoveryPublishesTheFirstIssuerWithATokenEndpoint(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{issuerKeys: endpoints}, node{id: "node-a"})
 	res, body, err := h.do(context.Background(), http.MethodPost, path, "", nil)
-	if err != nil || res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != http.MethodGet {
+	if err != nil || res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "GET, HEAD" {
 		t.Fatalf("a POST answered %v %v %s", res, err, body)
 	}
 }

@@ -70,7 +70,7 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		fhir.Write(w, http.StatusBadGateway, fhir.Outcome("exception", "the request cannot be sent to member "+m.id))
 		return
 	}
-	routedHeaders(out, r, rb, length)
+	proxy.RoutedHeaders(out, r, rb.prefix, rb.trusted, rb.calls.Via[len(rb.calls.Via)-1], length)
 	res, err := c.client.Do(out)
 	if err != nil {
 		c.routeFailed(w, r, ctx, m, body, time.Since(start), !sent.Load(), err)
@@ -109,20 +109,6 @@ func routedBody(w http.ResponseWriter, r *http.Request, limit int64) (outBody io
 	return io.MultiReader(bytes.NewReader(prefix), body), body, length, true
 }
 
-// routedHeaders sets out's headers from the client's r: hop-by-hop and the client's
-// credentials left behind, the forwarding headers and the gateway's Via added.
-func routedHeaders(out, r *http.Request, rb routedBase, length int64) {
-	proxy.CopyHeaders(out.Header, r.Header, proxy.RoutedDrop...)
-	proxy.SetForwarded(out.Header, r, rb.prefix, rb.trusted)
-	out.Header["Via"] = append(out.Header["Via"], rb.calls.Via[len(rb.calls.Via)-1])
-	out.ContentLength = length
-	// Without a User-Agent of its own Go would send "Go-http-client"; an empty one
-	// keeps the client's absent header absent.
-	if _, ok := out.Header["User-Agent"]; !ok {
-		out.Header["User-Agent"] = nil
-	}
-}
-
 // routeFailed answers a routed call that got no answer (err) after elapsed: the
 // client's fault when its body broke or was held up, else the member's outcome.
 func (c *caller) routeFailed(w http.ResponseWriter, r *http.Request, ctx context.Context, m *member, body *proxy.ClientBody, elapsed time.Duration, notSent bool, err error) {
@@ -155,10 +141,9 @@ func (c *caller) routeFailed(w http.ResponseWriter, r *http.Request, ctx context
 	}
 }
 
-// passAnswer passes the member's answer res on to the client: its status recorded
-// first, headers without hop-by-hop ones or a cookie, URLs under the member's base
-// rewritten, an error's body as its scrubbed OperationOutcome, and a body that breaks
-// off aborting the client's connection.
+// passAnswer passes the member's answer res on to the client (proxy.PassAnswer): its
+// status recorded first, a 1xx refused, and a body that breaks off recorded and
+// aborting the client's connection.
 func (c *caller) passAnswer(w http.ResponseWriter, r *http.Request, ctx context.Context, m *member, res *http.Response, rb routedBase) {
 	// The status line is the member's answer: record it before the body is passed
 	// on, so the report is never behind what the client already saw. A body that
@@ -174,37 +159,11 @@ func (c *caller) passAnswer(w http.ResponseWriter, r *http.Request, ctx context.
 			"member %s answered HTTP %d, an interim answer to a request that asked for none", m.id, res.StatusCode)))
 		return
 	}
-	// The gateway never passes a cookie to a member, so a member's cookie could only
-	// confuse the client about whose it is.
-	h := w.Header()
-	proxy.CopyHeaders(h, res.Header, "Set-Cookie")
-	memberBase := strings.TrimSuffix(m.base.String(), "/")
-	gwBase := rb.gateway + "/nodes/" + m.id + "/fhir"
-	for _, k := range []string{"Location", "Content-Location"} {
-		if v := h.Get(k); v != "" && strings.HasPrefix(v, memberBase) {
-			h.Set(k, gwBase+v[len(memberBase):])
-		}
-	}
 	var t proxy.StreamTimes
-	var readErr error
-	if res.StatusCode >= http.StatusBadRequest && r.Method != http.MethodHead {
-		// An error's body is the member's own text (a backend's address, a token in a
-		// URL): only its OperationOutcome's issues go on, scrubbed.
-		if err := routeError(w, res, m, rb.gateway); err != nil {
-			call.Broken = true
-			call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
-			call.ClientGone = errors.Is(r.Context().Err(), context.Canceled)
-			c.observe(m, call)
-		}
-		return
-	}
-	if proxy.Rewritable(res) {
-		readErr = proxy.RewriteBody(w, res, []byte(memberBase), []byte(gwBase), &t)
-	} else {
-		w.WriteHeader(res.StatusCode)
-		// A client that goes away mid-body (the write fails) only stops the copy.
-		readErr = proxy.Stream(w, res.Body, nil, &t)
-	}
+	abort, readErr := proxy.PassAnswer(w, r, res, proxy.Backend{Name: "member " + m.id, Base: strings.TrimSuffix(m.base.String(), "/"),
+		Route: rb.gateway + "/nodes/" + m.id + "/fhir", MaxBody: rb.calls.MaxBody,
+		Scrub:  func(text string) string { return scrubMember(m, rb.gateway, text) },
+		Issues: func(body []byte) []fhir.Issue { return memberIssues(m, rb.gateway, body) }}, &t)
 	if readErr != nil {
 		call.Broken = true
 		call.Expired = errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -214,48 +173,10 @@ func (c *caller) passAnswer(w http.ResponseWriter, r *http.Request, ctx context.
 		if !call.Expired || t.Writing < t.Reading {
 			c.observe(m, call)
 		}
+	}
+	if abort {
 		proxy.Abort(w)
 	}
-}
-
-// maxRoutedOutcome is the most of a member's error answer that is read: a longer one
-// is passed on as the gateway's own outcome.
-const maxRoutedOutcome = 64 << 10
-
-// routeError answers a routed request the member answered with an error (4xx, 5xx):
-// the member's status and headers (their values through scrubMember), and its
-// OperationOutcome's issues as a federated page carries them (severity and code checked, texts through scrubMember, gateway/scrub), or,
-// when the body is no such OperationOutcome (empty, HTML, compressed, longer than
-// maxRoutedOutcome), the gateway's own outcome naming the member and the status. A
-// body that breaks off before its end is a 502 and the read's error.
-func routeError(w http.ResponseWriter, res *http.Response, m *member, gw string) error {
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxRoutedOutcome+1))
-	h := w.Header()
-	for _, k := range []string{"Content-Encoding", "Content-Length", "Content-Location", "Content-Range", "Etag", "Last-Modified", "Location"} {
-		h.Del(k)
-	}
-	// Its headers are the member's text too (a WWW-Authenticate realm, a server's
-	// name and address).
-	for k, vs := range h {
-		for i, v := range vs {
-			vs[i] = scrubMember(m, gw, v)
-		}
-		h[k] = vs
-	}
-	if err != nil {
-		fhir.Write(w, http.StatusBadGateway, fhir.Outcome("transient", fmt.Sprintf("member %s broke its answer off (HTTP %d)", m.id, res.StatusCode)))
-		return err
-	}
-	var issues []fhir.Issue
-	if ce := res.Header.Get("Content-Encoding"); len(body) <= maxRoutedOutcome && (ce == "" || ce == "identity") {
-		issues = memberIssues(m, gw, body)
-	}
-	if len(issues) == 0 {
-		issues = []fhir.Issue{{Severity: "error", Code: fhir.IssueCodeOfStatus(res.StatusCode),
-			Diagnostics: fmt.Sprintf("member %s answered HTTP %d", m.id, res.StatusCode)}}
-	}
-	fhir.Write(w, res.StatusCode, fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: issues})
-	return nil
 }
 
 // routeNotSent answers a routed request whose call never got its slots in time: 503

@@ -57,6 +57,8 @@ type search struct {
 	operator bool
 	// consent is the consent question the search relies on, nil for none.
 	consent *searchquery.TokenConsent
+	// selfs are the self links of the members' first pages (searchquery.UsedQuery).
+	selfs []string
 }
 
 // position is one member's place in the search, and what this page saw of it.
@@ -439,6 +441,9 @@ func (s *search) readPage(p *position, ex *exchange) *fhir.Page {
 // page), and its next link as the position's next cursor.
 func (s *search) load(p *position, page *fhir.Page) {
 	p.answered = true
+	if s.first && page.Self != "" {
+		s.selfs = append(s.selfs, page.Self)
+	}
 	if s.first && p.total == nil {
 		p.total = page.Total
 		if page.Total != nil {

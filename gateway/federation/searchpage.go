@@ -86,6 +86,9 @@ func (s *Surface) handleSearch(c *gin.Context, st *settings, resourceType, raw s
 	if !stored() {
 		return
 	}
+	if q.Page == "" {
+		self = searchquery.UsedQuery(self, srch.selfs)
+	}
 	writePage(c.Writer, st, gw, resourceType, self, res)
 }
 

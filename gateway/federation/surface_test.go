@@ -153,7 +153,7 @@ func TestARequestThatNeverLeftTheGatewayChangesNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{}, node{id: "node-a"})
 	for _, path := range []string{"/fhir/patient", "/fhir/Pat1ent", "/fhir/P", "/fhir/Patient_"} {
 		res, body := h.get(path)
-		if res.StatusCode != 400 || res.Header.Get("Content-Type") != fhir.MediaType || !strings.Contains(string(body), `"resourceType":"OperationOutcome"`) {
+		if res.StatusCode != 404 || res.Header.Get("Content-Type") != fhir.MediaType || !strings.Contains(string(body), `"resourceType":"OperationOutcome"`) {
 			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
 		}
 	}

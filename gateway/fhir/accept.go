@@ -15,14 +15,18 @@ var xmlTypes = []string{"application/fhir+xml", "application/xml+fhir", "applica
 // jsonTypes are the media types (and _format values) of FHIR JSON.
 var jsonTypes = []string{"application/fhir+json", "application/json+fhir", "application/json", "json", "*/*", "application/*"}
 
-// Acceptable reports whether the client can take FHIR JSON (docs/data-plane.md: the data
-// plane is JSON, XML is a 406). _format wins over Accept, as FHIR says. anyType makes
-// only an XML-only request unacceptable (the routed path, where a member may answer
-// a Binary of any type); otherwise an Accept must allow JSON.
+// Acceptable reports whether the client can take FHIR JSON of R4 (docs/data-plane.md,
+// "Routes": the data plane is JSON, XML is a 406, and so is another fhirVersion).
+// _format wins over Accept, as FHIR says. anyType makes only an XML-only request, or
+// one of another FHIR version only, unacceptable (the routed path, where a member may
+// answer a Binary of any type); otherwise an Accept must allow R4 JSON.
 func Acceptable(r *http.Request, anyType bool) bool {
 	if f := formatParam(r.URL.RawQuery); f != "" {
 		mt := strings.ToLower(strings.TrimSpace(f))
-		if base, _, err := mime.ParseMediaType(mt); err == nil {
+		if base, params, err := mime.ParseMediaType(mt); err == nil {
+			if !r4Version(params) {
+				return false
+			}
 			mt = base
 		}
 		if slices.Contains(xmlTypes, mt) {
@@ -34,7 +38,7 @@ func Acceptable(r *http.Request, anyType bool) bool {
 	if len(accept) == 0 {
 		return true
 	}
-	sawXML, sawOther := false, false
+	sawXML, sawOther, sawVersion := false, false, false
 	for _, v := range accept {
 		for part := range strings.SplitSeq(v, ",") {
 			part = strings.TrimSpace(part)
@@ -51,6 +55,10 @@ func Acceptable(r *http.Request, anyType bool) bool {
 					continue
 				}
 			}
+			if !r4Version(params) {
+				sawVersion = true
+				continue
+			}
 			switch {
 			case slices.Contains(jsonTypes, mt):
 				return true
@@ -62,9 +70,16 @@ func Acceptable(r *http.Request, anyType bool) bool {
 		}
 	}
 	if anyType {
-		return !sawXML || sawOther
+		return (!sawXML && !sawVersion) || sawOther
 	}
 	return false
+}
+
+// r4Version reports whether a media type's parameters name FHIR R4 or no version:
+// fhirVersion 4.0 (R4's own name for itself in a media type) or 4.0.1.
+func r4Version(params map[string]string) bool {
+	v, ok := params["fhirversion"]
+	return !ok || v == "4.0" || v == "4.0.1"
 }
 
 // formatParam is the query's _format, "" when absent (read without parsing the
@@ -84,7 +99,14 @@ func formatParam(raw string) string {
 	return ""
 }
 
-var NotAcceptable = Outcome("not-supported", "the data plane answers FHIR JSON only (application/fhir+json); XML is not supported")
+var NotAcceptable = Outcome("not-supported", "the data plane answers FHIR R4 JSON only (application/fhir+json, fhirVersion 4.0); XML and other FHIR versions are not supported")
+
+// GetOrHead are the methods of a route that reads: HEAD answers the headers of the
+// GET, without its body (docs/data-plane.md, "Routes").
+const GetOrHead = "GET, HEAD"
+
+// Reads reports whether r is a GET or a HEAD.
+func Reads(r *http.Request) bool { return r.Method == http.MethodGet || r.Method == http.MethodHead }
 
 // MethodNotAllowed answers 405 for route, which answers allow only.
 func MethodNotAllowed(w http.ResponseWriter, allow, route string) {

@@ -17,6 +17,8 @@ type Page struct {
 	Entry []Entry
 	// Next is the page's next link, "" for none.
 	Next string
+	// Self is the page's self link, "" for none: the parameters the server used.
+	Self string
 }
 
 // DecodePage reads a member's searchset Bundle. A body that is not one is refused
@@ -45,8 +47,11 @@ func DecodePage(body []byte, maxEntries int) (*Page, error) {
 	}
 	pg := &Page{Total: b.Total, Entry: b.Entry.entries}
 	for _, l := range b.Link {
-		if l.Relation == "next" {
+		switch l.Relation {
+		case "next":
 			pg.Next = l.URL
+		case "self":
+			pg.Self = l.URL
 		}
 	}
 	return pg, nil

@@ -55,8 +55,11 @@ func ScanPage(body []byte, maxEntries int) (*Page, error) {
 			return nil, err
 		}
 		for _, l := range ls {
-			if l.Relation == "next" {
+			switch l.Relation {
+			case "next":
 				pg.Next = l.URL
+			case "self":
+				pg.Self = l.URL
 			}
 		}
 	}

@@ -9,6 +9,7 @@ package proxy
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -369,29 +370,73 @@ func Rewritable(res *http.Response) bool {
 // streamed through the rewriter (chunked, each part flushed as it comes).
 const maxBufferedRewrite = 64 << 10
 
-// RewriteBody passes a JSON answer on with every occurrence of old (the member's
-// base) replaced by new (the gateway's route to it).
-func RewriteBody(w http.ResponseWriter, res *http.Response, old, new []byte, t *StreamTimes) error {
+// rewriteBody passes a JSON answer on with every occurrence of the backend's base
+// replaced by its route, gzipped when gz. An answer whose JSON document never ends is
+// cut off: before its head is sent, the gateway's 502; after, abort. A body that
+// fails to read is err, and abort.
+func rewriteBody(w http.ResponseWriter, res *http.Response, b Backend, gz bool, t *StreamTimes) (abort bool, err error) {
+	old, new := []byte(b.Base), []byte(b.Route)
+	h := w.Header()
 	if n := res.ContentLength; n >= 0 && n <= maxBufferedRewrite {
 		body, err := ReadBody(res, n)
-		if err != nil {
-			return err
-		}
-		if int64(len(body)) > n {
+		if err == nil && int64(len(body)) > n {
 			// Longer than announced: the transport does not let that happen.
-			return io.ErrUnexpectedEOF
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return true, err
+		}
+		var depth jsonDepth
+		if depth.feed(body); !depth.whole() {
+			cutOff(w, b, res.StatusCode)
+			return false, nil
 		}
 		if bytes.Contains(body, old) {
 			body = bytes.ReplaceAll(body, old, new)
 		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		if gz && len(body) >= minGzip {
+			body = gzipped(body)
+			h.Set("Content-Encoding", "gzip")
+		}
+		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(res.StatusCode)
 		w.Write(body) //nolint:errcheck // the client may be gone.
-		return nil
+		return false, nil
 	}
-	w.Header().Del("Content-Length")
+	h.Del("Content-Length")
+	rw := &rewriter{old: old, new: new}
+	out := w
+	var zw *gzip.Writer
+	if gz {
+		h.Set("Content-Encoding", "gzip")
+		zw = gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(zw)
+		zw.Reset(w)
+		out = &gzipResponse{ResponseWriter: w, zw: zw}
+	}
 	w.WriteHeader(res.StatusCode)
-	return Stream(w, res.Body, &rewriter{old: old, new: new}, t)
+	if err := Stream(out, res.Body, rw, t); err != nil {
+		return true, err
+	}
+	if !rw.depth.whole() {
+		return true, nil
+	}
+	if zw != nil {
+		zw.Close() //nolint:errcheck // the client may be gone.
+	}
+	return false, nil
+}
+
+// gzipped is body gzipped at BestSpeed.
+func gzipped(body []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(body)/4 + 64)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&buf)
+	zw.Write(body) //nolint:errcheck // a bytes.Buffer does not fail.
+	zw.Close()     //nolint:errcheck // idem.
+	return buf.Bytes()
 }
 
 // rewriter replaces old with new in a Stream. Between parts it holds back only the
@@ -400,14 +445,21 @@ func RewriteBody(w http.ResponseWriter, res *http.Response, old, new []byte, t *
 type rewriter struct {
 	old, new []byte
 	held     []byte
+	data     []byte
 	out      []byte
+	// depth follows the answer's JSON as it passes, to tell a whole one.
+	depth jsonDepth
 }
 
 // process returns what may be sent of the Stream with part added; final flushes all.
 func (rw *rewriter) process(part []byte, final bool) []byte {
+	rw.depth.feed(part)
 	data := part
 	if len(rw.held) > 0 {
-		data = append(rw.held, part...)
+		// Joined in a buffer of the rewriter's own, reused: held's array is only as
+		// large as the base, so appending to it took a new array of a part's size.
+		rw.data = append(append(rw.data[:0], rw.held...), part...)
+		data = rw.data
 	}
 	out := rw.out[:0]
 	i := 0
@@ -555,3 +607,21 @@ const (
 	baseMark = "\uE000"
 	hostMark = "\uE001"
 )
+
+// RoutedHeaders sets out's headers from the client's r: hop-by-hop and the client's
+// credentials left behind, the forwarding headers (prefix and trusted: SetForwarded)
+// and the gateway's via added, length the body's. The backend is asked for its answer
+// in identity: the gateway rewrites the backend's base in what it answers, and
+// compresses towards the client itself (docs/data-plane.md, "Routed requests").
+func RoutedHeaders(out, r *http.Request, prefix string, trusted []netip.Prefix, via string, length int64) {
+	CopyHeaders(out.Header, r.Header, RoutedDrop...)
+	SetForwarded(out.Header, r, prefix, trusted)
+	out.Header["Via"] = append(out.Header["Via"], via)
+	out.Header["Accept-Encoding"] = []string{"identity"}
+	out.ContentLength = length
+	// Without a User-Agent of its own Go would send "Go-http-client"; an empty one
+	// keeps the client's absent header absent.
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = nil
+	}
+}

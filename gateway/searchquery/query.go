@@ -155,3 +155,40 @@ func EscapeQuery(s string) string {
 	}
 	return b.String()
 }
+
+// UsedQuery is the member query mq less the parameters a member ignored, for a first
+// page's self link (docs/data-plane.md, "A federated search"): a server's self link
+// names the parameters it used, so a parameter is kept when the self link of every
+// member page in selfs that names parameters names it too; _count and _sort, which the
+// gateway resolved itself, are always kept. Without such a self link, mq is kept whole.
+func UsedQuery(mq string, selfs []string) string {
+	var named []url.Values
+	for _, s := range selfs {
+		if _, q, ok := strings.Cut(s, "?"); ok && q != "" {
+			if v, err := url.ParseQuery(q); err == nil {
+				named = append(named, v)
+			}
+		}
+	}
+	if len(named) == 0 || mq == "" {
+		return mq
+	}
+	var kept []string
+	for part := range strings.SplitSeq(mq, "&") {
+		name, _, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		keep := true
+		for _, v := range named {
+			if _, ok := v[name]; !ok && name != "_count" && name != "_sort" {
+				keep = false
+				break
+			}
+		}
+		if keep {
+			kept = append(kept, part)
+		}
+	}
+	return strings.Join(kept, "&")
+}

@@ -91,6 +91,9 @@ type Options struct {
 	// and PUT, GET and DELETE OperationDefinition/{id} (GET ?url= searches) work on
 	// it, as a server that takes stored queries does. Off: it has none and says so.
 	OperationDefinitions bool
+	// Encoding compresses the member's answers, or makes them what a gateway must not
+	// pass on as they are (encoding.go).
+	Encoding
 }
 
 // Request is what the member saw of one request (a form-encoded search's or a PUT's
@@ -147,6 +150,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Entries < 0 {
 		opts.Entries = 0
 	}
+	if err := opts.Encoding.validate(); err != nil {
+		return nil, err
+	}
 	switch opts.Handling {
 	case "":
 		opts.Handling = "lenient"
@@ -184,12 +190,12 @@ func (s *Server) Answer(r double.Request) double.Answer {
 	if (r.Method == http.MethodPost && isForm(r.Header.Get("Content-Type"))) || (r.Method == http.MethodPut && s.Opts.OperationDefinitions) {
 		form = string(r.Body) // a form-encoded search, or the resource a PUT carries
 	}
-	return s.answer(r, form)
+	return s.encode(&r, s.answer(r, form))
 }
 
 // Error is an OperationOutcome of status (double.Handler).
 func (s *Server) Error(status int, text string) double.Answer {
-	return s.fail(status, "exception", text)
+	return s.encode(nil, s.errorAnswer(status, text))
 }
 
 // Malformed is a 200 whose body is a searchset Bundle cut in the middle
@@ -338,6 +344,9 @@ func formatIsJSON(f string) bool {
 // proxy in front of it says it is reached at.
 func (s *Server) baseURL(r double.Request) string {
 	proto, host, prefix := "http", r.Host, "/fhir"
+	if s.Opts.OwnBase {
+		return proto + "://" + host + prefix
+	}
 	if f := r.Header.Get("Forwarded"); f != "" {
 		for el := range strings.SplitSeq(strings.Split(f, ",")[0], ";") {
 			k, v, _ := strings.Cut(strings.TrimSpace(el), "=")
@@ -505,8 +514,8 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 		b["total"] = len(all)
 	}
 	self := base + "/" + resourceType
-	if q != "" {
-		self += "?" + q
+	if used := usedQuery(q, unknown); used != "" {
+		self += "?" + used
 	}
 	links := []map[string]any{{"relation": "self", "url": self}}
 	var entries []map[string]any
