@@ -232,3 +232,11 @@ func (k Key) Group(vals []SortValue) string {
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:12])
 }
+
+// Value is the Order a token carried, none for nil.
+func (o *Order) Value() Order {
+	if o == nil {
+		return Order{}
+	}
+	return *o
+}

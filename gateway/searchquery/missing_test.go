@@ -246,3 +246,18 @@ func TestATokenRefusesAnOrderThatDoesNotFitItsSort(t *testing.T) {
 		})
 	}
 }
+
+func TestFirstIsTheHeadThatComesFirst(t *testing.T) {
+	keys := []SortKey{{name: "family", desc: true}}
+	heads := [][]SortValue{nil, {val("b")}, {{}}, {val("c")}, {val("c")}}
+	head := func(i int) ([]SortValue, bool) { return heads[i], heads[i] != nil }
+	if got := First(keys, len(heads), head); got != 3 {
+		t.Fatalf("first %d, want 3 (c, descending, the first of two)", got)
+	}
+	if got := First(nil, len(heads), head); got != 1 {
+		t.Fatalf("unsorted: first %d, want 1", got)
+	}
+	if got := First(keys, 1, head); got != -1 {
+		t.Fatalf("no head: %d", got)
+	}
+}
