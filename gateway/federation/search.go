@@ -16,6 +16,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
+	"github.com/ferrofed/ferrofed/gateway/searchset"
 )
 
 // maxRounds bounds how many times one page asks its members again to fill itself
@@ -71,6 +72,9 @@ type position struct {
 	remaining int
 	// done: nothing more to ask of the member (its last page was served, or it failed).
 	done bool
+	// order: where it puts missing values (searchquery.Order); lost: matches unreachable.
+	order searchquery.Order
+	lost  int
 
 	loaded  bool
 	matches []pageEntry // the loaded page's matches not yet served
@@ -113,7 +117,7 @@ type pageResult struct {
 func (s *search) run(ctx context.Context, budget time.Duration, strictHandling bool, key tokenKey, tokenTotal *int) pageResult {
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	out, taken, ok := s.fill(rctx, ctx)
+	out, taken, ok := s.fill(rctx, ctx, key)
 	if !ok {
 		return pageResult{status: 499} // the client left; the handler answers nothing
 	}
@@ -167,7 +171,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 // (at most maxRounds times) until the page is full or none has more: out are the
 // matches in page order, taken how many each position gave. ok is false when the
 // client left.
-func (s *search) fill(rctx, ctx context.Context) (out [][]byte, taken []int, ok bool) {
+func (s *search) fill(rctx, ctx context.Context, key tokenKey) (out [][]byte, taken []int, ok bool) {
 	taken = make([]int, len(s.positions))
 	for round := 0; ; {
 		// A full page asks no one more: a member emptied by the last entry taken is
@@ -175,6 +179,7 @@ func (s *search) fill(rctx, ctx context.Context) (out [][]byte, taken []int, ok 
 		if round > 0 && (s.summaryCount || len(out) >= s.count) {
 			break
 		}
+		s.settle(key)
 		need := s.needed(s.count - len(out))
 		if len(need) > 0 {
 			if round == maxRounds {
@@ -206,17 +211,49 @@ func (s *search) take(p *position) []byte {
 	if p.remaining > 0 {
 		p.remaining--
 	}
+	s.pass(p)
+	return e
+}
+
+// pass moves p past its head match, on to its next page when that was its last.
+func (s *search) pass(p *position) {
 	p.matches = p.matches[1:]
 	p.offset++
 	if len(p.matches) == 0 {
-		p.loaded = false
-		if p.next == "" {
-			p.done = true
+		if p.loaded = false; p.next == "" {
+			s.jump(p, p.order.End())
 		} else {
 			p.cursor, p.offset, p.next = p.next, 0, ""
 		}
 	}
-	return e
+}
+
+// settle lets each loaded member's order decide its head (searchquery.Order): a match
+// held back is passed over; a member to ask again from a mark is unloaded.
+func (s *search) settle(key tokenKey) {
+	for _, p := range s.positions {
+		for len(s.sort) > 0 && p.loaded && len(p.matches) > 0 {
+			st := p.order.Next(s.sort, p.matches[0].keys, searchquery.Mark{Cursor: p.cursor, Offset: p.offset}, key.Group)
+			if st.Action == searchquery.Serve {
+				break
+			} else if st.Action == searchquery.Drop {
+				s.pass(p)
+			} else {
+				s.jump(p, st.To)
+			}
+		}
+	}
+}
+
+// jump sets p to be asked from to; nil: p is done, what its total promised beyond
+// what it gave lost.
+func (s *search) jump(p *position, to *searchquery.Mark) {
+	p.loaded, p.matches, p.next = false, nil, ""
+	if p.done = to == nil; to != nil {
+		p.cursor, p.offset = to.Cursor, to.Offset
+	} else if p.remaining > 0 && !s.summaryCount {
+		p.lost, p.remaining = p.lost+p.remaining, 0
+	}
 }
 
 // entries are the page's entries: the matches, the flow's outcomes, the members'
@@ -232,12 +269,8 @@ func (s *search) entries(out [][]byte, failed []*position) [][]byte {
 		entries = append(entries, s.failureEntry(p))
 	}
 	for _, p := range s.positions {
-		if p.unlinked {
-			entries = append(entries, fhir.OutcomeEntry(fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-				Severity: "warning", Code: "incomplete",
-				Diagnostics: "member " + p.m.id + " gave a next link the gateway does not follow (not under the member's own base, or longer than " +
-					fmt.Sprint(searchquery.MaxCursorBytes) + " bytes): its further matches are not paged",
-			}}}))
+		if p.unlinked || p.lost > 0 {
+			entries = append(entries, fhir.OutcomeEntry(searchset.Unreached(p.m.id, p.unlinked, searchquery.MaxCursorBytes, p.lost)))
 		}
 	}
 	return entries
@@ -282,7 +315,7 @@ func (s *search) link(res *pageResult, key tokenKey) {
 		Consent: s.consent}
 	for _, p := range s.positions {
 		if !p.done {
-			tm := searchquery.TokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset}
+			tm := searchquery.TokenMember{ID: p.m.id, Cursor: p.cursor, Offset: p.offset, Order: p.order.Saved()}
 			if p.remaining > 0 {
 				r := p.remaining
 				tm.Remaining = &r
@@ -305,63 +338,28 @@ func (s *search) link(res *pageResult, key tokenKey) {
 	}
 }
 
-// needed is the members to ask before the next entry can be chosen. A sorted merge
-// needs the head of every member that has more. An unsorted one serves the members in
-// registry order: on a first page it asks every member at once (each one's record and
-// total belong on it); later, the first member that has more, and with it, at once,
-// the members after it that the page will reach by their remaining counts, so that a
-// page that ends one member and starts the next waits for one round, not two.
+// needed is the members to ask before the next entry can be chosen (searchset.Needed).
 func (s *search) needed(want int) []*position {
+	heads := make([]searchset.Head, len(s.positions))
+	for i, p := range s.positions {
+		heads[i] = searchset.Head{Done: p.done, Loaded: p.loaded, Matches: len(p.matches), Remaining: p.remaining}
+	}
 	var need []*position
-	unsortedLater := !s.first && len(s.sort) == 0
-	for _, p := range s.positions {
-		if p.done {
-			continue
-		}
-		if p.loaded {
-			if unsortedLater && len(p.matches) > 0 {
-				if len(need) > 0 || p.remaining < 0 {
-					return need
-				}
-				want -= max(p.remaining, len(p.matches))
-				if want <= 0 {
-					return need
-				}
-			}
-			continue
-		}
-		need = append(need, p)
-		if unsortedLater {
-			if p.remaining < 0 {
-				return need
-			}
-			if want -= p.remaining; want <= 0 {
-				return need
-			}
-		}
+	for _, i := range searchset.Needed(heads, s.first || len(s.sort) > 0, want) {
+		need = append(need, s.positions[i])
 	}
 	return need
 }
 
 // pick is the position whose head comes next, -1 when none has one.
 func (s *search) pick() int {
-	best := -1
-	for i, p := range s.positions {
+	return searchquery.First(s.sort, len(s.positions), func(i int) ([]searchquery.SortValue, bool) {
+		p := s.positions[i]
 		if p.done || !p.loaded || len(p.matches) == 0 {
-			continue
+			return nil, false
 		}
-		if best < 0 {
-			best = i
-			if len(s.sort) == 0 {
-				return i
-			}
-			continue
-		}
-		if searchquery.CompareValues(s.sort, p.matches[0].keys, s.positions[best].matches[0].keys) < 0 {
-			best = i
-		}
-	}
-	return best
+		return p.matches[0].keys, true
+	})
 }
 
 // fetch asks each of need for its cursor's page in parallel, as many at once as the
@@ -481,11 +479,13 @@ func (s *search) load(p *position, page *fhir.Page) {
 	}
 	if p.remaining == 0 && (len(p.matches) > 0 || p.next != "") {
 		p.remaining = -1 // its total was wrong: nothing is predicted of it any more
+	} else if lost := p.remaining - len(p.matches); lost > 0 && p.next == "" && len(p.order.Frames) == 0 && !s.summaryCount {
+		// Its total promises more than its last page holds: a first page's counts less.
+		p.lost, p.remaining, p.total = p.lost+lost, len(p.matches), searchset.Less(p.total, lost)
 	}
 	if len(p.matches) == 0 {
-		p.loaded = false
-		if p.next == "" || s.summaryCount {
-			p.done = true
+		if p.loaded = false; p.next == "" || s.summaryCount {
+			s.jump(p, p.order.End())
 		} else {
 			p.cursor, p.offset, p.next = p.next, 0, ""
 		}
@@ -590,7 +590,7 @@ func issueCodeOfFailure(p *position) string {
 // failureEntry is the OperationOutcome entry of a member that is not ok.
 func (s *search) failureEntry(p *position) []byte {
 	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-		Severity: "warning", Code: issueCodeOfFailure(p), Diagnostics: describeFailure(p) + "; its results are missing from this page",
+		Severity: "warning", Code: issueCodeOfFailure(p), Diagnostics: describeFailure(p) + "; its results are missing from this page" + searchset.UnreachedNote(p.remaining),
 	}}}
 	if p.failure != nil {
 		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)

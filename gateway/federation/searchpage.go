@@ -133,7 +133,7 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 	srch.count, srch.sortRaw, srch.consent = t.Count, t.Sort, t.Consent
 	srch.sort, _ = searchquery.ParseSort(resourceType, t.Sort)
 	for _, tm := range t.Members {
-		p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1}
+		p := &position{m: st.reg.byID[tm.ID], cursor: tm.Cursor, offset: tm.Offset, remaining: -1, order: tm.Order.Value()}
 		if tm.Remaining != nil {
 			p.remaining = *tm.Remaining
 		}

@@ -214,3 +214,24 @@ func CompareValues(keys []SortKey, a, b []SortValue) int {
 	}
 	return 0
 }
+
+// First is the index of the member whose head comes first by keys, the first of equal
+// ones (registry order), -1 when none of the n has a head (head's ok false); without
+// keys, the first that has one.
+func First(keys []SortKey, n int, head func(i int) (values []SortValue, ok bool)) int {
+	best := -1
+	var bestValues []SortValue
+	for i := range n {
+		v, ok := head(i)
+		if !ok {
+			continue
+		}
+		if best < 0 && len(keys) == 0 {
+			return i
+		}
+		if best < 0 || CompareValues(keys, v, bestValues) < 0 {
+			best, bestValues = i, v
+		}
+	}
+	return best
+}

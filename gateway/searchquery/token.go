@@ -89,6 +89,9 @@ type TokenMember struct {
 	// Remaining is how many matches the member has not given yet, from its total;
 	// absent when it gave none. It only decides which members a page asks at once.
 	Remaining *int `json:"r,omitempty"`
+	// Order is what the gateway learned of the member's order in a sorted search, and
+	// the blocks it holds back (missing.go).
+	Order *Order `json:"ord,omitempty"`
 }
 
 // Key signs and checks tokens.
@@ -249,7 +252,8 @@ func (k Key) Decode(tok string, members int, known func(id string) bool, maxCoun
 	case len(t.Members) == 0 || len(t.Members) > members:
 		return t, BadToken{Reason: "it names no or too many members"}
 	}
-	if _, err := ParseSort(t.Type, t.Sort); err != nil {
+	keys, err := ParseSort(t.Type, t.Sort)
+	if err != nil {
 		return t, BadToken{Reason: "its sort is not supported"}
 	}
 	seen := make(map[string]bool, len(t.Members))
@@ -261,7 +265,7 @@ func (k Key) Decode(tok string, members int, known func(id string) bool, maxCoun
 		if m.Remaining != nil && *m.Remaining < 0 {
 			return t, BadToken{Reason: "it holds a negative count"}
 		}
-		if !ValidCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxOffset {
+		if !ValidCursor(m.Cursor) || m.Offset < 0 || m.Offset > maxOffset || (m.Order != nil && !m.Order.valid(len(keys))) {
 			return t, BadToken{Reason: "it holds a position that is not under a member's base"}
 		}
 	}

@@ -94,6 +94,12 @@ type Options struct {
 	// Encoding compresses the member's answers, or makes them what a gateway must not
 	// pass on as they are (encoding.go).
 	Encoding
+	// SortMissing leaves the sorted date out of some resources, and says where a sort
+	// puts them (sortmissing.go); off by default.
+	SortMissing SortMissing
+	// NoNext honours _count but never links a next page, Bundle.total still counting
+	// every match: a member whose further matches no link reaches.
+	NoNext bool
 }
 
 // Request is what the member saw of one request (a form-encoded search's or a PUT's
@@ -507,7 +513,7 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 				return s.fail(http.StatusBadRequest, "not-supported", fmt.Sprintf("_sort by %q is not supported", k))
 			}
 		}
-		sortResources(all, strings.Split(keys, ","))
+		s.sortAll(all, strings.Split(keys, ","))
 	}
 	b := map[string]any{"resourceType": "Bundle", "type": "searchset"}
 	if !s.Opts.NoTotal && params.Get("_total") != "none" {
@@ -529,7 +535,7 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 				"search":   map[string]any{"mode": "match"},
 			})
 		}
-		if end < len(all) && count > 0 {
+		if end < len(all) && count > 0 && !s.Opts.NoNext {
 			next := url.Values{}
 			for k, vs := range params {
 				if k != "_offset" && k != "_count" {
@@ -603,6 +609,7 @@ func (s *Server) resource(resourceType, id string, i int) map[string]any {
 		res["status"] = "finished"
 		res["class"] = map[string]any{"code": "AMB"}
 	}
+	s.withoutSortValue(res, i)
 	if s.Opts.Subjects && resourceType != "Patient" {
 		res["subject"] = map[string]any{"reference": "Patient/" + s.id(i)}
 	}
@@ -640,20 +647,6 @@ func sortValue(res map[string]any, key string) string {
 		return res["effectiveDateTime"].(string)
 	}
 	return ""
-}
-
-func sortResources(all []map[string]any, keys []string) {
-	sort.SliceStable(all, func(i, j int) bool {
-		for _, k := range keys {
-			desc := strings.HasPrefix(k, "-")
-			a, b := sortValue(all[i], strings.TrimPrefix(k, "-")), sortValue(all[j], strings.TrimPrefix(k, "-"))
-			if a == b {
-				continue
-			}
-			return (a < b) != desc
-		}
-		return false
-	})
 }
 
 func outcomeResource(severity, code, diagnostics string) map[string]any {
