@@ -190,9 +190,9 @@ func startGateway(t *testing.T, binary string, iss *issuer.Issuer, strict bool, 
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cancel()
-		<-exited
-		if t.Failed() {
-			t.Logf("serve's log:\n%s", logs.String())
+		// Killed by cancel: the exit status says only that.
+		if err := <-exited; t.Failed() {
+			t.Logf("serve's log (it exited: %v):\n%s", err, logs.String())
 		}
 	})
 	base := fmt.Sprintf("http://127.0.0.1:%d/gw", port)
