@@ -91,8 +91,8 @@ func TestThirdPartyFHIRClientsAgainstTheBinary(t *testing.T) {
 			}
 			checkFiles(t, out, validate, a, b)
 			checkSummary(t, sum, base, token)
+			checkIdentity(t, sum)
 			logPaging(t, sum, base)
-			logIdentity(t, sum)
 		})
 	}
 }
@@ -237,7 +237,7 @@ func runNode(t *testing.T, node, base, token, out string) summary {
 	cmd := exec.CommandContext(ctx, node, "run.mjs")
 	cmd.Dir = here()
 	cmd.Env = append(os.Environ(), "FERROFED_BASE="+base, "FERROFED_TOKEN="+token, "FERROFED_OUT="+out,
-		"FERROFED_TYPES="+strings.Join(types, ","), "FERROFED_COUNT="+strconv.Itoa(pageSize))
+		"FERROFED_TYPES="+strings.Join(types, ","), "FERROFED_COUNT="+strconv.Itoa(pageSize), "FERROFED_MEMBER=a")
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -407,9 +407,12 @@ func checkSummary(t *testing.T, s summary, base, token string) {
 					t.Errorf("%s: %s page %d: total %v, want %d", name, typ, i+1, ptr(total), want)
 				}
 			}
+			// Every match in the federated identity: its id {member}.{id}, its fullUrl
+			// the gateway's read of that id (docs/data-plane.md, "One identity space").
 			for i, u := range x.FullURLs {
-				if !strings.HasPrefix(u, base+"/nodes/") || !strings.HasSuffix(u, "/fhir/"+x.TypeIDs[i]) {
-					t.Errorf("%s: %s: fullUrl %s is not %s/nodes/{member}/fhir/%s", name, typ, u, base, x.TypeIDs[i])
+				member, _, fed := strings.Cut(strings.TrimPrefix(x.TypeIDs[i], typ+"/"), ".")
+				if u != base+"/fhir/"+x.TypeIDs[i] || !fed || (member != "a" && member != "b") {
+					t.Errorf("%s: %s: fullUrl %s of %s, want %s/fhir/%s/{member}.{id}", name, typ, u, x.TypeIDs[i], base, typ)
 				}
 			}
 			for _, link := range x.Links {
@@ -446,7 +449,7 @@ func checkSummary(t *testing.T, s summary, base, token string) {
 // carries the body, the same OperationOutcome issue codes.
 func checkErrors(t *testing.T, name string, l library, token string) {
 	t.Helper()
-	for _, p := range []string{"notFoundGateway", "notFoundRouted", "unauthorized"} {
+	for _, p := range []string{"notFoundGateway", "notFoundFederated", "notFoundRouted", "unauthorized"} {
 		e, ok := l.Errors[p]
 		if !ok {
 			t.Errorf("%s: no %s probe", name, p)
@@ -457,7 +460,7 @@ func checkErrors(t *testing.T, name string, l library, token string) {
 			auth = ""
 		}
 		status, codes := gatewayAnswer(t, e.URL, auth)
-		wantStatus := map[string]int{"notFoundGateway": 404, "notFoundRouted": 404, "unauthorized": 401}[p]
+		wantStatus := map[string]int{"notFoundGateway": 404, "notFoundFederated": 404, "notFoundRouted": 404, "unauthorized": 401}[p]
 		if status != wantStatus {
 			t.Errorf("the gateway answers %s with %d, want %d", e.URL, status, wantStatus)
 		}
@@ -526,21 +529,84 @@ func logPaging(t *testing.T, s summary, base string) {
 	}
 }
 
-// logIdentity logs what the libraries' reference resolution did and the Type/id
-// collisions they met. Nothing here is asserted yet: it waits on federated identity
-// (the report of this test's commit says which assertions come then).
-func logIdentity(t *testing.T, s summary) {
+// identity is what run.mjs records of each library's references and Type/ids.
+type identity struct {
+	Collisions []struct {
+		Key      string   `json:"key"`
+		FullURLs []string `json:"fullUrls"`
+	} `json:"collisions"`
+	// fhirclient's resolveReferences over the Observation pages.
+	ResolveReferences *struct {
+		OK       bool              `json:"ok"`
+		Pages    int               `json:"pages"`
+		Resolved int               `json:"resolved"`
+		Wrong    []json.RawMessage `json:"wrong"`
+		Error    json.RawMessage   `json:"error"`
+	} `json:"resolveReferences"`
+	// MedplumClient's readReference of each subject: from its cache, then the server.
+	ReadReference []struct {
+		From             string `json:"from"`
+		Reference        string `json:"reference"`
+		CachedSameMember *bool  `json:"cachedSameMember"`
+		Server           struct {
+			OK         bool `json:"ok"`
+			SameMember bool `json:"sameMember"`
+		} `json:"server"`
+	} `json:"readReference"`
+	// fhir-kit-client's resolve of each subject (its page as context), and of a fullUrl.
+	Resolve []struct {
+		From      string `json:"from"`
+		Reference string `json:"reference"`
+		OK        bool   `json:"ok"`
+		Same      bool   `json:"same"`
+	} `json:"resolve"`
+	ResolveAbsolute *struct {
+		OK bool `json:"ok"`
+	} `json:"resolveAbsolute"`
+}
+
+// checkIdentity checks the libraries' view of the federated identity: no Type/id met
+// under two fullUrls (so MedplumClient's cache, keyed by Type/id, keeps every
+// resource apart), and every Observation's subject resolved, by each library's own
+// means, to that Patient of the Observation's member
+// (docs/data-plane.md, "One identity space").
+func checkIdentity(t *testing.T, s summary) {
 	t.Helper()
+	subjects := entries * 2 // every Observation has a subject (members.Options.Subjects)
 	for _, l := range s.Libraries {
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range l.Identity {
-				if !yield(k) {
-					return
+		var id identity
+		raw, _ := json.Marshal(l.Identity)
+		if err := json.Unmarshal(raw, &id); err != nil {
+			t.Fatalf("%s: identity: %v", l.Library, err)
+		}
+		for _, c := range id.Collisions {
+			t.Errorf("%s: %s is %d resources: %q", l.Library, c.Key, len(c.FullURLs), c.FullURLs)
+		}
+		switch l.Library {
+		case "fhirclient":
+			r := id.ResolveReferences
+			if r == nil || !r.OK || r.Resolved != subjects || len(r.Wrong) != 0 {
+				t.Errorf("fhirclient resolveReferences: %s; want all %d subjects resolved, each to its own member's Patient", compact(l.Identity["resolveReferences"]), subjects)
+			}
+		case "@medplum/core":
+			if len(id.ReadReference) != subjects {
+				t.Errorf("MedplumClient readReference: %d subjects read, want %d", len(id.ReadReference), subjects)
+			}
+			for _, r := range id.ReadReference {
+				if (r.CachedSameMember != nil && !*r.CachedSameMember) || !r.Server.OK || !r.Server.SameMember {
+					t.Errorf("MedplumClient readReference of %s from %s: cached from the same member %v, from the server %+v",
+						r.Reference, r.From, ptr(r.CachedSameMember), r.Server)
 				}
 			}
-		})
-		for _, k := range keys {
-			t.Logf("%s identity.%s: %s", l.Library, k, compact(l.Identity[k]))
+		case "fhir-kit-client":
+			if len(id.Resolve) != subjects || id.ResolveAbsolute == nil || !id.ResolveAbsolute.OK {
+				t.Errorf("fhir-kit-client resolve: %d subjects, a fullUrl: %s; want %d and the fullUrl read", len(id.Resolve), compact(l.Identity["resolveAbsolute"]), subjects)
+			}
+			for _, r := range id.Resolve {
+				if !r.OK || !r.Same {
+					t.Errorf("fhir-kit-client resolve of %s from %s: ok %v, its own member's %v", r.Reference, r.From, r.OK, r.Same)
+				}
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@
 //   FERROFED_OUT    the folder to write into (made if missing)
 //   FERROFED_TYPES  the resource types to search (default "Patient,Observation")
 //   FERROFED_COUNT  the _count of each search (default 2)
+//   FERROFED_MEMBER a member's id, for the 404 of the routed door (default "a")
 //
 // It writes, per library, into FERROFED_OUT/<library>/:
 //   capability.json          the CapabilityStatement the library returned
@@ -34,6 +35,7 @@ const token = process.env.FERROFED_TOKEN || '';
 const out = process.env.FERROFED_OUT || '';
 const types = (process.env.FERROFED_TYPES || 'Patient,Observation').split(',').filter(Boolean);
 const count = Number(process.env.FERROFED_COUNT || '2');
+const member = process.env.FERROFED_MEMBER || 'a';
 if (!base.startsWith('http') || !token || !out) {
   console.error('run.mjs: set FERROFED_BASE, FERROFED_TOKEN and FERROFED_OUT');
   process.exit(2);
@@ -164,10 +166,14 @@ function collisions(resources) {
   return [...byKey].filter(([, urls]) => urls.size > 1).map(([key, urls]) => ({ key, fullUrls: [...urls] }));
 }
 
-// memberOf is the member a gateway URL routes to, "" for none.
-function memberOf(fullUrl) {
-  const m = /\/nodes\/([^/]+)\/fhir\//.exec(fullUrl || '');
-  return m ? m[1] : '';
+// memberOf is the member a gateway URL or reference names: a routed URL's
+// /nodes/{member}, else a federated id's {member} (up to its first dot), "" for none
+// (docs/data-plane.md, "One identity space").
+function memberOf(ref) {
+  const routed = /\/nodes\/([^/]+)\/fhir\//.exec(ref || '');
+  if (routed) return routed[1];
+  const id = /([^/]+)(\/_history\/[^/]+)?$/.exec(ref || '');
+  return id && id[1].includes('.') ? id[1].split('.')[0] : '';
 }
 
 // An error probe: the request must fail; what the library made of it is recorded.
@@ -206,13 +212,15 @@ function outcomeInText(text) {
 }
 
 // The probes every library runs: a 404 the gateway answers itself (a path under /fhir
-// that no route takes), a 404 a member answers through the routed door (a resource type
-// the member does not serve, under an entry's member) and a request without a token
-// (401).
-function probes(firstFullUrl) {
-  const p = [['notFoundGateway', `${fhirBase}/Patient/x/y/z`]];
-  if (firstFullUrl) p.push(['notFoundRouted', firstFullUrl.replace(/\/[^/]+\/[^/]+$/, '/Basic/no-such-id')]);
-  return p;
+// that no route takes), a read by a federated id that names no member (404), a 404 a
+// member answers through the routed door (a resource type it does not serve) and a
+// request without a token (401).
+function probes() {
+  return [
+    ['notFoundGateway', `${fhirBase}/Patient/x/y/z`],
+    ['notFoundFederated', `${fhirBase}/Patient/no-such-member.1`],
+    ['notFoundRouted', `${base}/nodes/${member}/fhir/Basic/no-such-id`],
+  ];
 }
 
 // ---------------------------------------------------------------------------
@@ -242,26 +250,34 @@ async function runFhirclient() {
     await expectSuccess(s, `read ${fullUrl}`, async () => routedRead(s, ++n, fullUrl, resource, await client.request(fullUrl)));
   }
   const view = (err) => ({ status: err.status, expected: err.name === 'HttpError', message: String(err.message).split('\n')[0], outcome: outcomeInText(err.message) });
-  for (const [probe, url] of probes(seen[0] && seen[0].fullUrl)) {
+  for (const [probe, url] of probes()) {
     await expectError(s, probe, url, () => client.request(url), view);
   }
   const anonymous = api.client({ serverUrl: fhirBase });
   await expectError(s, 'unauthorized', `${fhirBase}/Patient?_count=${count}`, () => anonymous.request(`Patient?_count=${count}`), view);
 
-  // FEDERATED IDENTITY (room for the lead's work): resolveReferences on every
-  // reference of a searched type. Today an Observation's subject is the member's own
-  // relative reference (Patient/a-1), which fhirclient asks at {base}/fhir/Patient/a-1:
-  // the gateway answers a read there with a 400 (docs/data-plane.md, "Routes").
-  const res = (s.identity.resolveReferences = { paths: ['subject'], pages: 0, resolved: 0, ok: false });
+  // FEDERATED IDENTITY: resolveReferences on every Observation's subject, page by page.
+  // fhirclient asks each reference (Patient/{member}.{id}) under {base}/fhir, and keeps
+  // what it got by the reference's text (docs/data-plane.md, "One identity space").
+  const res = (s.identity.resolveReferences = { paths: ['subject'], pages: 0, resolved: 0, ok: false, wrong: [] });
   const before = s.requests.length;
   try {
     await client.request(`Observation?_count=${count}`, {
       pageLimit: 0,
       graph: false,
       resolveReferences: ['subject'],
-      onPage: (_b, refs) => {
+      onPage: async (bundle, refs) => {
         res.pages++;
-        res.resolved = Object.keys(refs || {}).length;
+        for (const e of bundle.entry || []) {
+          const ref = e.resource && e.resource.subject && e.resource.subject.reference;
+          if (!ref) continue;
+          const got = await refs[ref];
+          res.resolved++;
+          // The subject must be that reference's resource, held by the Observation's member.
+          if (!got || `${got.resourceType}/${got.id}` !== ref || memberOf(ref) !== memberOf(e.fullUrl)) {
+            res.wrong.push({ from: e.fullUrl, reference: ref, got: got ? `${got.resourceType}/${got.id}` : null });
+          }
+        }
       },
     });
     res.ok = true;
@@ -306,16 +322,16 @@ async function runMedplum() {
     await expectSuccess(s, `read ${fullUrl}`, async () => routedRead(s, ++n, fullUrl, resource, await medplum.get(fullUrl, { cache: 'no-cache' })));
   }
   const view = (err) => ({ status: null, expected: err instanceof OperationOutcomeError, message: err.message, outcome: err.outcome || null });
-  for (const [probe, url] of probes(seen[0] && seen[0].fullUrl)) {
+  for (const [probe, url] of probes()) {
     await expectError(s, probe, url, () => medplum.get(url, { cache: 'no-cache' }), view);
   }
   const anonymous = new MedplumClient({ ...options, cacheTime: 0 });
   await expectError(s, 'unauthorized', `${fhirBase}/Patient?_count=${count}`, () => anonymous.get(`${fhirBase}/Patient?_count=${count}`), view);
 
-  // FEDERATED IDENTITY (room for the lead's work): MedplumClient caches what it
-  // searched by {fhir base}/{Type}/{id}; two members' resources of one Type/id are one
-  // cache entry. For each collision, which fullUrl's resource the cache holds; and
-  // readReference of each Observation's subject, from the cache and from the server.
+  // FEDERATED IDENTITY: MedplumClient caches what it searched by {fhir base}/{Type}/{id};
+  // two resources of one Type/id would be one cache entry. For each collision, which
+  // fullUrl's resource the cache holds; and readReference of each Observation's subject,
+  // from the cache and from the server.
   s.identity.collisions = collisions(seen).map((c) => {
     const [type, id] = c.key.split('/');
     const cached = medplum.getCached(type, id);
@@ -326,12 +342,13 @@ async function runMedplum() {
   for (const { fullUrl, resource } of seen.filter((r) => r.resource.subject && r.resource.subject.reference)) {
     const ref = { from: fullUrl, reference: resource.subject.reference };
     const cached = medplum.getCachedReference(resource.subject);
+    ref.cachedId = cached ? cached.id : null;
     const held = cached && seen.find((r) => JSON.stringify(r.resource) === JSON.stringify(cached));
     ref.cachedFrom = held ? held.fullUrl : null;
-    ref.cachedSameMember = held ? memberOf(held.fullUrl) === memberOf(fullUrl) : null;
+    ref.cachedSameMember = cached ? memberOf(held ? held.fullUrl : `${cached.resourceType}/${cached.id}`) === memberOf(fullUrl) : null;
     try {
       const got = await medplum.readReference(resource.subject, { cache: 'no-cache' });
-      ref.server = { ok: true, id: got.id };
+      ref.server = { ok: true, id: got.id, sameMember: memberOf(`${got.resourceType}/${got.id}`) === memberOf(fullUrl) };
     } catch (err) {
       ref.server = { ok: false, message: err.message, issueCodes: ((err.outcome && err.outcome.issue) || []).map((i) => i.code) };
     }
@@ -378,17 +395,17 @@ async function runFhirKit() {
     message: err.message,
     outcome: err.response && err.response.data && err.response.data.resourceType === 'OperationOutcome' ? err.response.data : null,
   });
-  for (const [probe, url] of probes(seen[0] && seen[0].fullUrl)) {
+  for (const [probe, url] of probes()) {
     await expectError(s, probe, url, () => client.request(url), view);
   }
   const anonymous = new FhirKitClient({ baseUrl: fhirBase });
   await expectError(s, 'unauthorized', `${fhirBase}/Patient?_count=${count}`, () => anonymous.search({ resourceType: 'Patient', searchParams: { _count: count } }), view);
 
-  // FEDERATED IDENTITY (room for the lead's work): resolve() of each Observation's
-  // subject, with the page it came in as context (fhir-kit-client looks the reference
-  // up among the page's fullUrls by suffix, then asks the server), and of one fullUrl
-  // as an absolute reference (a base other than the client's is another server to it:
-  // it reads it with a new Client, without this one's headers).
+  // FEDERATED IDENTITY: resolve() of each Observation's subject, with the page it came
+  // in as context (fhir-kit-client looks the reference up among the page's fullUrls by
+  // suffix, then asks the server), and of one fullUrl as an absolute reference (a base
+  // other than the client's is another server to it: it reads it with a new Client,
+  // without this one's headers).
   const refs = (s.identity.resolve = []);
   for (const bundle of bundles) {
     for (const e of bundle.entry || []) {
@@ -400,6 +417,7 @@ async function runFhirKit() {
         const inPage = (bundle.entry || []).find((x) => x.resource === got);
         r.ok = true;
         r.resolvedTo = inPage ? inPage.fullUrl : `${got.resourceType}/${got.id} (asked)`;
+        r.same = `${got.resourceType}/${got.id}` === ref && memberOf(ref) === memberOf(e.fullUrl);
       } catch (err) {
         r.ok = false;
         r.status = err.response ? err.response.status : null;
