@@ -2,7 +2,6 @@ package federation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -144,13 +143,17 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		for _, p := range failed {
 			if p.record.Status == http.StatusBadRequest {
 				res.status = http.StatusBadRequest
-				res.outcome = s.refusal(p)
+				res.outcome = s.failureOf(p).Refusal()
 				return res
 			}
 		}
 	}
 	if !anyOK && len(failed) > 0 {
-		res.status, res.outcome = s.noMemberSucceeded(failed)
+		fs := make([]searchset.Failure, len(failed))
+		for i, p := range failed {
+			fs[i] = s.failureOf(p)
+		}
+		res.status, res.outcome = searchset.NoneSucceeded(fs)
 		return res
 	}
 	res.entries = s.entries(out, failed)
@@ -266,7 +269,7 @@ func (s *search) entries(out [][]byte, failed []*position) [][]byte {
 		entries = append(entries, p.extra...)
 	}
 	for _, p := range failed {
-		entries = append(entries, s.failureEntry(p))
+		entries = append(entries, s.failureOf(p).Entry())
 	}
 	for _, p := range s.positions {
 		if p.unlinked || p.lost > 0 {
@@ -525,7 +528,7 @@ func (s *search) rewriteEntry(p *position, e fhir.Entry) (pageEntry, entryKind) 
 		mode = e.Search.Mode
 	}
 	if head.ResourceType == "OperationOutcome" || mode == "outcome" {
-		return pageEntry{json: s.memberOutcomeEntry(p, e.Resource)}, entryOther
+		return pageEntry{json: searchset.MemberNote(p.m.id, s.memberIssues(p.m, e.Resource))}, entryOther
 	}
 	if mode != "match" && mode != "include" {
 		mode = "match"
@@ -560,79 +563,11 @@ func scrubMember(m *member, gw, text string) string {
 	return proxy.ScrubBackend(text, strings.TrimSuffix(m.base.String(), "/"), m.base.Host, gw+"/nodes/"+m.id+"/fhir", "member "+m.id)
 }
 
-// memberOutcomeEntry is a member's own OperationOutcome entry (a lenient server's
-// warning), as the gateway passes it on: the member named, its issues carried.
-func (s *search) memberOutcomeEntry(p *position, resource json.RawMessage) []byte {
-	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-		Severity: "information", Code: "informational", Diagnostics: "member " + p.m.id + " reported on the search",
-	}}}
-	oo.Issue = append(oo.Issue, s.memberIssues(p.m, resource)...)
-	return fhir.OutcomeEntry(oo)
-}
-
-// describeFailure says what happened to a failed member: its exchange's reason when
-// it names a limit, else what its record says.
-func describeFailure(p *position) string {
-	if p.failure != nil && p.failure.reason != "" {
-		return p.failure.reason
-	}
-	return outbound.Describe(p.record.ID, p.record.Outcome, p.record.Status)
-}
-
-// issueCodeOfFailure is issueCodeOf, too-costly for an answer past a limit.
-func issueCodeOfFailure(p *position) string {
-	if p.failure != nil && p.failure.reason != "" && p.record.Status >= 200 {
-		return "too-costly"
-	}
-	return outbound.IssueCode(p.record.Outcome)
-}
-
-// failureEntry is the OperationOutcome entry of a member that is not ok.
-func (s *search) failureEntry(p *position) []byte {
-	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-		Severity: "warning", Code: issueCodeOfFailure(p), Diagnostics: describeFailure(p) + "; its results are missing from this page" + searchset.UnreachedNote(p.remaining),
-	}}}
+// failureOf is what the page tells of p's failure (searchset.Failure).
+func (s *search) failureOf(p *position) searchset.Failure {
+	f := searchset.Failure{Member: p.m.id, Outcome: p.record.Outcome, Status: p.record.Status, Remaining: p.remaining}
 	if p.failure != nil {
-		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
+		f.Reason, f.Issues = p.failure.reason, s.memberIssues(p.m, p.failure.body)
 	}
-	return fhir.OutcomeEntry(oo)
-}
-
-// refusal is the answer when the client asked for strict handling and a member
-// refused the search: that member's 400, its own issues carried.
-func (s *search) refusal(p *position) fhir.OperationOutcome {
-	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome", Issue: []fhir.Issue{{
-		Severity: "error", Code: "processing", Diagnostics: outbound.Describe(p.record.ID, p.record.Outcome, p.record.Status) + " and the client asked for Prefer: handling=strict",
-	}}}
-	if p.failure != nil {
-		oo.Issue = append(oo.Issue, s.memberIssues(p.m, p.failure.body)...)
-	}
-	return oo
-}
-
-// noMemberSucceeded is the answer when no member asked succeeded: 504 when every one
-// timed out, 400 when every one refused the request (4xx), 502 otherwise; one issue
-// per member.
-func (s *search) noMemberSucceeded(failed []*position) (int, fhir.OperationOutcome) {
-	allTimeout, allRefused := true, true
-	oo := fhir.OperationOutcome{ResourceType: "OperationOutcome"}
-	for _, p := range failed {
-		r := p.record
-		allTimeout = allTimeout && r.Outcome == outbound.Timeout
-		allRefused = allRefused && r.Outcome == outbound.NodeError && r.Status >= 400 && r.Status < 500
-		diag := describeFailure(p)
-		if p.failure != nil && p.failure.reason == "" {
-			if is := s.memberIssues(p.m, p.failure.body); len(is) > 0 && is[0].Diagnostics != "" {
-				diag += ": " + is[0].Diagnostics
-			}
-		}
-		oo.Issue = append(oo.Issue, fhir.Issue{Severity: "error", Code: issueCodeOfFailure(p), Diagnostics: diag})
-	}
-	switch {
-	case allTimeout:
-		return http.StatusGatewayTimeout, oo
-	case allRefused:
-		return http.StatusBadRequest, oo
-	}
-	return http.StatusBadGateway, oo
+	return f
 }
