@@ -59,7 +59,7 @@ func BenchmarkRoutedGzip(b *testing.B) {
 			var dials dialCounter
 			base := bigMember(b, size, level, false)
 			h := newHarness(b, harnessOptions{transport: memberTransport(&dials)}, node{id: "node-x", url: base})
-			client := benchClient(&dials)
+			client := benchClient(&dials, h.Client)
 			direct := base + "/Patient"
 			routed := h.Serve().URL + "/nodes/node-x/fhir/Patient"
 			fetchGzip(b, client, direct, h.Client, size)

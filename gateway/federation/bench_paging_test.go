@@ -30,7 +30,7 @@ func BenchmarkFederatedPage(b *testing.B) {
 	}
 	var dials dialCounter
 	h := newHarness(b, harnessOptions{transport: memberTransport(&dials)}, nodes...)
-	client := benchClient(&dials)
+	client := benchClient(&dials, h.Client)
 	const search = "/Patient?_count=60"
 	gateway := h.Serve().URL + "/fhir" + search
 	var direct, hops []string
@@ -136,7 +136,7 @@ func BenchmarkPagingWalk(b *testing.B) {
 	}
 	var dials dialCounter
 	h := newHarness(b, harnessOptions{transport: memberTransport(&dials)}, nodes...)
-	client := benchClient(&dials)
+	client := benchClient(&dials, h.Client)
 	const search = "/Patient?_count=10"
 	gateway := h.Serve().URL + "/fhir" + search
 	var direct []string

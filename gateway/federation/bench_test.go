@@ -47,9 +47,22 @@ func (d *dialCounter) wrap(t *http.Transport) *http.Transport {
 }
 
 // benchClient is the one client every compared path is sent with: keep-alive, enough
-// idle connections for the benchmark's one request at a time, dials counted.
-func benchClient(dials *dialCounter) *http.Client {
-	return &http.Client{Transport: dials.wrap(&http.Transport{MaxIdleConnsPerHost: 4})}
+// idle connections for the benchmark's one request at a time, dials counted, and
+// token (the data plane asks for one) sent on every request, to every path alike.
+func benchClient(dials *dialCounter, token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, next: dials.wrap(&http.Transport{MaxIdleConnsPerHost: 4})}}
+}
+
+// bearer sends its token with every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.next.RoundTrip(r)
 }
 
 // memberTransport is the member transport the surface makes for itself
@@ -138,7 +151,7 @@ func BenchmarkFanOut(b *testing.B) {
 		node{id: ids[0], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: 20 * time.Millisecond}}},
 		node{id: ids[1], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: 40 * time.Millisecond}}},
 		node{id: ids[2], opts: members.Options{Entries: 10, Knobs: double.Knobs{Delay: slowest}}})
-	client := benchClient(&dials)
+	client := benchClient(&dials, h.Client)
 	const search = "/Patient?name=smith"
 	url := h.Serve().URL + "/fhir" + search
 	var direct, hops []string
@@ -203,7 +216,7 @@ func BenchmarkRouted(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var dials dialCounter
 			h := newHarness(b, harnessOptions{transport: memberTransport(&dials)}, node{id: "node-a", opts: members.Options{Knobs: double.Knobs{Delay: c.delay}}})
-			client := benchClient(&dials)
+			client := benchClient(&dials, h.Client)
 			const path = "/Patient/node-a-1"
 			direct := h.members["node-a"].URL + path
 			hop := bareHop(b, h.members["node-a"], &dials) + "/fhir" + path
