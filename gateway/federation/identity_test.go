@@ -2,13 +2,16 @@ package federation_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ferrofed/ferrofed/gateway/federation"
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
@@ -199,5 +202,68 @@ func TestAnIncludedResourceIsItsReferrersMembers(t *testing.T) {
 		if !included[ref] {
 			t.Fatalf("the subject %s is not the patient included (%v)", ref, included)
 		}
+	}
+}
+
+// An included resource travels on the page of the match that refers to it: paged one
+// match at a time, each page holds its match and that match's subject, and no page
+// holds a patient its matches do not refer to; every subject is included once.
+//
+// The second member ignores _count: its one page holds its three matches and their
+// three patients, which the gateway serves over three pages, each patient with its
+// Observation.
+func TestAnIncludeTravelsWithItsReferrer(t *testing.T) {
+	whole := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var entries []string
+		for i := 1; i <= 3; i++ {
+			entries = append(entries, fmt.Sprintf(`{"resource":{"resourceType":"Observation","id":"o%d","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p%d"}},"search":{"mode":"match"}}`, i, i))
+		}
+		for i := 3; i >= 1; i-- {
+			entries = append(entries, fmt.Sprintf(`{"resource":{"resourceType":"Patient","id":"p%d"},"search":{"mode":"include"}}`, i))
+		}
+		w.Header().Set("Content-Type", fhir.MediaType)
+		fmt.Fprintf(w, `{"resourceType":"Bundle","type":"searchset","total":3,"entry":[%s]}`, strings.Join(entries, ","))
+	}))
+	defer whole.Close()
+	opts := members.Options{NumericIDs: true, Subjects: true, Entries: 3}
+	h := newHarness(t, harnessOptions{}, node{id: "h", opts: opts}, node{id: "w", url: whole.URL + "/fhir"})
+	pages := 0
+	seen := map[string]bool{}
+	for next := "/fhir/Observation?_count=1&_include=Observation:subject"; next != ""; pages++ {
+		res, body := h.get(next)
+		var b struct {
+			observations
+			Link []struct{ Relation, URL string } `json:"link"`
+		}
+		if res.StatusCode != http.StatusOK || json.Unmarshal(body, &b) != nil || pages > 10 {
+			t.Fatalf("page %d: %d %s", pages+1, res.StatusCode, body)
+		}
+		subjects, included := map[string]bool{}, map[string]bool{}
+		for _, e := range b.Entry {
+			switch e.Search.Mode {
+			case "match":
+				subjects[e.Resource.Subject.Reference] = true
+			case "include":
+				included[e.Resource.ResourceType+"/"+e.Resource.ID] = true
+			}
+		}
+		if len(subjects) != 1 || len(included) != 1 {
+			t.Fatalf("page %d: subjects %v, included %v: %s", pages+1, subjects, included, body)
+		}
+		for ref := range subjects {
+			if !included[ref] || seen[ref] {
+				t.Fatalf("page %d: the match's subject %s is not included with it once (included %v)", pages+1, ref, included)
+			}
+			seen[ref] = true
+		}
+		next = ""
+		for _, l := range b.Link {
+			if l.Relation == "next" {
+				next = strings.TrimPrefix(l.URL, h.URL)
+			}
+		}
+	}
+	if pages != 6 || len(seen) != 6 {
+		t.Fatalf("%d pages, %d subjects included, want 6 of each", pages, len(seen))
 	}
 }

@@ -87,8 +87,13 @@ type position struct {
 	// unlinked: the member gave a next link the gateway will not follow (not under its
 	// base, or no valid cursor); its paging ended there, and the page says so.
 	unlinked bool
-	// extra are the loaded pages' include and outcome entries.
+	// extra are the loaded pages' include and outcome entries for this page.
 	extra [][]byte
+	// includes are the loaded member page's include entries, each put in extra with
+	// the first match linked to it; orphans is true when the member page was loaded
+	// from its start, and so the includes no match took go at its end.
+	includes []identity.Include
+	orphans  bool
 	// ident rewrites the member's entries into the federated identity, made once per
 	// page (docs/data-plane.md, "One identity space").
 	ident *identity.Rewriter
@@ -98,6 +103,8 @@ type position struct {
 type pageEntry struct {
 	json []byte
 	keys []searchquery.SortValue
+	// key is its resource's federated reference (Type/{fid}), for its includes.
+	key string
 }
 
 // pageResult is what a page of a search came to.
@@ -211,6 +218,9 @@ func (s *search) fill(rctx, ctx context.Context, key tokenKey) (out [][]byte, ta
 // take takes p's head match, moving p on to its next page when that was its last.
 func (s *search) take(p *position) []byte {
 	e := p.matches[0].json
+	if len(p.includes) > 0 {
+		p.extra = append(p.extra, identity.Attach(e, p.matches[0].key, p.includes)...)
+	}
 	if p.remaining > 0 {
 		p.remaining--
 	}
@@ -223,7 +233,10 @@ func (s *search) pass(p *position) {
 	p.matches = p.matches[1:]
 	p.offset++
 	if len(p.matches) == 0 {
-		if p.loaded = false; p.next == "" {
+		if p.orphans {
+			p.extra = append(p.extra, identity.Unsent(p.includes)...)
+		}
+		if p.includes, p.loaded = nil, false; p.next == "" {
 			s.jump(p, p.order.End())
 		} else {
 			p.cursor, p.offset, p.next = p.next, 0, ""
@@ -455,6 +468,7 @@ func (s *search) load(p *position, page *fhir.Page) {
 		p.ident = &identity.Rewriter{Member: p.m.id, Base: strings.TrimSuffix(p.m.base.String(), "/"), Route: s.gw + "/nodes/" + p.m.id + "/fhir", GW: s.gw}
 	}
 	matches := 0
+	p.includes, p.orphans = nil, p.offset == 0
 	for _, me := range page.Entry {
 		e, kind := s.rewriteEntry(p, me)
 		switch kind {
@@ -463,6 +477,9 @@ func (s *search) load(p *position, page *fhir.Page) {
 				p.matches = append(p.matches, e)
 			}
 			matches++
+		case entryInclude:
+			p.includes = append(p.includes, identity.NewInclude(e.json, e.key))
+			s.extras++
 		case entryOther:
 			if p.offset == 0 {
 				p.extra = append(p.extra, e.json)
@@ -508,7 +525,8 @@ type entryKind int
 
 const (
 	entryMatch entryKind = iota
-	entryOther           // include or outcome: passed on with the page that loaded it
+	entryInclude         // placed with the first match linked to it (identity.Attach)
+	entryOther           // an outcome: passed on with the page that loaded it
 	entryDropped
 )
 
@@ -533,11 +551,14 @@ func (s *search) rewriteEntry(p *position, e fhir.Entry) (pageEntry, entryKind) 
 	if mode != "match" && mode != "include" {
 		mode = "match"
 	}
-	var pe pageEntry
+	pe := pageEntry{key: head.ResourceType + "/" + head.ID}
+	if fid, ok := p.ident.ID(head.ID); ok {
+		pe.key = head.ResourceType + "/" + fid
+	}
 	var resource []byte
 	pe.json, resource = p.ident.Entry(e, head, mode)
 	if mode != "match" {
-		return pe, entryOther
+		return pe, entryInclude
 	}
 	if len(s.sort) > 0 {
 		pe.keys = searchquery.SortValues(resource, s.sort)

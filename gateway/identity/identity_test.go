@@ -192,3 +192,26 @@ func TestTheEntryIsValidR4AndItsOriginIsTheShippedOne(t *testing.T) {
 		}
 	}
 }
+
+// A match takes the includes it refers to and those that refer to it, each once; the
+// rest are left for another match, or for the end of the member's page.
+func TestAttach(t *testing.T) {
+	incs := []Include{
+		NewInclude([]byte(`{"resource":{"resourceType":"Patient","id":"h.1"}}`), "Patient/h.1"),
+		NewInclude([]byte(`{"resource":{"resourceType":"Provenance","id":"h.9","target":[{"reference":"Observation/h.7/_history/2"}]}}`), "Provenance/h.9"),
+		NewInclude([]byte(`{"resource":{"resourceType":"Patient","id":"h.2"}}`), "Patient/h.2"),
+	}
+	match := []byte(`{"resource":{"resourceType":"Observation","id":"h.7","subject":{"reference":"Patient/h.1"}}}`)
+	if got := Attach(match, "Observation/h.7", incs); len(got) != 2 || !incs[0].Sent || !incs[1].Sent || incs[2].Sent {
+		t.Fatalf("attached %d: %+v", len(got), incs)
+	}
+	if got := Attach(match, "Observation/h.7", incs); len(got) != 0 {
+		t.Fatalf("attached %d again", len(got))
+	}
+	if rest := Unsent(incs); len(rest) != 1 || !strings.Contains(string(rest[0]), `"h.2"`) {
+		t.Fatalf("unsent %s", rest)
+	}
+	if refs := Refs(match); !reflect.DeepEqual(refs, []string{"Patient/h.1"}) {
+		t.Fatalf("refs %v", refs)
+	}
+}
