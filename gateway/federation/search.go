@@ -524,9 +524,9 @@ func boundedBody(b []byte) []byte {
 type entryKind int
 
 const (
-	entryMatch entryKind = iota
-	entryInclude         // placed with the first match linked to it (identity.Attach)
-	entryOther           // an outcome: passed on with the page that loaded it
+	entryMatch   entryKind = iota
+	entryInclude           // placed with the first match linked to it (identity.Attach)
+	entryOther             // an outcome: passed on with the page that loaded it
 	entryDropped
 )
 
