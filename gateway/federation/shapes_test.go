@@ -65,6 +65,7 @@ func (h *harness) rawHead(path string) (status string, header http.Header, rest 
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	res.Body.Close()         // a HEAD's: empty
 	rest, _ = io.ReadAll(br) // what follows the head, which must be nothing
 	return res.Status, res.Header, rest
 }

@@ -156,7 +156,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Entries < 0 {
 		opts.Entries = 0
 	}
-	if err := opts.Encoding.validate(); err != nil {
+	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	switch opts.Handling {
