@@ -103,8 +103,8 @@ type position struct {
 type pageEntry struct {
 	json []byte
 	keys []searchquery.SortValue
-	// key is its resource's federated reference (Type/{fid}), for its includes.
-	key string
+	// head is its resource's type and member's id, for its includes (Rewriter.Key).
+	head fhir.Head
 }
 
 // pageResult is what a page of a search came to.
@@ -219,7 +219,7 @@ func (s *search) fill(rctx, ctx context.Context, key tokenKey) (out [][]byte, ta
 func (s *search) take(p *position) []byte {
 	e := p.matches[0].json
 	if len(p.includes) > 0 {
-		p.extra = append(p.extra, identity.Attach(e, p.matches[0].key, p.includes)...)
+		p.extra = append(p.extra, identity.Attach(e, p.ident.Key(p.matches[0].head), p.includes)...)
 	}
 	if p.remaining > 0 {
 		p.remaining--
@@ -478,7 +478,7 @@ func (s *search) load(p *position, page *fhir.Page) {
 			}
 			matches++
 		case entryInclude:
-			p.includes = append(p.includes, identity.NewInclude(e.json, e.key))
+			p.includes = append(p.includes, identity.NewInclude(e.json, p.ident.Key(e.head)))
 			s.extras++
 		case entryOther:
 			if p.offset == 0 {
@@ -551,10 +551,7 @@ func (s *search) rewriteEntry(p *position, e fhir.Entry) (pageEntry, entryKind) 
 	if mode != "match" && mode != "include" {
 		mode = "match"
 	}
-	pe := pageEntry{key: head.ResourceType + "/" + head.ID}
-	if fid, ok := p.ident.ID(head.ID); ok {
-		pe.key = head.ResourceType + "/" + fid
-	}
+	pe := pageEntry{head: head}
 	var resource []byte
 	pe.json, resource = p.ident.Entry(e, head, mode)
 	if mode != "match" {

@@ -1,9 +1,6 @@
 package identity
 
 import (
-	"bytes"
-	"encoding/json"
-
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
@@ -17,38 +14,33 @@ import (
 // fullUrl. r.GW must be set. resource is the rewritten resource, within entry: what a
 // sort reads (a _sort by _id orders by the federated id).
 func (r Rewriter) Entry(e fhir.Entry, head fhir.Head, mode string) (entry, resource []byte) {
-	var b bytes.Buffer
-	b.Grow(len(e.Resource) + len(r.GW) + 256)
-	b.WriteByte('{')
+	// Room for the fullUrl, the origin extension (about 200 bytes) and a reference's
+	// longer form (each gains the member's id and a dot), so that it is made once.
+	b := make([]byte, 0, len(e.Resource)+len(r.GW)+len(OriginURL)+2*len(head.ID)+8*len(r.Member)+320)
+	b = append(b, '{')
 	if fhir.ValidResourceType(head.ResourceType) && fhir.ValidID(head.ID) {
-		full := r.Route + "/" + head.ResourceType + "/" + head.ID
-		if fid, ok := r.ID(head.ID); ok {
-			full = r.GW + "/fhir/" + head.ResourceType + "/" + fid
+		b = append(b, `"fullUrl":`...)
+		if _, ok := r.ID(head.ID); ok {
+			b = appendJSONString(b, r.GW+"/fhir/"+head.ResourceType+"/"+r.Member+"."+head.ID)
+		} else {
+			b = appendJSONString(b, r.Route+"/"+head.ResourceType+"/"+head.ID)
 		}
-		b.WriteString(`"fullUrl":`)
-		writeJSON(&b, full)
-		b.WriteString(`,"extension":[{"url":"` + OriginURL + `","extension":[{"url":"member","valueString":`)
-		writeJSON(&b, r.Member)
-		b.WriteString(`},{"url":"id","valueId":`)
-		writeJSON(&b, head.ID)
-		b.WriteString(`}]}],`)
+		b = append(b, `,"extension":[{"url":"`+OriginURL+`","extension":[{"url":"member","valueString":`...)
+		b = appendJSONString(b, r.Member)
+		b = append(b, `},{"url":"id","valueId":`...)
+		b = appendJSONString(b, head.ID)
+		b = append(b, `}]}],`...)
 	}
-	b.WriteString(`"resource":`)
-	start := b.Len()
-	b.Write(r.Resource(e.Resource))
-	end := b.Len()
-	b.WriteString(`,"search":{"mode":`)
-	writeJSON(&b, mode)
+	b = append(b, `"resource":`...)
+	start := len(b)
+	b = r.appendResource(b, e.Resource)
+	end := len(b)
+	b = append(b, `,"search":{"mode":`...)
+	b = appendJSONString(b, mode)
 	if e.Search != nil && len(e.Search.Score) > 0 && string(e.Search.Score) != "null" {
-		b.WriteString(`,"score":`)
-		b.Write(e.Search.Score)
+		b = append(b, `,"score":`...)
+		b = append(b, e.Search.Score...)
 	}
-	b.WriteString("}}")
-	out := b.Bytes()
-	return out, out[start:end]
-}
-
-func writeJSON(b *bytes.Buffer, s string) {
-	v, _ := json.Marshal(s)
-	b.Write(v)
+	b = append(b, "}}"...)
+	return b, b[start:end]
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,4 +215,72 @@ func TestAttach(t *testing.T) {
 	if refs := Refs(match); !reflect.DeepEqual(refs, []string{"Patient/h.1"}) {
 		t.Fatalf("refs %v", refs)
 	}
+}
+
+// Whatever JSON a member sends, the rewritten resource is JSON again, and each
+// reference in it is Reference of the one it replaced (the fast path and the general
+// one agree).
+func FuzzResource(f *testing.F) {
+	for _, seed := range []string{
+		`{"resourceType":"Observation","id":"7","subject":{"reference":"Patient/2"}}`,
+		`{"id":"a\u002eb","x":{"reference":"Patient\/2"},"y":[{"reference":"http://10.0.0.7/fhir/Patient/3/_history/1"}]}`,
+		`{"reference":"#p","id":"` + strings.Repeat("x", 64) + `","z":{"reference":"urn:uuid:1"}}`,
+		`{"a":"\"reference\": \"Patient/9\"","reference":{"reference":"Group/1"}}`,
+	} {
+		f.Add(seed)
+	}
+	r := Rewriter{Member: "h", Base: "http://10.0.0.7/fhir", Route: "https://gw/nodes/h/fhir", GW: "https://gw"}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) {
+			return
+		}
+		out := r.Resource([]byte(in))
+		if !json.Valid(out) {
+			t.Fatalf("not JSON: %s -> %s", in, out)
+		}
+		var want []string
+		for _, ref := range references(t, []byte(in)) {
+			fed, _ := r.Reference(ref)
+			want = append(want, strings.ReplaceAll(fed, r.Base, r.Route))
+		}
+		got := references(t, out)
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(want, got) {
+			t.Fatalf("references %q, want %q: %s -> %s", got, want, in, out)
+		}
+	})
+}
+
+// references are the string values of every "reference" member of raw.
+func references(t *testing.T, raw []byte) []string {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			for _, k := range keys {
+				if s, ok := x[k].(string); ok && k == "reference" {
+					out = append(out, s)
+				}
+				walk(x[k])
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	walk(v)
+	return out
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+
+	"github.com/ferrofed/ferrofed/gateway/fhir"
 )
 
 // Include is an include entry of a member's page (an _include or _revinclude), held
@@ -18,6 +20,15 @@ type Include struct {
 	refs []string
 	// Sent is true once it is on a page.
 	Sent bool
+}
+
+// Key is the federated reference (Type/{fid}) of the member's resource of head, its
+// own when its federated id would not be an id.
+func (r Rewriter) Key(head fhir.Head) string {
+	if fid, ok := r.ID(head.ID); ok {
+		return head.ResourceType + "/" + fid
+	}
+	return head.ResourceType + "/" + head.ID
 }
 
 // NewInclude holds an include entry whose resource's federated reference is key.

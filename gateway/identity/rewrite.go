@@ -3,7 +3,6 @@ package identity
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 	"strings"
 )
 
@@ -58,54 +57,158 @@ func (r Rewriter) ID(id string) (string, bool) { return Join(r.Member, id) }
 // route. The rest of the bytes are kept as they are. raw must be valid JSON (a page's
 // entries are decoded before they are rewritten).
 func (r Rewriter) Resource(raw []byte) []byte {
-	var edits []edit
-	if start, end, ok := topLevelID(raw); ok {
-		var id string
-		if json.Unmarshal(raw[start:end], &id) == nil {
-			if fid, ok := r.ID(id); ok {
-				edits = append(edits, edit{start, end, fid})
-			}
-		}
+	return r.appendResource(make([]byte, 0, len(raw)+64), raw)
+}
+
+// appendResource appends Resource(raw) to dst. Its common case allocates nothing of
+// its own: ids and references without escapes are read and written in place.
+func (r Rewriter) appendResource(dst, raw []byte) []byte {
+	base := len(dst)
+	from := 0
+	var idStart, idEnd int
+	if s, e, ok := topLevelID(raw); ok {
+		idStart, idEnd = s, e
 	}
 	for i := 0; ; {
-		k := bytes.Index(raw[i:], referenceKey)
+		k := -1
+		if j := bytes.Index(raw[i:], referenceKey); j >= 0 {
+			k = i + j
+		}
+		// The resource's own id, when it comes before the next reference.
+		if idEnd > 0 && (k < 0 || idStart < k) {
+			dst = append(dst, raw[from:idStart]...)
+			dst = r.appendID(dst, raw[idStart:idEnd])
+			from, idEnd = idEnd, 0
+		}
 		if k < 0 {
 			break
 		}
-		k += i
 		i = k + len(referenceKey)
 		start, end, ok := referenceValue(raw, k)
-		var ref string
-		if !ok || json.Unmarshal(raw[start:end], &ref) != nil {
+		if !ok {
 			continue
 		}
-		if fed, changed := r.Reference(ref); changed {
-			edits = append(edits, edit{start, end, fed})
-		}
-		i = end
+		dst = append(dst, raw[from:start]...)
+		dst = r.appendReference(dst, raw[start:end])
+		from, i = end, end
 	}
-	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
-	var out bytes.Buffer
-	out.Grow(len(raw) + 16*len(edits))
-	from := 0
-	for _, e := range edits {
-		out.Write(raw[from:e.start])
-		v, _ := json.Marshal(e.value)
-		out.Write(v)
-		from = e.end
+	dst = append(dst, raw[from:]...)
+	if len(r.Base) > 0 && bytes.Contains(dst[base:], []byte(r.Base)) {
+		out := bytes.ReplaceAll(dst[base:], []byte(r.Base), []byte(r.Route))
+		dst = append(dst[:base], out...)
 	}
-	out.Write(raw[from:])
-	b := out.Bytes()
-	if base := []byte(r.Base); len(base) > 0 && bytes.Contains(b, base) {
-		b = bytes.ReplaceAll(b, base, []byte(r.Route))
-	}
-	return b
+	return dst
 }
 
-// edit replaces raw[start:end] (a JSON string) with value.
-type edit struct {
-	start, end int
-	value      string
+// appendID appends the federated form of the JSON string id (quotes included), or id
+// as it is when it has none.
+func (r Rewriter) appendID(dst, quoted []byte) []byte {
+	v := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(v, '\\') < 0 && validID(v) && len(r.Member)+1+len(v) <= 64 {
+		dst = append(dst, '"')
+		dst = append(dst, r.Member...)
+		dst = append(dst, '.')
+		dst = append(dst, v...)
+		return append(dst, '"')
+	}
+	var id string
+	if json.Unmarshal(quoted, &id) == nil {
+		if fid, ok := r.ID(id); ok {
+			return appendJSONString(dst, fid)
+		}
+	}
+	return append(dst, quoted...)
+}
+
+// appendReference appends the federated form (Reference) of the JSON string ref.
+func (r Rewriter) appendReference(dst, quoted []byte) []byte {
+	v := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(v, '\\') < 0 {
+		rel, own := bytes.CutPrefix(v, []byte(r.Base+"/"))
+		if !own || len(r.Base) == 0 {
+			rel, own = v, false
+		}
+		if typ, id, version, ok := refParts(rel); ok && len(r.Member)+1+len(id) <= 64 {
+			dst = append(dst, '"')
+			dst = append(dst, typ...)
+			dst = append(dst, '/')
+			dst = append(dst, r.Member...)
+			dst = append(dst, '.')
+			dst = append(dst, id...)
+			if version != nil {
+				dst = append(dst, "/_history/"...)
+				dst = append(dst, version...)
+			}
+			return append(dst, '"')
+		} else if !own && !ok {
+			return append(dst, quoted...) // another server's, a fragment, a urn
+		}
+	}
+	var ref string
+	if json.Unmarshal(quoted, &ref) != nil {
+		return append(dst, quoted...)
+	}
+	if fed, changed := r.Reference(ref); changed {
+		return appendJSONString(dst, fed)
+	}
+	return append(dst, quoted...)
+}
+
+// refParts reads Type/id or Type/id/_history/v without allocating; ok is false for
+// anything else.
+func refParts(v []byte) (typ, id, version []byte, ok bool) {
+	slash := bytes.IndexByte(v, '/')
+	if slash < 0 {
+		return nil, nil, nil, false
+	}
+	typ, rest := v[:slash], v[slash+1:]
+	if h := bytes.Index(rest, []byte("/_history/")); h >= 0 {
+		id, version = rest[:h], rest[h+len("/_history/"):]
+		if !validID(version) {
+			return nil, nil, nil, false
+		}
+	} else {
+		id = rest
+	}
+	return typ, id, version, validType(typ) && validID(id)
+}
+
+// validType and validID are fhir.ValidResourceType and fhir.ValidID on bytes.
+func validType(t []byte) bool {
+	if len(t) < 2 || len(t) > 64 || t[0] < 'A' || t[0] > 'Z' {
+		return false
+	}
+	for _, c := range t[1:] {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+func validID(id []byte) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendJSONString appends s as a JSON string: as it is when it needs no escape.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			v, _ := json.Marshal(s)
+			return append(dst, v...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 var referenceKey = []byte(`"reference"`)
