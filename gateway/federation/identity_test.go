@@ -29,6 +29,12 @@ type observations struct {
 			Subject      struct {
 				Reference string `json:"reference"`
 			} `json:"subject"`
+			Performer []struct {
+				Reference string `json:"reference"`
+			} `json:"performer"`
+			Focus []struct {
+				Reference string `json:"reference"`
+			} `json:"focus"`
 		} `json:"resource"`
 		Search struct {
 			Mode string `json:"mode"`
@@ -42,7 +48,7 @@ type observations struct {
 // in the answer are exactly the one named, every match is that member's, and no other
 // member is asked; or the answer is a 400 naming the parameter and how to ask.
 func TestThePatientSafetyTable(t *testing.T) {
-	opts := members.Options{NumericIDs: true, Subjects: true, Entries: 3}
+	opts := members.Options{NumericIDs: true, Subjects: true, References: true, Entries: 3}
 	layouts := map[string][]node{
 		"two members whose ids collide": {{id: "h", opts: opts}, {id: "m", opts: opts}},
 		"one member":                    {{id: "h", opts: opts}},
@@ -101,6 +107,12 @@ func TestThePatientSafetyTable(t *testing.T) {
 						}
 						if !strings.HasPrefix(e.Resource.ID, "h.") || e.FullURL != gw+"/fhir/Observation/"+e.Resource.ID {
 							t.Fatalf("a match %s (%s) is not member h's", e.Resource.ID, e.FullURL)
+						}
+						// The member's absolute reference to itself is federated; another
+						// server's is kept.
+						if len(e.Resource.Performer) != 1 || e.Resource.Performer[0].Reference != "Practitioner/"+e.Resource.ID ||
+							len(e.Resource.Focus) != 1 || e.Resource.Focus[0].Reference != "http://other.example/fhir/Observation/"+strings.TrimPrefix(e.Resource.ID, "h.") {
+							t.Fatalf("the references of %s: performer %v, focus %v", e.Resource.ID, e.Resource.Performer, e.Resource.Focus)
 						}
 					}
 					if len(patients) != 1 || patients[0] != c.want {

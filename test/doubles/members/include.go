@@ -35,3 +35,14 @@ func (s *Server) includes(base, resourceType string, include []string, matches [
 	}
 	return out
 }
+
+// addReferences gives an Observation (Options.References) the two other forms of a
+// reference beside its relative subject: a performer absolute under the member's own
+// base, and a focus on another server, as real members write them.
+func (s *Server) addReferences(base string, res map[string]any) {
+	if !s.Opts.References || res["resourceType"] != "Observation" {
+		return
+	}
+	res["performer"] = []map[string]any{{"reference": base + "/Practitioner/" + res["id"].(string)}}
+	res["focus"] = []map[string]any{{"reference": "http://other.example/fhir/Observation/" + res["id"].(string)}}
+}

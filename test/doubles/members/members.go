@@ -66,6 +66,9 @@ type Options struct {
 	// server does; a read, vread or history of an id the member does not hold is then a
 	// 404. Off: they name no patient, those parameters filter nothing, and any id reads.
 	Subjects bool
+	// References (with Subjects) gives each Observation a performer absolute under the
+	// member's own base and a focus on another server, beside its relative subject.
+	References bool
 	// NoTotal leaves Bundle.total out of every searchset, as servers that do not count
 	// do.
 	NoTotal bool
@@ -287,6 +290,7 @@ func (s *Server) read(base string, parts []string) double.Answer {
 		return s.fail(http.StatusNotFound, "not-found", "no such resource")
 	}
 	res := s.resource(parts[0], parts[1], i)
+	s.addReferences(base, res)
 	res["meta"].(map[string]any)["versionId"] = "1"
 	if len(parts) != 3 {
 		return s.ok(http.StatusOK, res)
@@ -491,6 +495,7 @@ func (s *Server) search(r double.Request, base, resourceType, q string) double.A
 	all := make([]map[string]any, s.Opts.Entries)
 	for i := range all {
 		all[i] = s.resource(resourceType, s.id(i), i)
+		s.addReferences(base, all[i])
 	}
 	if ids := params.Get("_id"); ids != "" {
 		want := strings.Split(ids, ",")
