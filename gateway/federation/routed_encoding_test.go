@@ -294,3 +294,26 @@ func TestACutOffRoutedAnswerNeverPassesForAWholeOne(t *testing.T) {
 		}
 	}
 }
+
+// A rewritten routed answer is not the member's bytes: a strong ETag of the member's
+// is passed on weak (gzipped or not), one already weak as it is.
+func TestARewrittenRoutedAnswerHasNoStrongValidator(t *testing.T) {
+	var self string
+	member := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", fhir.MediaType)
+		w.Header().Set("ETag", map[bool]string{true: `W/"2"`, false: `"v1"`}[strings.HasSuffix(r.URL.Path, "/2")])
+		fmt.Fprintf(w, `{"resourceType":"Patient","id":"1","link":[{"other":{"reference":"%s/Patient/9"},"type":"seealso"}],"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">%s</div>"}}`,
+			self, strings.Repeat("x", 2000))
+	}))
+	defer member.Close()
+	self = member.URL + "/fhir"
+	h := newHarness(t, harnessOptions{}, node{id: "node-x", url: self})
+	for _, gz := range []bool{false, true} {
+		if a := h.routed(http.MethodGet, "/nodes/node-x/fhir/Patient/1", "", gz, nil); a.status != http.StatusOK || a.header.Get("ETag") != `W/"v1"` {
+			t.Fatalf("gzip %v: %d, ETag %q", gz, a.status, a.header.Get("ETag"))
+		}
+		if a := h.routed(http.MethodGet, "/nodes/node-x/fhir/Patient/2", "", gz, nil); a.header.Get("ETag") != `W/"2"` {
+			t.Fatalf("gzip %v: a weak ETag became %q", gz, a.header.Get("ETag"))
+		}
+	}
+}

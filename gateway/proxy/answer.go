@@ -80,6 +80,11 @@ func PassAnswer(w http.ResponseWriter, r *http.Request, res *http.Response, b Ba
 		return false, nil
 	case Rewritable(res):
 		addVary(h, "Accept-Encoding")
+		// The bytes the client gets are not the backend's (rewritten, perhaps gzipped):
+		// a strong validator of the backend's would claim they are (RFC 9110, 8.8.1).
+		if et := h.Get("ETag"); et != "" && !strings.HasPrefix(et, "W/") {
+			h.Set("ETag", "W/"+et)
+		}
 		gz := AcceptsGzip(r.Header) && res.StatusCode != http.StatusPartialContent && res.Header.Get("Content-Range") == ""
 		return rewriteBody(w, res, b, gz, t)
 	}
