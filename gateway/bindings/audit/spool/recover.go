@@ -87,7 +87,7 @@ func (s *Spool) listSegments(entries []fs.DirEntry) (segs []*segment, maxName ui
 	for _, e := range entries {
 		name := e.Name()
 		switch name {
-		case "quarantine":
+		case "quarantine", lockName:
 		case "cursor", "cursor.tmp":
 			if e.IsDir() {
 				if err := s.moveAside(name); err != nil {

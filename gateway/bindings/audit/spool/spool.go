@@ -40,6 +40,9 @@ var (
 	ErrTooLarge = errors.New("audit record larger than the record limit")
 	// ErrClosed: the spool was closed.
 	ErrClosed = errors.New("audit spool closed")
+	// ErrHeld refuses to open a spool whose directory another process holds: two
+	// owners of one cursor would each deliver, and unlink, what the other appends.
+	ErrHeld = errors.New("audit spool held")
 )
 
 // Options shape one spool. Dir is required; every other field has a default.
@@ -201,6 +204,8 @@ type Spool struct {
 	fs   FS
 	dir  string
 	qdir string
+	// unlock releases the directory's lock (Locker), nil when none was taken.
+	unlock func() error
 
 	// qmu guards the queue: the groups waiting for the writer, the last one still
 	// taking appends. kick tells the writer that the queue is no longer empty.
@@ -267,12 +272,35 @@ func Open(opts Options) (*Spool, error) {
 		acked:      map[uint64]bool{},
 		notify:     make(chan struct{}),
 	}
+	// One owner per spool: the directory's lock is taken before anything in it is
+	// read (an FS without locks, a test's, takes none).
+	if l, ok := opts.FS.(Locker); ok {
+		if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("spool: create %s: %w", opts.Dir, err)
+		}
+		release, err := l.Lock(opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.unlock = release
+	}
 	if err := s.recover(); err != nil {
+		if s.unlock != nil {
+			_ = s.unlock()
+		}
 		return nil, err
 	}
 	go s.writer()
 	return s, nil
 }
+
+// Locker is an FS that can take a directory's exclusive lock (OS does, with flock).
+type Locker interface {
+	Lock(dir string) (release func() error, err error)
+}
+
+// lockName is the lock file in a spool's directory.
+const lockName = "lock"
 
 // Report is what Open found.
 func (s *Spool) Report() OpenReport {
@@ -924,6 +952,10 @@ func (s *Spool) Close(ctx context.Context) error {
 	if s.rfile != nil {
 		_ = s.rfile.Close()
 		s.rfile = nil
+	}
+	if s.unlock != nil {
+		_ = s.unlock() // the spool's last act: another owner may open it now
+		s.unlock = nil
 	}
 	return err
 }

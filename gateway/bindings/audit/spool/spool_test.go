@@ -787,3 +787,35 @@ func cacheAndFileAgree(t *testing.T, segBytes int64) {
 		}
 	}
 }
+
+// One spool, one owner: a second Open of a directory an open spool holds is ErrHeld,
+// naming the directory, whatever the first holds; once the first is closed, the
+// directory opens again, with what the first left.
+func TestASpoolHasOneOwner(t *testing.T) {
+	dir := t.TempDir()
+	first, err := spool.Open(spool.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Append(context.Background(), []byte(`{"resourceType":"AuditEvent"}`)); err != nil {
+		t.Fatal(err)
+	}
+	second, err := spool.Open(spool.Options{Dir: dir})
+	if !errors.Is(err, spool.ErrHeld) || !strings.Contains(err.Error(), dir) {
+		if second != nil {
+			_ = second.Close(context.Background())
+		}
+		t.Fatalf("a second Open: %v, want spool.ErrHeld naming %s", err, dir)
+	}
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again, err := spool.Open(spool.Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	defer again.Close(context.Background())
+	if r := again.Report(); r.Pending != 1 || len(r.Problems) != 0 {
+		t.Fatalf("reopened: %+v, want the one record and no problem with the lock file", r)
+	}
+}
