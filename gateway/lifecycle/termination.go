@@ -71,17 +71,54 @@ type TerminationMessage struct {
 	Abandoned []string
 	// AbandonedOmitted is how many more were abandoned than Abandoned names.
 	AbandonedOmitted int
+	// Audit is what each audit spool still held, undelivered, when step 4 closed it
+	// (one entry per spool the gateway had; none without [audit]). A message written
+	// before the field existed parses with Audit nil: not reported.
+	Audit []SpoolLeft
+}
+
+// SpoolLeft is what one audit spool held, undelivered, when it was closed: what a
+// persistent spool keeps for the next start or a hand-over (docs/audit-spool.md).
+type SpoolLeft struct {
+	// Destination is the spool's destination: "repository" or "feed".
+	Destination string `json:"destination"`
+	// Records and Bytes are its undelivered records and their bytes on disk.
+	Records int64 `json:"records"`
+	Bytes   int64 `json:"bytes"`
+}
+
+// MaxSpoolsReported bounds Audit (and a hand-over's Left): a gateway has at most two
+// spools; the bound keeps a hostile message small.
+const MaxSpoolsReported = 8
+
+// validateSpools holds the rules of a list of SpoolLeft.
+func validateSpools(field string, spools []SpoolLeft) error {
+	if len(spools) > MaxSpoolsReported {
+		return fmt.Errorf("%s: %d spools, more than %d", field, len(spools), MaxSpoolsReported)
+	}
+	for i, sp := range spools {
+		switch {
+		case sp.Destination == "" || len(sp.Destination) > 32:
+			return fmt.Errorf("%s[%d].destination must be 1 to 32 bytes", field, i)
+		case sp.Records < 0 || sp.Bytes < 0:
+			return fmt.Errorf("%s[%d] (%s): a negative count (%d records, %d bytes)", field, i, sp.Destination, sp.Records, sp.Bytes)
+		case sp.Records > 0 && sp.Bytes == 0:
+			return fmt.Errorf("%s[%d] (%s): %d records in 0 bytes", field, i, sp.Destination, sp.Records)
+		}
+	}
+	return nil
 }
 
 // wireMessage is TerminationMessage as JSON. Pointers tell a missing field from a zero.
 type wireMessage struct {
-	V                *int       `json:"v"`
-	Outcome          *string    `json:"outcome"`
-	DrainMS          *int64     `json:"drainMs"`
-	Steps            *wireSteps `json:"steps"`
-	CutConnections   *int       `json:"cutConnections"`
-	Abandoned        *[]string  `json:"abandoned"`
-	AbandonedOmitted *int       `json:"abandonedOmitted"`
+	V                *int        `json:"v"`
+	Outcome          *string     `json:"outcome"`
+	DrainMS          *int64      `json:"drainMs"`
+	Steps            *wireSteps  `json:"steps"`
+	CutConnections   *int        `json:"cutConnections"`
+	Abandoned        *[]string   `json:"abandoned"`
+	AbandonedOmitted *int        `json:"abandonedOmitted"`
+	Audit            []SpoolLeft `json:"audit,omitempty"`
 }
 
 type wireSteps struct {
@@ -113,7 +150,7 @@ func (m TerminationMessage) Marshal() ([]byte, error) {
 		V: &v, Outcome: &outcome, DrainMS: ms(m.Drain),
 		Steps: &wireSteps{DrainDelayMS: ms(m.Steps.DrainDelay), ListenerClosedMS: ms(m.Steps.ListenerClosed),
 			InFlightMS: ms(m.Steps.InFlight), BindingsMS: ms(m.Steps.Bindings)},
-		CutConnections: &cut, Abandoned: &abandoned, AbandonedOmitted: &omitted,
+		CutConnections: &cut, Abandoned: &abandoned, AbandonedOmitted: &omitted, Audit: m.Audit,
 	}
 	line, err := encode(w)
 	if err != nil {
@@ -216,6 +253,7 @@ func ParseTerminationMessage(data []byte) (TerminationMessage, error) {
 		CutConnections:   *w.CutConnections,
 		Abandoned:        *w.Abandoned,
 		AbandonedOmitted: *w.AbandonedOmitted,
+		Audit:            w.Audit,
 	}
 	if bad != nil {
 		return TerminationMessage{}, bad
@@ -268,6 +306,9 @@ func (m TerminationMessage) validate() error {
 		if name == "" {
 			return fail("abandoned[%d] is empty", i)
 		}
+	}
+	if err := validateSpools("audit", m.Audit); err != nil {
+		return fail("%w", err)
 	}
 	return nil
 }
