@@ -92,6 +92,7 @@ func (s *Spool) Quarantine(rec Record, why Reason) error {
 	}
 	s.mu.Lock()
 	s.quarantined++
+	s.quarantineSize += onDisk(int64(len(rec.Payload))) + onDisk(int64(len(reason)))
 	s.mu.Unlock()
 	// Rare, and written durably anyway: the cursor follows at once, so that a crash
 	// does not quarantine the record a second time.
@@ -158,6 +159,30 @@ func (s *Spool) readBounded(name string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
+// sizeOf is the size of a file, 0 when it cannot be read.
+func (s *Spool) sizeOf(name string) int64 {
+	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// blockBytes is the block the spool rounds a file's size up to when it counts what the
+// file takes on disk: a file system allocates whole blocks (4 KiB on ext4, XFS, and
+// tmpfs's pages).
+const blockBytes = 4096
+
+// onDisk is what a file of n bytes takes on disk: n rounded up to whole blocks.
+func onDisk(n int64) int64 {
+	return (n + blockBytes - 1) / blockBytes * blockBytes
+}
+
 // files is every file of one entry.
 func (s *Spool) files(id string) ([]string, error) {
 	entries, err := s.fs.ReadDir(s.qdir)
@@ -212,9 +237,13 @@ func (s *Spool) Drop(id string) error {
 
 func (s *Spool) remove(id string, names []string) error {
 	for _, n := range names {
+		size := s.sizeOf(path.Join(s.qdir, n))
 		if err := s.fs.Remove(path.Join(s.qdir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("spool: drop %s: %w", id, err)
 		}
+		s.mu.Lock()
+		s.quarantineSize = max(0, s.quarantineSize-onDisk(size))
+		s.mu.Unlock()
 	}
 	if err := s.fs.SyncDir(s.qdir); err != nil {
 		return fmt.Errorf("spool: drop %s: %w", id, err)

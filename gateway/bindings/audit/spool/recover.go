@@ -255,6 +255,7 @@ func (s *Spool) scanSegment(g *segment, prev *uint64, last bool, buf *[]byte) (i
 			g.last = seq
 			if seq > s.watermark {
 				pending++
+				s.pendingBytes += int64(headerSize + len(payload))
 			}
 			off += int64(headerSize + len(payload))
 			continue
@@ -346,8 +347,14 @@ func (s *Spool) countQuarantine() int {
 			_ = s.fs.Remove(path.Join(s.qdir, name))
 			continue
 		}
-		if _, ok := entryID(name); ok && !e.IsDir() {
+		if e.IsDir() {
+			continue
+		}
+		if _, ok := entryID(name); ok {
 			n++
+		}
+		if info, err := e.Info(); err == nil {
+			s.quarantineSize += onDisk(info.Size())
 		}
 	}
 	return n

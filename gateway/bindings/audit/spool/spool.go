@@ -136,6 +136,12 @@ type Record struct {
 	Kept bool
 }
 
+// handed is a record Next handed out: its seq and its bytes on disk.
+type handed struct {
+	seq uint64
+	n   int64
+}
+
 // span is a byte range [from, to) of a segment the reader skips: bytes found corrupt
 // at open (and copied to quarantine).
 type span struct{ from, to int64 }
@@ -222,25 +228,26 @@ type Spool struct {
 
 	cursorMu sync.Mutex // one cursor write at a time
 
-	mu          sync.Mutex
-	segs        []*segment
-	active      *segment
-	nextSeq     uint64
-	diskBytes   int64
-	watermark   uint64      // every record ≤ it is delivered or quarantined
-	durableWM   uint64      // the watermark the cursor file holds
-	ackedCount  uint64      // records the watermark moved over since Open
-	durableAt   uint64      // ackedCount when the watermark durableWM holds was taken
-	cursorTimer *time.Timer // the cursor's lazy write, armed by an Ack that left it behind
-	rseg        *segment
-	rpos        int64
-	rfile       File
-	outstanding []uint64 // seqs handed out by Next, in order, not yet below the watermark
-	cache       []cached // records synced since the reader last caught up, in order
-	cacheBytes  int64
-	acked       map[uint64]bool
-	notify      chan struct{}
-	closed      bool
+	mu           sync.Mutex
+	segs         []*segment
+	active       *segment
+	nextSeq      uint64
+	diskBytes    int64
+	watermark    uint64      // every record ≤ it is delivered or quarantined
+	durableWM    uint64      // the watermark the cursor file holds
+	ackedCount   uint64      // records the watermark moved over since Open
+	durableAt    uint64      // ackedCount when the watermark durableWM holds was taken
+	cursorTimer  *time.Timer // the cursor's lazy write, armed by an Ack that left it behind
+	rseg         *segment
+	rpos         int64
+	rfile        File
+	outstanding  []handed // records handed out by Next, in order, not yet below the watermark
+	pendingBytes int64    // bytes on disk (headers included) of the records above the watermark
+	cache        []cached // records synced since the reader last caught up, in order
+	cacheBytes   int64
+	acked        map[uint64]bool
+	notify       chan struct{}
+	closed       bool
 
 	everSpooled    bool
 	lastDeliveryOK bool
@@ -249,6 +256,7 @@ type Spool struct {
 	leftover       int     // records left by a previous run, still above the watermark
 	leftoverMax    uint64
 	quarantined    int
+	quarantineSize int64 // the quarantine's files, each rounded up to whole blocks (onDisk)
 	report         OpenReport
 
 	syncs atomic.Uint64
@@ -598,6 +606,7 @@ func (s *Spool) flush(buf []byte, g *group, taken []int) {
 		q := g.reqs[k].seq
 		s.times = append(s.times, stamp{seq: q, at: now})
 		n := int64(headerSize + len(g.reqs[k].payload))
+		s.pendingBytes += n
 		if cache {
 			s.cache = append(s.cache, cached{seg: seg, off: base + at, n: n, rec: Record{Seq: q, Payload: buf[at+headerSize : at+n : at+n], Kept: !g.reqs[k].retried}})
 			s.cacheBytes += n
@@ -642,7 +651,7 @@ func (s *Spool) TryNext() (rec Record, ok bool, ready <-chan struct{}, err error
 	}
 	rec, ok = s.readLocked()
 	if ok {
-		s.outstanding = append(s.outstanding, rec.Seq)
+		s.outstanding = append(s.outstanding, handed{seq: rec.Seq, n: int64(headerSize + len(rec.Payload))})
 	}
 	return rec, ok, s.notify, nil
 }
@@ -773,14 +782,15 @@ func (s *Spool) ack(force bool, seqs []uint64) error {
 	for _, q := range seqs {
 		// Only a seq handed out and still above the watermark is held: a stray
 		// one would sit in the map for good.
-		if q > s.watermark && len(s.outstanding) > 0 && q <= s.outstanding[len(s.outstanding)-1] {
+		if q > s.watermark && len(s.outstanding) > 0 && q <= s.outstanding[len(s.outstanding)-1].seq {
 			s.acked[q] = true
 		}
 	}
 	moved := false
-	for len(s.outstanding) > 0 && s.acked[s.outstanding[0]] {
-		q := s.outstanding[0]
+	for len(s.outstanding) > 0 && s.acked[s.outstanding[0].seq] {
+		q := s.outstanding[0].seq
 		delete(s.acked, q)
+		s.pendingBytes -= s.outstanding[0].n
 		s.outstanding = s.outstanding[1:]
 		s.watermark = q
 		s.ackedCount++

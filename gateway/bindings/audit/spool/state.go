@@ -20,6 +20,14 @@ type Snapshot struct {
 	Pending int
 	// Bytes is the size of the segment files on disk.
 	Bytes int64
+	// PendingBytes is the bytes on disk (headers included) of the Pending records.
+	PendingBytes int64
+	// QuarantineBytes is what the quarantine's files take on disk, each rounded up to
+	// whole 4 KiB blocks.
+	QuarantineBytes int64
+	// Passed counts the records the watermark moved over since Open: delivered, or
+	// quarantined by the delivery loop.
+	Passed uint64
 }
 
 // Snapshot reads the spool's state now.
@@ -35,13 +43,16 @@ func (s *Spool) Snapshot() Snapshot {
 		waiting++
 	}
 	return Snapshot{
-		EverSpooled:    s.everSpooled || s.report.Pending > 0 || s.quarantined > 0,
-		LastDeliveryOK: s.lastDeliveryOK,
-		Retrying:       s.retrying,
-		Waiting:        waiting,
-		Quarantined:    s.quarantined,
-		Pending:        s.leftover + len(s.times),
-		Bytes:          s.diskBytes,
+		EverSpooled:     s.everSpooled || s.report.Pending > 0 || s.quarantined > 0,
+		LastDeliveryOK:  s.lastDeliveryOK,
+		Retrying:        s.retrying,
+		Waiting:         waiting,
+		Quarantined:     s.quarantined,
+		Pending:         s.leftover + len(s.times),
+		Bytes:           s.diskBytes,
+		PendingBytes:    s.pendingBytes,
+		QuarantineBytes: s.quarantineSize,
+		Passed:          s.ackedCount,
 	}
 }
 
