@@ -4,6 +4,7 @@
 //	ferrofed serve --config F          run the gateway
 //	ferrofed config check --config F   load F as serve does and list every problem
 //	ferrofed healthcheck --config F    ask the local gateway's readiness (exit 0 or 1)
+//	ferrofed audit drain --config F    deliver what the audit spools hold, then exit
 //	ferrofed operator                  run the Gateway operator
 //	ferrofed version                   print the version
 package main
@@ -52,6 +53,7 @@ func newRootCommand() *cobra.Command {
 		newServeCommand(),       // cmd_serve.go
 		newConfigCommand(),      // cmd_config.go: config check
 		newHealthcheckCommand(), // cmd_healthcheck.go
+		newAuditCommand(),       // cmd_audit.go: audit drain
 		newOperatorCommand(),    // cmd_operator.go
 		newVersionCommand(),
 	)

@@ -53,7 +53,7 @@ var allowed = map[string][]string{
 
 	// The bindings (gateway/bindings/<binding>/...).
 	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/outbound", "gateway/scrub"},
-	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool",
+	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool", "gateway/lifecycle",
 		"gateway/config", "gateway/dependencies"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
 	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},

@@ -82,8 +82,12 @@ type destination struct {
 	done   chan struct{}
 	// leftAtExit is the count of undelivered records at Stop, -1 before.
 	leftAtExit atomic.Int64
-	stopOnce   sync.Once
-	stopErr    error
+	// left is what the spool held when Stop closed it (undelivered and quarantined),
+	// nil before; quarantinedAtOpen counts the quarantine right after Open.
+	left              atomic.Pointer[closedSpool]
+	quarantinedAtOpen int
+	stopOnce          sync.Once
+	stopErr           error
 }
 
 // New builds the trail [audit] describes, reading its credential files; nothing is
@@ -167,33 +171,69 @@ func (d *destination) state() dependencies.State {
 }
 
 // Start opens every spool (recovering whatever it finds) and starts its delivery.
-// An error means a spool directory cannot be made or read: the gateway refuses to
-// start rather than serve without its audit trail.
+// An error means a spool directory cannot be made, read or locked: the gateway
+// refuses to start rather than serve without its audit trail, and no delivery began.
 func (t *Trail) Start() error {
+	loops, err := t.open()
+	if err != nil {
+		return err
+	}
+	t.run(loops)
+	return nil
+}
+
+// open opens every destination's spool and makes its delivery loop, starting
+// none: when one spool cannot be opened (a directory another process holds), the
+// ones opened before it are closed again, untouched.
+func (t *Trail) open() ([]*deliver.Loop, error) {
+	var loops []*deliver.Loop
 	for _, d := range t.dests {
-		so := spool.Options{Dir: d.dir, FS: t.opts.FS, MaxBytes: t.cfg.SpoolBytes(), WaitAfter: t.opts.WaitAfter}
-		so.SegmentBytes = min(spool.DefaultSegmentBytes, so.MaxBytes/2)
-		sp, err := spool.Open(so)
+		loop, err := t.openOne(d)
 		if err != nil {
-			return fmt.Errorf("audit: open the spool of %s in %s: %w", d.key, d.dir, err)
+			for _, o := range t.dests {
+				if sp := o.sp.Swap(nil); sp != nil {
+					_ = sp.Close(context.Background())
+				}
+			}
+			return nil, err
 		}
-		r := sp.Report()
-		t.log.Info("Opened the audit spool", "destination", d.key, "dir", d.dir, "pending", r.Pending,
-			"truncated", r.Truncated, "quarantined", r.Quarantined, "problems", r.Problems)
-		loop, err := deliver.New(sp, deliver.Options{
-			BaseURL: d.url, Client: d.client.HTTP, Batch: true, Linger: t.linger(), Timeout: t.cfg.Timeout(), Authorize: d.client.Authorize,
-			BackoffBase: t.opts.BackoffBase, BackoffMax: t.opts.BackoffMax,
-			// Begin appends events Event built, Record only events EventID parsed: JSON.
-			KeptIsJSON: true,
-			Logf: func(format string, args ...any) {
-				t.log.Info("Audit delivery: "+fmt.Sprintf(format, args...), "destination", d.key)
-			},
-		})
-		if err != nil {
-			_ = sp.Close(context.Background())
-			return fmt.Errorf("audit: %s: %w", d.key, err)
-		}
-		d.sp.Store(sp)
+		loops = append(loops, loop)
+	}
+	return loops, nil
+}
+
+func (t *Trail) openOne(d *destination) (*deliver.Loop, error) {
+	so := spool.Options{Dir: d.dir, FS: t.opts.FS, MaxBytes: t.cfg.SpoolBytes(), WaitAfter: t.opts.WaitAfter}
+	so.SegmentBytes = min(spool.DefaultSegmentBytes, so.MaxBytes/2)
+	sp, err := spool.Open(so)
+	if err != nil {
+		return nil, fmt.Errorf("audit: open the spool of %s in %s: %w", d.key, d.dir, err)
+	}
+	r := sp.Report()
+	t.log.Info("Opened the audit spool", "destination", d.key, "dir", d.dir, "pending", r.Pending,
+		"truncated", r.Truncated, "quarantined", r.Quarantined, "problems", r.Problems)
+	loop, err := deliver.New(sp, deliver.Options{
+		BaseURL: d.url, Client: d.client.HTTP, Batch: true, Linger: t.linger(), Timeout: t.cfg.Timeout(), Authorize: d.client.Authorize,
+		BackoffBase: t.opts.BackoffBase, BackoffMax: t.opts.BackoffMax,
+		// Begin appends events Event built, Record only events EventID parsed: JSON.
+		KeptIsJSON: true,
+		Logf: func(format string, args ...any) {
+			t.log.Info("Audit delivery: "+fmt.Sprintf(format, args...), "destination", d.key)
+		},
+	})
+	if err != nil {
+		_ = sp.Close(context.Background())
+		return nil, fmt.Errorf("audit: %s: %w", d.key, err)
+	}
+	d.quarantinedAtOpen = sp.Snapshot().Quarantined
+	d.sp.Store(sp)
+	return loop, nil
+}
+
+// run starts the delivery loops open made, one per destination, in its order.
+func (t *Trail) run(loops []*deliver.Loop) {
+	for i, d := range t.dests {
+		loop := loops[i]
 		ctx, cancel := context.WithCancel(context.Background())
 		d.cancel = cancel
 		go func() {
@@ -203,7 +243,6 @@ func (t *Trail) Start() error {
 			}
 		}()
 	}
-	return nil
 }
 
 // deliveryLinger is how long a delivery batch waits to fill: under load, fewer and
@@ -352,8 +391,10 @@ func (t *Trail) stop(ctx context.Context, d *destination) error {
 		// Deliveries under way end with the loop's context, and the loop with them.
 		d.cancel()
 		<-d.done
-		left := sp.Snapshot().Pending
+		snap := sp.Snapshot()
+		left := snap.Pending
 		d.leftAtExit.Store(int64(left))
+		d.left.Store(&closedSpool{snap: snap, delivered: delivered(snap, d.quarantinedAtOpen)})
 		t.undelivered.WithLabelValues(d.key).Set(float64(left))
 		d.stopErr = sp.Close(context.WithoutCancel(ctx))
 		t.log.Info("Stopped audit delivery and closed its spool: what is undelivered stays in the spool",
