@@ -268,7 +268,7 @@ func (g *Gateway) auditParts() []server.Registration {
 		return nil
 	}
 	parts := []server.Registration{{Name: "audit", Operator: g.audit.RegisterOperator, Reload: g.audit.PrepareReload,
-		Collectors: []prometheus.Collector{g.audit.Collector()}}}
+		Collectors: []prometheus.Collector{g.audit.Collector()}, AuditSpools: g.audit.SpoolsLeft}}
 	stoppers := g.audit.Stoppers()
 	if g.feed != nil {
 		stoppers = g.feed.StopBefore(stoppers)

@@ -282,6 +282,7 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 		},
 		CutConnections: cutConns,
 		Abandoned:      abandoned,
+		Audit:          s.auditSpools(),
 	})
 	s.pushMetrics(cfg, start)
 	s.log.Info("Drained", "took", time.Since(start).String(), "outcome", outcome)

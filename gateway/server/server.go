@@ -100,6 +100,11 @@ type Registration struct {
 	// carries for the part (the audit spool: the records still undelivered at exit).
 	// It is asked once step 4 ended, abandoned parts included.
 	StopReport func() []any
+	// AuditSpools, when set, says what each of the part's audit spools still held,
+	// undelivered, when step 4 closed it (the audit trail's, one entry per spool): the
+	// drain's termination message carries them as its "audit" (docs/audit-spool.md,
+	// "Hand-over"). It is asked once step 4 ended, as StopReport.
+	AuditSpools func() []lifecycle.SpoolLeft
 	// Reload applies a reloaded configuration. A reload is all or nothing, so it
 	// comes in two steps: Reload builds everything the part needs for cfg (already
 	// validated) and applies none of it; an error refuses the whole reload, every

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/gateway/health"
 )
 
@@ -31,6 +32,9 @@ func withSurfaces(ss ...surface) Option {
 		}
 		if x, ok := sf.(interface{ StopReport() []any }); ok {
 			r.StopReport = x.StopReport
+		}
+		if x, ok := sf.(interface{ AuditSpools() []lifecycle.SpoolLeft }); ok {
+			r.AuditSpools = x.AuditSpools
 		}
 		if x, ok := sf.(interface{ Collector() prometheus.Collector }); ok {
 			r.Collectors = []prometheus.Collector{x.Collector()}

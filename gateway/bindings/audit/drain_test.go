@@ -30,7 +30,9 @@ func TestDrainCountsWhatIsLeftUndelivered(t *testing.T) {
 	arr := auditrepo.Start(t, auditrepo.Options{})
 	arr.Set(t, double.Knobs{Fault: double.FaultHold}) // nothing is ever delivered
 	dir := t.TempDir()
-	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr, log: logs.Logger()})
+	termination := filepath.Join(t.TempDir(), "termination-log")
+	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: dir, arr: arr, log: logs.Logger(),
+		server: fmt.Sprintf("termination_message_path = %q\n", termination)})
 	for _, m := range []string{"KEEP1", "KEEP2"} {
 		if s := g.search(m); s != http.StatusOK {
 			t.Fatalf("search answered %d", s)
@@ -39,6 +41,21 @@ func TestDrainCountsWhatIsLeftUndelivered(t *testing.T) {
 	g.Stop()
 	if line := logs.Find(`"signal"="BindingsStopped"`, `"audit_repository_undelivered"=2`); line == "" {
 		t.Fatalf("step 4's log line does not count the 2 undelivered records: %s", logs)
+	}
+	// The termination message says it too, with the records' bytes in the segment.
+	data, err := os.ReadFile(termination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lifecycle.ParseTerminationMessage(data)
+	if err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	if len(m.Audit) != 1 || m.Audit[0].Destination != "repository" || m.Audit[0].Records != 2 {
+		t.Fatalf("audit %+v, want the repository's 2 records: %s", m.Audit, data)
+	}
+	if want := segmentBytes(t, filepath.Join(dir, "repository")); m.Audit[0].Bytes != want {
+		t.Fatalf("audit says %d bytes, the segment holds %d in records: %s", m.Audit[0].Bytes, want, data)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(g.trail.Collector())
@@ -138,4 +155,23 @@ func TestDrainAbandonsASpoolThatCannotClose(t *testing.T) {
 		t.Fatalf("no warning names audit_repository: %s", logs)
 	}
 	release()
+}
+
+// segmentBytes is the bytes of records in the spool's one segment: up to the zeros
+// its preallocation left after the last record.
+func segmentBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "seg-*.log"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v (%v), want one", segs, err)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	return int64(end)
 }
