@@ -165,3 +165,23 @@ func TestLiveServiceIsReadAtEachReportAndLeavesWithRemove(t *testing.T) {
 		t.Fatal("a removed live key is still reported")
 	}
 }
+
+// A live key with a fault reports it beside its state while the fault holds, and
+// drops it when it clears.
+func TestALiveServiceReportsItsFault(t *testing.T) {
+	tr := NewTracker()
+	state, fault := Failing, "spool-storage-failed"
+	tr.SetServiceFaultFunc("audit_repository", func() (State, string) { return state, fault })
+	r := tr.Report()
+	if r.Services["audit_repository"] != Failing || r.Faults["audit_repository"] != "spool-storage-failed" {
+		t.Fatalf("report %+v, want failing with its fault", r)
+	}
+	body, err := r.MarshalJSON()
+	if err != nil || !strings.Contains(string(body), `"audit_repository_fault":"spool-storage-failed"`) {
+		t.Fatalf("body %s (%v), want the fault key", body, err)
+	}
+	state, fault = Up, ""
+	if r := tr.Report(); r.Services["audit_repository"] != Up || r.Faults["audit_repository"] != "" {
+		t.Fatalf("report %+v, want up without a fault", r)
+	}
+}

@@ -16,7 +16,7 @@ type Tracker struct {
 	services  map[string]State
 	faults    map[string]string
 	// live are the keys whose state is read when the report is (live.go).
-	live map[string]func() State
+	live map[string]func() (State, string)
 }
 
 // NewTracker returns a tracker that knows the given member endpoint ids, all unknown.
@@ -107,14 +107,19 @@ func (t *Tracker) Report() Report {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	r := Report{Endpoints: maps.Clone(t.endpoints), Services: maps.Clone(t.services), Faults: maps.Clone(t.faults)}
-	if len(live) > 0 {
+	for name, l := range live {
+		if _, ok := t.live[name]; !ok { // removed meanwhile
+			continue
+		}
 		if r.Services == nil {
 			r.Services = map[string]State{}
 		}
-		for name, s := range live {
-			if _, ok := t.live[name]; ok { // not removed meanwhile
-				r.Services[name] = s
+		r.Services[name] = l.state
+		if l.fault != "" {
+			if r.Faults == nil {
+				r.Faults = map[string]string{}
 			}
+			r.Faults[name] = l.fault
 		}
 	}
 	return r

@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrofed/ferrofed/gateway/config"
-	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/gateway/health"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 )
 
 // surface is what the tests' fake parts implement; withSurfaces registers each as the

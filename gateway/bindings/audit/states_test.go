@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/test/crashfs"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
@@ -287,9 +288,18 @@ func TestAnEventThatCannotBeStored(t *testing.T) {
 					t.Fatalf("a served request asked the member %d times: %s", asked, body)
 				}
 			}
+			// The spool that cannot store is audit_repository failing, with its class
+			// (docs/audit-spool.md, "When the spool cannot store").
+			r, raw := g.Report()
+			if r["audit_repository"] != "failing" || r["audit_repository_fault"] != spool.FaultStorage {
+				t.Fatalf("the report says %s, want audit_repository failing with fault %s", raw, spool.FaultStorage)
+			}
 			fs.Hook = nil
 			if status, _ := g.Do(http.MethodGet, "/fhir/Patient?name=SPACEAGAIN", g.Client, nil); status != http.StatusOK {
 				t.Fatalf("after the disk came back the search answered %d", status)
+			}
+			if r, raw := g.Report(); r["audit_repository"] == "failing" || r["audit_repository_fault"] != nil {
+				t.Fatalf("once a record was stored again the report says %s", raw)
 			}
 			double.Eventually(t, "the next event delivered", func() bool { return delivered(g.arr, "SPACEAGAIN") >= 1 })
 		})

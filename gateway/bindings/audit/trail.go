@@ -152,7 +152,7 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 	}
 	// The destinations' report keys are read from their spools at each report.
 	for _, d := range t.dests {
-		o.Tracker.SetServiceFunc(d.key, d.state)
+		o.Tracker.SetServiceFaultFunc(d.key, d.state)
 	}
 	return t, nil
 }
@@ -161,13 +161,15 @@ func New(cfg *config.Config, o Options) (*Trail, error) {
 // (audit.on_failure = "refuse").
 func (t *Trail) Refuses() bool { return t.cfg.Refuses() }
 
-// state is the destination's report state now: unknown until its spool is open.
-func (d *destination) state() dependencies.State {
+// state is the destination's report state now, and its fault class while its spool
+// cannot store: unknown until its spool is open.
+func (d *destination) state() (dependencies.State, string) {
 	sp := d.sp.Load()
 	if sp == nil {
-		return dependencies.Unknown
+		return dependencies.Unknown, ""
 	}
-	return spool.State(sp.Snapshot())
+	snap := sp.Snapshot()
+	return spool.State(snap), snap.Fault
 }
 
 // Start opens every spool (recovering whatever it finds) and starts its delivery.

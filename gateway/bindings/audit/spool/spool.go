@@ -256,7 +256,8 @@ type Spool struct {
 	leftover       int     // records left by a previous run, still above the watermark
 	leftoverMax    uint64
 	quarantined    int
-	quarantineSize int64 // the quarantine's files, each rounded up to whole blocks (onDisk)
+	quarantineSize int64  // the quarantine's files, each rounded up to whole blocks (onDisk)
+	fault          string // FaultFull or FaultStorage since the last append failed so, until one is stored
 	report         OpenReport
 
 	syncs atomic.Uint64
@@ -480,12 +481,14 @@ func (s *Spool) commit(g *group) {
 		}
 		s.mu.Unlock()
 		if full {
+			s.setFault(FaultFull)
 			r.err = fmt.Errorf("%w: %d bytes on disk, a new segment needs %d, cap %d", ErrFull, disk, s.opts.SegmentBytes, s.opts.MaxBytes)
 			continue
 		}
 		if rotate {
 			flush()
 			if err := s.rotate(seq); err != nil {
+				s.setFault(FaultStorage)
 				r.err = err
 				continue
 			}
@@ -501,6 +504,23 @@ func (s *Spool) commit(g *group) {
 		spent += int(size)
 	}
 	flush()
+}
+
+// The fault classes of a spool that cannot store (Snapshot.Fault), as the dependency
+// report names them beside the failing key (docs/audit-spool.md, "When the spool
+// cannot store").
+const (
+	// FaultFull: the last append was refused with ErrFull.
+	FaultFull = "spool-full"
+	// FaultStorage: the last append failed with ErrStorage (a segment that could not
+	// be created, written or synced: a read-only or failing disk, ENOSPC).
+	FaultStorage = "spool-storage-failed"
+)
+
+func (s *Spool) setFault(f string) {
+	s.mu.Lock()
+	s.fault = f
+	s.mu.Unlock()
 }
 
 // zeros is what a new segment is filled with, one write at a time.
@@ -583,6 +603,7 @@ func (s *Spool) flush(buf []byte, g *group, taken []int) {
 		seg.size = kept
 		seg.sealed = true
 		s.active = nil
+		s.fault = FaultStorage
 		s.mu.Unlock()
 		for _, k := range taken {
 			g.reqs[k].seq = 0
@@ -600,6 +621,7 @@ func (s *Spool) flush(buf []byte, g *group, taken []int) {
 	}
 	seg.last = g.reqs[taken[len(taken)-1]].seq
 	s.everSpooled = true
+	s.fault = ""
 	cache := s.cacheBytes < maxCacheBytes
 	var at int64 // in buf
 	for _, k := range taken {
@@ -877,6 +899,9 @@ func (s *Spool) syncCursorLocked() error {
 		kept = append(kept, g)
 	}
 	s.segs = kept
+	if len(gone) > 0 && s.fault == FaultFull {
+		s.fault = "" // room again for a segment, maybe: the next append says
+	}
 	if s.rseg != nil && s.rseg.removed && s.rfile != nil {
 		_ = s.rfile.Close()
 		s.rfile = nil

@@ -317,6 +317,8 @@ func TestStateRule(t *testing.T) {
 		{"a waiting record is degraded even after a good delivery", spool.Snapshot{EverSpooled: true, LastDeliveryOK: true, Waiting: 1}, dependencies.Degraded},
 		{"quarantine is degraded even after a good delivery", spool.Snapshot{EverSpooled: true, LastDeliveryOK: true, Quarantined: 1}, dependencies.Degraded},
 		{"quarantine left by a previous run is degraded before any message", spool.Snapshot{Quarantined: 2}, dependencies.Degraded},
+		{"a spool that cannot store is failing, whatever else", spool.Snapshot{EverSpooled: true, LastDeliveryOK: true, Fault: spool.FaultStorage}, dependencies.Failing},
+		{"a full spool is failing, even with a quarantine", spool.Snapshot{Quarantined: 1, Retrying: true, Fault: spool.FaultFull}, dependencies.Failing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := spool.State(c.snap); got != c.want {
@@ -385,6 +387,9 @@ func TestTheCapRefusesNewRecordsAndKeepsOldOnes(t *testing.T) {
 	if _, err := s.Append(context.Background(), payload(n)); !errors.Is(err, spool.ErrFull) {
 		t.Fatalf("append after full = %v, want ErrFull again", err)
 	}
+	if f := s.Snapshot().Fault; f != spool.FaultFull {
+		t.Fatalf("fault %q, want %q", f, spool.FaultFull)
+	}
 	if b := s.Snapshot().Bytes; b > 4096 {
 		t.Errorf("bytes on disk = %d, over the cap", b)
 	}
@@ -397,6 +402,9 @@ func TestTheCapRefusesNewRecordsAndKeepsOldOnes(t *testing.T) {
 	ackAll(t, s2, recs)
 	if _, err := s2.Append(context.Background(), payload(n)); err != nil {
 		t.Fatalf("append after delivery freed the spool: %v", err)
+	}
+	if f := s2.Snapshot().Fault; f != "" {
+		t.Fatalf("fault %q after a record was stored again, want none", f)
 	}
 }
 
@@ -447,7 +455,13 @@ func TestENOSPCFailsTheAppendAndLosesNothingSpooled(t *testing.T) {
 			if failed == 0 {
 				t.Fatal("no append failed under ENOSPC")
 			}
+			if snap := s.Snapshot(); snap.Fault != spool.FaultStorage || spool.State(snap) != dependencies.Failing {
+				t.Fatalf("fault %q, state %s after a failed append; want %q, failing", snap.Fault, spool.State(snap), spool.FaultStorage)
+			}
 			appendN(t, s, 100, 1)
+			if f := s.Snapshot().Fault; f != "" {
+				t.Fatalf("fault %q after a record was stored again, want none", f)
+			}
 			closeSpool(t, s)
 			fsys.Crash()
 			s2 := open(t, o)

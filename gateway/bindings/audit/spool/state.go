@@ -25,6 +25,10 @@ type Snapshot struct {
 	// QuarantineBytes is what the quarantine's files take on disk, each rounded up to
 	// whole 4 KiB blocks.
 	QuarantineBytes int64
+	// Fault is FaultFull or FaultStorage while the spool cannot store: since an append
+	// failed so, until one is stored (or, when full, until delivered segments are
+	// removed); "" otherwise.
+	Fault string
 	// Passed counts the records the watermark moved over since Open: delivered, or
 	// quarantined by the delivery loop.
 	Passed uint64
@@ -53,15 +57,18 @@ func (s *Spool) Snapshot() Snapshot {
 		PendingBytes:    s.pendingBytes,
 		QuarantineBytes: s.quarantineSize,
 		Passed:          s.ackedCount,
+		Fault:           s.fault,
 	}
 }
 
 // State is the rule of the audit_repository and audit_feed keys (docs/audit-spool.md):
-// degraded while anything sits in quarantine, while a failed delivery is retried and
+// failing while the spool cannot store (Fault says why); degraded while anything sits in quarantine, while a failed delivery is retried and
 // while a record waits; else unknown until something was spooled and delivered; up
 // when the last delivery succeeded.
 func State(s Snapshot) dependencies.State {
 	switch {
+	case s.Fault != "":
+		return dependencies.Failing
 	case s.Quarantined > 0, s.Retrying, s.Waiting > 0:
 		return dependencies.Degraded
 	case !s.EverSpooled:
