@@ -28,8 +28,8 @@ const (
 	MaxAuditTimeoutMS     = 60000
 	// DefaultMaxSpoolBytes is audit.max_spool_bytes' default (256 MiB), for each spool.
 	DefaultMaxSpoolBytes = 256 << 20
-	// MinMaxSpoolBytes is the smallest cap: two segments of one record limit (1 MiB)
-	// each, the spool's own floor.
+	// MinMaxSpoolBytes is the smallest cap: three segments, each larger than the
+	// record limit (1 MiB), and the spool's headroom for its cursor and folders.
 	MinMaxSpoolBytes = 4 << 20
 	// MaxMaxSpoolBytes bounds the cap (64 GiB): a spool is scanned whole at start.
 	MaxMaxSpoolBytes = 64 << 30
@@ -48,8 +48,11 @@ type Audit struct {
 	// SpoolDir is the directory of the spools (repository only, required): the
 	// repository's is <spool_dir>/repository, the feed's <audit.feed.spool_dir>/feed.
 	SpoolDir string `toml:"spool_dir"`
-	// MaxSpoolBytes caps each spool's segment files; an event past it is refused
-	// (never an old one dropped). Default 256 MiB, from 4 MiB to 64 GiB.
+	// MaxSpoolBytes caps what each spool puts on disk: its segment files (the one
+	// preallocated next included), its quarantine, its cursor and folders, so that a
+	// volume of RequiredSpoolBytes never runs out of space under the spools; an event
+	// past it is refused (never an old one dropped). Default 256 MiB, from 4 MiB to
+	// 64 GiB.
 	MaxSpoolBytes *int64 `toml:"max_spool_bytes"`
 	// TimeoutMS bounds one delivery exchange; default 5000, from 1 to 60000.
 	TimeoutMS *int64 `toml:"timeout_ms"`
@@ -107,6 +110,31 @@ func (a *Audit) SpoolBytes() int64 {
 		return DefaultMaxSpoolBytes
 	}
 	return *a.MaxSpoolBytes
+}
+
+// Spools is how many spools [audit] has: none with destination "log", one for the
+// repository, two with [audit.feed].
+func (a *Audit) Spools() int {
+	switch {
+	case a == nil || a.Destination != AuditToRepository:
+		return 0
+	case a.Feed != nil:
+		return 2
+	}
+	return 1
+}
+
+// RequiredSpoolBytes is the size a volume needs to hold every spool cfg has when
+// each is full: audit.max_spool_bytes × the number of spools (0 without a spool).
+// Each spool counts everything it puts on disk within its cap (docs/audit-spool.md,
+// "Sizing"), so a volume of this size never refuses a spool's write for lack of space;
+// the file system's own overhead (an ext4 journal, the blocks it reserves) is the
+// volume's to add.
+func RequiredSpoolBytes(cfg *Config) int64 {
+	if cfg == nil {
+		return 0
+	}
+	return cfg.Audit.SpoolBytes() * int64(cfg.Audit.Spools())
 }
 
 // Refuses reports whether a request whose record could not be stored is refused.

@@ -134,3 +134,36 @@ func TestReadBearerToken(t *testing.T) {
 		t.Fatal("an oversized token accepted")
 	}
 }
+
+// RequiredSpoolBytes is the volume every spool of a configuration needs:
+// max_spool_bytes for each (docs/audit-spool.md, "Sizing").
+func TestRequiredSpoolBytes(t *testing.T) {
+	dir := t.TempDir()
+	repo := "[audit]\ndestination = \"repository\"\nurl = \"http://a/fhir\"\nspool_dir = \"" + dir + "\"\n"
+	feed := "[audit.feed]\nurl = \"http://f/fhir\"\nspool_dir = \"" + dir + "\"\n"
+	for _, c := range []struct {
+		name string
+		doc  string
+		want int64
+	}{
+		{"no [audit]", "", 0},
+		{"destination log", "[audit]\ndestination = \"log\"\n", 0},
+		{"one spool, the default cap", repo, DefaultMaxSpoolBytes},
+		{"one spool of 8 MiB", repo + "max_spool_bytes = 8388608\n", 8 << 20},
+		{"two spools of 8 MiB", repo + "max_spool_bytes = 8388608\n" + feed, 16 << 20},
+		{"two spools, the default cap", repo + feed, 2 * DefaultMaxSpoolBytes},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := parseDoc([]byte("[server]\nlisten = \":8080\"\n"+c.doc), "t.toml", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := RequiredSpoolBytes(cfg); got != c.want {
+				t.Fatalf("RequiredSpoolBytes = %d, want %d", got, c.want)
+			}
+		})
+	}
+	if got := RequiredSpoolBytes(nil); got != 0 {
+		t.Fatalf("RequiredSpoolBytes(nil) = %d", got)
+	}
+}

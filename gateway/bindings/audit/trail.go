@@ -206,7 +206,7 @@ func (t *Trail) open() ([]*deliver.Loop, error) {
 
 func (t *Trail) openOne(d *destination) (*deliver.Loop, error) {
 	so := spool.Options{Dir: d.dir, FS: t.opts.FS, MaxBytes: t.cfg.SpoolBytes(), WaitAfter: t.opts.WaitAfter}
-	so.SegmentBytes = min(spool.DefaultSegmentBytes, so.MaxBytes/2)
+	so.SegmentBytes = spool.SegmentBytesFor(so.MaxBytes)
 	sp, err := spool.Open(so)
 	if err != nil {
 		return nil, fmt.Errorf("audit: open the spool of %s in %s: %w", d.key, d.dir, err)

@@ -46,9 +46,11 @@
 //     synced length where it can, closes it, and fails the appends of that group with
 //     ErrStorage; the next append opens a new segment. A record whose Append failed
 //     may still be delivered (its bytes may have reached the disk), never the reverse.
-//   - The cap (MaxBytes, the segment files on disk, each SegmentBytes from its
-//     creation) refuses with ErrFull a record that needs a new segment the cap has no
-//     room for; nothing already spooled is ever dropped to make room.
+//   - The cap (MaxBytes: the segment files on disk, each SegmentBytes from its
+//     creation, the quarantine's files, each in whole 4 KiB blocks, and MetaBytes for
+//     the cursor and folders) refuses with ErrFull a record that needs a new segment
+//     the cap has no room for, and seals the segment being written so that it is
+//     removed once delivered; nothing already spooled is ever dropped to make room.
 //   - Delivery is at-least-once. The watermark moves over records acknowledged in
 //     order; acknowledgements past a gap wait in memory. The cursor is written to a
 //     tmp file, synced, renamed and its directory synced, and only then are the

@@ -147,13 +147,13 @@ func (s *Spool) scanSegments(segs []*segment) (kept []*segment, prev uint64) {
 			if err := s.fs.Remove(path.Join(s.dir, g.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				s.problemf("segment %s: stale, not removed: %v", g.name, err)
 				kept = append(kept, g)
-				s.diskBytes += g.size
+				s.diskBytes += onDisk(g.size)
 			}
 			continue
 		}
 		s.report.Pending += pending
 		kept = append(kept, g)
-		s.diskBytes += g.size
+		s.diskBytes += onDisk(g.size)
 	}
 	return kept, prev
 }

@@ -26,7 +26,22 @@ const (
 	MaxCursorEvery = 4096
 	// MinSegmentBytes keeps a segment larger than one header and a small record.
 	MinSegmentBytes = 256
+	// MetaBytes is what the cap keeps for the spool's files other than its segments
+	// and quarantine, in whole 4 KiB blocks: the cursor and its tmp file while it is
+	// replaced, the spool's and the quarantine's directories, the volume's root
+	// directory, and as many blocks again to spare (the lock file is empty).
+	MetaBytes = 10 * blockBytes
 )
+
+// SegmentBytesFor is the segment size a spool capped at maxBytes uses: the default
+// (8 MiB), or less, so that three segments and MetaBytes fit the cap, in whole blocks.
+// Three: at a rotation the segment just filled is still there until it is delivered,
+// and the third is the room the quarantine takes from, so that a few quarantined
+// records do not make every rotation wait for the delivery of the segment before.
+func SegmentBytesFor(maxBytes int64) int64 {
+	third := (maxBytes - MetaBytes) / 3 / blockBytes * blockBytes
+	return max(min(DefaultSegmentBytes, third), 0)
+}
 
 // The errors of Append, tested with errors.Is.
 var (
@@ -55,9 +70,11 @@ type Options struct {
 	// default 8 MiB, at least MinSegmentBytes, and at least one header plus
 	// MaxRecordBytes.
 	SegmentBytes int64
-	// MaxBytes caps the segment files on disk; an Append past it fails with ErrFull.
-	// Default 256 MiB; at least 2×SegmentBytes, so that the one segment being written
-	// can never alone fill the cap.
+	// MaxBytes caps what the spool puts on disk (Footprint: its segment files, its
+	// quarantine, MetaBytes for the rest), so that a volume of MaxBytes never runs out
+	// of space under it; an Append that needs a new segment past it fails with ErrFull.
+	// Default 256 MiB; at least 2×SegmentBytes (in whole blocks) plus MetaBytes, so
+	// that the one segment being written can never alone fill the cap.
 	MaxBytes int64
 	// MaxRecordBytes bounds one payload; default 1 MiB.
 	MaxRecordBytes int
@@ -114,8 +131,8 @@ func (o *Options) defaults() error {
 	case o.SegmentBytes < MinSegmentBytes || o.SegmentBytes < int64(headerSize+o.MaxRecordBytes):
 		return fmt.Errorf("spool: SegmentBytes %d is below %d (MinSegmentBytes) or below one header plus MaxRecordBytes (%d)",
 			o.SegmentBytes, MinSegmentBytes, headerSize+o.MaxRecordBytes)
-	case o.MaxBytes < 2*o.SegmentBytes:
-		return fmt.Errorf("spool: MaxBytes %d is below 2×SegmentBytes (%d)", o.MaxBytes, 2*o.SegmentBytes)
+	case o.MaxBytes < 2*onDisk(o.SegmentBytes)+MetaBytes:
+		return fmt.Errorf("spool: MaxBytes %d is below 2×SegmentBytes on disk plus MetaBytes (%d)", o.MaxBytes, 2*onDisk(o.SegmentBytes)+MetaBytes)
 	case o.WaitAfter < 0:
 		return fmt.Errorf("spool: WaitAfter %v is negative", o.WaitAfter)
 	case o.CursorEvery < 1 || o.CursorEvery > MaxCursorEvery:
@@ -472,8 +489,17 @@ func (s *Spool) commit(g *group) {
 			used += s.active.end
 		}
 		rotate := s.active == nil || (used+size > s.opts.SegmentBytes && used > 0)
-		disk := s.diskBytes
-		full := rotate && disk+s.opts.SegmentBytes > s.opts.MaxBytes
+		s.mu.Unlock()
+		if rotate && !s.room() {
+			// The segment being written is sealed, so that once delivered it is
+			// removed (an active one never is); what delivery finished is removed.
+			flush()
+			s.closeActive()
+			_ = s.removeDelivered()
+		}
+		s.mu.Lock()
+		disk := s.footprintLocked()
+		full := rotate && disk+onDisk(s.opts.SegmentBytes) > s.opts.MaxBytes
 		var seq uint64
 		if !full {
 			seq = s.nextSeq
@@ -482,7 +508,7 @@ func (s *Spool) commit(g *group) {
 		s.mu.Unlock()
 		if full {
 			s.setFault(FaultFull)
-			r.err = fmt.Errorf("%w: %d bytes on disk, a new segment needs %d, cap %d", ErrFull, disk, s.opts.SegmentBytes, s.opts.MaxBytes)
+			r.err = fmt.Errorf("%w: %d bytes on disk, a new segment needs %d, cap %d", ErrFull, disk, onDisk(s.opts.SegmentBytes), s.opts.MaxBytes)
 			continue
 		}
 		if rotate {
@@ -504,6 +530,19 @@ func (s *Spool) commit(g *group) {
 		spent += int(size)
 	}
 	flush()
+}
+
+// room says whether the cap has room for a new segment.
+func (s *Spool) room() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.footprintLocked()+onDisk(s.opts.SegmentBytes) <= s.opts.MaxBytes
+}
+
+// footprintLocked is what the spool takes on disk now: its segment files and its
+// quarantine's, each in whole blocks, and MetaBytes for the rest.
+func (s *Spool) footprintLocked() int64 {
+	return s.diskBytes + s.quarantineSize + MetaBytes
 }
 
 // The fault classes of a spool that cannot store (Snapshot.Fault), as the dependency
@@ -570,7 +609,7 @@ func (s *Spool) rotate(first uint64) error {
 	s.mu.Lock()
 	s.segs = append(s.segs, seg)
 	s.active = seg
-	s.diskBytes += seg.size
+	s.diskBytes += onDisk(seg.size)
 	s.mu.Unlock()
 	return nil
 }
@@ -599,7 +638,7 @@ func (s *Spool) flush(buf []byte, g *group, taken []int) {
 		}
 		_ = f.Close()
 		s.mu.Lock()
-		s.diskBytes += kept - seg.size
+		s.diskBytes += onDisk(kept) - onDisk(seg.size)
 		seg.size = kept
 		seg.sealed = true
 		s.active = nil
@@ -616,7 +655,7 @@ func (s *Spool) flush(buf []byte, g *group, taken []int) {
 	base := seg.end // the offset of buf[0]
 	seg.end += int64(len(buf))
 	if seg.end > seg.size {
-		s.diskBytes += seg.end - seg.size
+		s.diskBytes += onDisk(seg.end) - onDisk(seg.size)
 		seg.size = seg.end
 	}
 	seg.last = g.reqs[taken[len(taken)-1]].seq
@@ -879,20 +918,28 @@ func (s *Spool) syncCursorLocked() error {
 	wm, count := s.watermark, s.ackedCount
 	already := s.durableWM
 	s.mu.Unlock()
-	if wm <= already {
-		return nil
+	if wm > already {
+		if err := writeDurable(s.fs, s.dir, "cursor", encodeCursor(wm)); err != nil {
+			return fmt.Errorf("spool: write the cursor: %w", err)
+		}
+		s.mu.Lock()
+		s.durableWM, s.durableAt = wm, count
+		s.mu.Unlock()
 	}
-	if err := writeDurable(s.fs, s.dir, "cursor", encodeCursor(wm)); err != nil {
-		return fmt.Errorf("spool: write the cursor: %w", err)
-	}
+	return s.removeDelivered()
+}
+
+// removeDelivered unlinks the segments wholly below the durable cursor (a segment
+// sealed after the cursor passed it, by a full cap, too).
+func (s *Spool) removeDelivered() error {
 	s.mu.Lock()
-	s.durableWM, s.durableAt = wm, count
+	wm := s.durableWM
 	var gone []*segment
 	kept := s.segs[:0]
 	for _, g := range s.segs {
 		if s.removableLocked(g, wm) {
 			g.removed = true
-			s.diskBytes -= g.size
+			s.diskBytes -= onDisk(g.size)
 			gone = append(gone, g)
 			continue
 		}

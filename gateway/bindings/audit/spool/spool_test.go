@@ -152,8 +152,9 @@ func TestSegmentsWhollyBelowTheCursorAreUnlinked(t *testing.T) {
 	if before < 3 || len(after) != 1 {
 		t.Fatalf("segments: %d before, %v after acking all; want several, then only the one being written", before, after)
 	}
-	if snap := s.Snapshot(); snap.Bytes > 512 || snap.Pending != 0 {
-		t.Errorf("snapshot = %+v, want ≤ 512 bytes on disk and nothing pending", snap)
+	// One segment of 512 bytes takes one 4 KiB block.
+	if snap := s.Snapshot(); snap.Bytes != 4096 || snap.Pending != 0 || snap.PendingBytes != 0 || snap.Passed != 40 {
+		t.Errorf("snapshot = %+v, want one block on disk, nothing pending, 40 passed", snap)
 	}
 }
 
@@ -372,7 +373,9 @@ func TestARecordWaitsAfterOneDeliveryIntervalAndWhenLeftByAPreviousRun(t *testin
 
 func TestTheCapRefusesNewRecordsAndKeepsOldOnes(t *testing.T) {
 	fsys := crashfs.New()
-	o := spool.Options{FS: fsys, SegmentBytes: 1024, MaxBytes: 4096, MaxRecordBytes: 512}
+	// Room for four segments of one block each besides MetaBytes.
+	const maxBytes = 4*4096 + spool.MetaBytes
+	o := spool.Options{FS: fsys, SegmentBytes: 4096, MaxBytes: maxBytes, MaxRecordBytes: 512}
 	s := open(t, o)
 	n := 0
 	var err error
@@ -381,8 +384,8 @@ func TestTheCapRefusesNewRecordsAndKeepsOldOnes(t *testing.T) {
 			break
 		}
 	}
-	if !errors.Is(err, spool.ErrFull) || n < 50 {
-		t.Fatalf("append #%d: %v, want ErrFull after about 4 KiB", n, err)
+	if !errors.Is(err, spool.ErrFull) || n < 200 {
+		t.Fatalf("append #%d: %v, want ErrFull after about 16 KiB", n, err)
 	}
 	if _, err := s.Append(context.Background(), payload(n)); !errors.Is(err, spool.ErrFull) {
 		t.Fatalf("append after full = %v, want ErrFull again", err)
@@ -390,8 +393,8 @@ func TestTheCapRefusesNewRecordsAndKeepsOldOnes(t *testing.T) {
 	if f := s.Snapshot().Fault; f != spool.FaultFull {
 		t.Fatalf("fault %q, want %q", f, spool.FaultFull)
 	}
-	if b := s.Snapshot().Bytes; b > 4096 {
-		t.Errorf("bytes on disk = %d, over the cap", b)
+	if snap := s.Snapshot(); snap.Bytes != 4*4096 || snap.Footprint != maxBytes {
+		t.Errorf("segments %d bytes, footprint %d; want four blocks, the cap", snap.Bytes, snap.Footprint)
 	}
 	closeSpool(t, s)
 	s2 := open(t, o)

@@ -18,8 +18,11 @@ type Snapshot struct {
 	Quarantined int
 	// Pending counts the records above the watermark (handed out or not).
 	Pending int
-	// Bytes is the size of the segment files on disk.
+	// Bytes is the size of the segment files on disk, each in whole 4 KiB blocks.
 	Bytes int64
+	// Footprint is what the spool takes on disk, as its cap counts it: Bytes,
+	// QuarantineBytes and MetaBytes.
+	Footprint int64
 	// PendingBytes is the bytes on disk (headers included) of the Pending records.
 	PendingBytes int64
 	// QuarantineBytes is what the quarantine's files take on disk, each rounded up to
@@ -54,6 +57,7 @@ func (s *Spool) Snapshot() Snapshot {
 		Quarantined:     s.quarantined,
 		Pending:         s.leftover + len(s.times),
 		Bytes:           s.diskBytes,
+		Footprint:       s.footprintLocked(),
 		PendingBytes:    s.pendingBytes,
 		QuarantineBytes: s.quarantineSize,
 		Passed:          s.ackedCount,
