@@ -33,7 +33,7 @@ func newAuditDrainCommand() *cobra.Command {
 			"locks, and deliver every record exactly as the gateway does, until every spool is empty or --timeout\n" +
 			"passes. Nothing undelivered is deleted. One line per spool on stdout, then the outcome; the hand-over\n" +
 			"message to --termination-message-path. Exit 0 empty, 1 a wrong flag or configuration (no spool),\n" +
-			"3 timeout (records left), 4 failed (a spool held by another process or unreadable, a cursor not\n" +
+			"3 timeout (records left), 4 failed (a spool held by another process, missing or unreadable, a cursor not\n" +
 			"written, the message not written), 5 only quarantined entries left (docs/audit-spool.md, \"Hand-over\").",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -342,3 +342,22 @@ func TestAuditDrainRefusesAConfigurationWithoutASpool(t *testing.T) {
 		t.Fatalf("want exit 1 naming --timeout: %s", r)
 	}
 }
+
+// A spool folder that does not exist (a volume mounted elsewhere than audit.spool_dir
+// says) is refused, never made: made, it would be empty, and the claim that holds the
+// records would be deleted. Exit 4, outcome failed, the folder and the key named.
+func TestAuditDrainRefusesASpoolFolderThatDoesNotExist(t *testing.T) {
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	spoolDir := filepath.Join(t.TempDir(), "elsewhere")
+	path := drainConfig(t, spoolDir, arr, nil)
+	r := auditDrain(t, path, "--timeout", "10s")
+	if r.code != 4 || r.message.Outcome != lifecycle.HandOverFailed {
+		t.Fatalf("want exit 4 and outcome failed: %s", r)
+	}
+	if !strings.Contains(r.stderr, filepath.Join(spoolDir, "repository")) || !strings.Contains(r.stderr, "audit.spool_dir") {
+		t.Fatalf("the refusal names neither the folder nor the key: %s", r)
+	}
+	if _, err := os.Stat(spoolDir); !os.IsNotExist(err) {
+		t.Fatalf("the hand-over made the folder: %v", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
+	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
@@ -121,7 +123,11 @@ func HandOver(ctx context.Context, cfg *config.Config, o HandOverOptions) (HandO
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	loops, err := t.open()
+	err = t.existing()
+	var loops []*deliver.Loop
+	if err == nil {
+		loops, err = t.open()
+	}
 	if err != nil {
 		return HandOverResult{Message: lifecycle.HandOverMessage{Outcome: lifecycle.HandOverFailed, Left: []lifecycle.SpoolLeft{}},
 			Err: err, Exit: ExitFailed}, nil
@@ -129,6 +135,26 @@ func HandOver(ctx context.Context, cfg *config.Config, o HandOverOptions) (HandO
 	t.run(loops)
 	t.waitEmpty(ctx)
 	return t.closeHandOver(), nil
+}
+
+// existing refuses a spool folder that does not exist: a hand-over never makes one,
+// since a volume mounted elsewhere than the configuration says would look empty.
+func (t *Trail) existing() error {
+	fsys := t.opts.FS
+	if fsys == nil {
+		fsys = spool.OS
+	}
+	for _, d := range t.dests {
+		key := "audit.spool_dir"
+		if d.short == "feed" {
+			key = "audit.feed.spool_dir"
+		}
+		if _, err := fsys.ReadDir(d.dir); err != nil {
+			return fmt.Errorf("audit: the spool of %s, %s (%s), cannot be read: %w; a hand-over opens only a spool a gateway made",
+				d.key, d.dir, key, err)
+		}
+	}
+	return nil
 }
 
 // waitEmpty returns once no spool holds a record undelivered, or ctx ended.
