@@ -156,3 +156,32 @@ func TestASpoolOnAVolumeOfItsCapNeverRunsOutOfSpace(t *testing.T) {
 		})
 	}
 }
+
+// SegmentBytesFor gives every cap the configuration allows (4 MiB to 64 GiB) segments
+// that hold the largest record, three of them and MetaBytes within the cap.
+func TestSegmentBytesFor(t *testing.T) {
+	for _, c := range []struct {
+		maxBytes, want int64
+	}{
+		{4 << 20, 1384448}, // (4 MiB − 40 KiB) / 3, in whole blocks
+		{1<<20 + 12345, 339968},
+		{24<<20 + spool.MetaBytes, 8 << 20},
+		{256 << 20, spool.DefaultSegmentBytes},
+		{64 << 30, spool.DefaultSegmentBytes},
+	} {
+		got := spool.SegmentBytesFor(c.maxBytes)
+		if got != c.want || got%4096 != 0 || 3*got+spool.MetaBytes > c.maxBytes {
+			t.Errorf("SegmentBytesFor(%d) = %d, want %d: whole blocks, three and MetaBytes within the cap", c.maxBytes, got, c.want)
+		}
+		if c.maxBytes >= 4<<20 {
+			o := spool.Options{Dir: filepath.Join(t.TempDir(), "s"), MaxBytes: c.maxBytes, SegmentBytes: got}
+			s, err := spool.Open(o)
+			if err != nil {
+				t.Fatalf("a spool capped at %d: %v", c.maxBytes, err)
+			}
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
