@@ -39,7 +39,7 @@ func blocks(n int64) int64 { return (n + 4095) / 4096 * 4096 }
 // usage is what the volume holds, leaving out the file except (its new size is the
 // caller's).
 func (q *quotaFS) usage(dir, except string) int64 {
-	entries, err := q.FS.ReadDir(dir)
+	entries, err := q.ReadDir(dir)
 	if err != nil {
 		return 0
 	}
@@ -76,7 +76,7 @@ type quotaFile struct {
 func (f *quotaFile) Write(b []byte) (int, error) {
 	f.q.mu.Lock()
 	defer f.q.mu.Unlock()
-	st, err := f.File.Stat()
+	st, err := f.Stat()
 	if err != nil {
 		return 0, err
 	}
