@@ -19,6 +19,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 )
 
 // The hand-over (docs/audit-spool.md, "Hand-over"): `ferrofed audit drain` on the
@@ -360,4 +361,68 @@ func TestAuditDrainRefusesASpoolFolderThatDoesNotExist(t *testing.T) {
 	if _, err := os.Stat(spoolDir); !os.IsNotExist(err) {
 		t.Fatalf("the hand-over made the folder: %v", err)
 	}
+}
+
+// The whole hand-over on the built binary: a gateway whose repository refuses every
+// delivery answers 5 audited searches and is stopped (SIGTERM); its termination
+// message says the repository spool held 5 records, with their bytes. The hand-over
+// then finds those 5, delivers them once the repository accepts, and says empty.
+func TestAGatewaysLeftRecordsAreCountedAndHandedOver(t *testing.T) {
+	member := members.Start(t, members.Options{ID: "a"})
+	arr := auditrepo.Start(t, auditrepo.Options{Knobs: double.Knobs{Status: http.StatusServiceUnavailable}})
+	dir := t.TempDir()
+	spoolDir, termination := filepath.Join(dir, "spool"), filepath.Join(dir, "termination-log")
+	port := freePort(t)
+	path := filepath.Join(dir, "ferrofed.toml")
+	writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\ntermination_message_path = %q\n"+
+		"[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n"+
+		"[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n", port, termination, member.URL, arr.URL, spoolDir))
+	g := serve(t, path)
+	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+	ms := markers("LEFTOVER", 5)
+	for _, m := range ms {
+		res, err := clientGet(fmt.Sprintf("http://127.0.0.1:%d/fhir/Patient?name=%s", port, m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("search %s answered %d", m, res.StatusCode)
+		}
+	}
+	g.stop(t)
+	data, err := os.ReadFile(termination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lifecycle.ParseTerminationMessage(data)
+	if err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	want := lifecycle.SpoolLeft{Destination: "repository", Records: 5, Bytes: writtenBytes(t, filepath.Join(spoolDir, "repository"))}
+	if len(m.Audit) != 1 || m.Audit[0] != want {
+		t.Fatalf("the termination message's audit is %+v, want %+v: %s", m.Audit, want, data)
+	}
+
+	arr.Set(t, double.Knobs{})
+	r := auditDrain(t, path, "--timeout", "30s")
+	if r.code != 0 || r.message.Delivered != 5 || r.message.Outcome != lifecycle.HandOverEmpty {
+		t.Fatalf("the hand-over: %s", r)
+	}
+	wantAllStored(t, arr, ms)
+}
+
+// writtenBytes is what the records of the spool's one segment take: up to the zeros
+// its preallocation left after the last one.
+func writtenBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "seg-*.log"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v (%v), want one", segs, err)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(bytes.TrimRight(b, "\x00")))
 }
