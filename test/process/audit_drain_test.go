@@ -364,7 +364,8 @@ func TestAuditDrainRefusesASpoolFolderThatDoesNotExist(t *testing.T) {
 }
 
 // The whole hand-over on the built binary: a gateway whose repository refuses every
-// delivery answers 5 audited searches and is stopped (SIGTERM); its termination
+// delivery answers 5 audited searches (a hand-over meanwhile refuses its spool, which
+// the gateway holds) and is stopped (SIGTERM); its termination
 // message says the repository spool held 5 records, with their bytes. The hand-over
 // then finds those 5, delivers them once the repository accepts, and says empty.
 func TestAGatewaysLeftRecordsAreCountedAndHandedOver(t *testing.T) {
@@ -389,6 +390,14 @@ func TestAGatewaysLeftRecordsAreCountedAndHandedOver(t *testing.T) {
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("search %s answered %d", m, res.StatusCode)
 		}
+	}
+	// While the gateway runs, the hand-over refuses its spool, naming the folder.
+	held := auditDrain(t, path, "--timeout", "10s")
+	if held.code != 4 || !strings.Contains(held.stderr, "audit spool held") || !strings.Contains(held.stderr, filepath.Join(spoolDir, "repository")) {
+		t.Fatalf("a hand-over beside the running gateway: %s", held)
+	}
+	if held.message.Delivered != 0 {
+		t.Fatalf("a refused hand-over delivered %d", held.message.Delivered)
 	}
 	g.stop(t)
 	data, err := os.ReadFile(termination)
