@@ -282,10 +282,6 @@ const (
 	stepStart
 	// stepDeleteClaim: the newest Job succeeded and reported the spool empty.
 	stepDeleteClaim
-	// stepKeep: the newest Job reported records left although it succeeded (never
-	// expected: `ferrofed audit drain` exits 0 only on an empty spool); the claim is
-	// kept, as after a failure.
-	stepKeep
 )
 
 // handOverPlan is the decision for one orphaned claim.
@@ -319,19 +315,17 @@ func planHandOver(podExists bool, jobs []*batchv1.Job, msg *lifecycle.HandOverMe
 	}
 	p := handOverPlan{newest: newest, attempt: jobAttempt(newest) + 1}
 	state, ended := jobState(newest)
+	if state == ferrofedv1alpha1.HandOverSucceeded && msg != nil {
+		// Never expected (`ferrofed audit drain` exits 0 only on an empty spool), but
+		// a report of records left wins over the exit: the claim is kept, as after a
+		// failure.
+		if records, _ := lifecycle.Undelivered(msg.Left); records > 0 || msg.Outcome != lifecycle.HandOverEmpty {
+			state = ferrofedv1alpha1.HandOverFailedState
+		}
+	}
 	p.state = state
 	switch state {
 	case ferrofedv1alpha1.HandOverSucceeded:
-		if msg != nil && msg.Outcome != lifecycle.HandOverEmpty {
-			p.step = stepKeep
-			return p
-		}
-		if msg != nil {
-			if records, _ := lifecycle.Undelivered(msg.Left); records > 0 {
-				p.step = stepKeep
-				return p
-			}
-		}
 		p.step = stepDeleteClaim
 	case ferrofedv1alpha1.HandOverFailedState:
 		if wait := HandOverRetryBackoff - now.Sub(ended); wait > 0 {
