@@ -501,3 +501,194 @@ func TestRetainOnDeleteReleasesTheGateway(t *testing.T) {
 		t.Errorf("hand-over Jobs %v (%v), want none", js, err)
 	}
 }
+
+// readyStatefulSet sets a StatefulSet's status as its controller would once every
+// replica runs ready with the latest template.
+func readyStatefulSet(ctx context.Context, t *testing.T, key types.NamespacedName) {
+	t.Helper()
+	eventually(t, settle, "the StatefulSet marked ready", func() error {
+		s := &appsv1.StatefulSet{}
+		if err := k8s.Get(ctx, key, s); err != nil {
+			return err
+		}
+		n := ptr.Deref(s.Spec.Replicas, 1)
+		s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: n, ReadyReplicas: n, CurrentReplicas: n, UpdatedReplicas: n, AvailableReplicas: n}
+		return k8s.Status().Update(ctx, s)
+	})
+}
+
+// readyDeployment does the same for a Deployment.
+func readyDeployment(ctx context.Context, t *testing.T, key types.NamespacedName) {
+	t.Helper()
+	eventually(t, settle, "the Deployment marked ready", func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(ctx, key, d); err != nil {
+			return err
+		}
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, ReadyReplicas: n, UpdatedReplicas: n, AvailableReplicas: n}
+		return k8s.Status().Update(ctx, d)
+	})
+}
+
+// TestSwitchingSpoolModesDropsNoRequest: emptyDir to persistent, the Deployment stays
+// until the StatefulSet has every replica ready; back to the emptyDir, the StatefulSet
+// stays until the Deployment is ready, then goes, and every claim is handed over; the
+// finalizer goes with the last claim.
+func TestSwitchingSpoolModesDropsNoRequest(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	gw := newGateway("reconcile", "spool-switch", all(inline(auditRepository), func(g *ferrofedv1alpha1.Gateway) { g.Spec.Replicas = ptr.To[int32](2) }))
+	if err := k8s.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(gw)
+	reconciled(ctx, t, key)
+	readyDeployment(ctx, t, key)
+
+	updateGateway(ctx, t, key, spoolClaim("1Gi", corev1.ReadWriteOnce))
+	sts := statefulSetOf(ctx, t, key)
+	time.Sleep(time.Second)
+	if err := k8s.Get(ctx, key, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("the Deployment went before the StatefulSet was ready: %v", err)
+	}
+	makeClaims(ctx, t, sts, 0, 1)
+	readyStatefulSet(ctx, t, key)
+	eventually(t, settle, "the Deployment deleted once the StatefulSet is ready", func() error {
+		if err := k8s.Get(ctx, key, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Deployment: %w", err)
+		}
+		return nil
+	})
+	eventually(t, settle, "Ready=True from the StatefulSet, two owned claims", func() error {
+		g := getGateway(ctx, t, key)
+		if c := condition(g, ferrofedv1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %s %s %q", c.Status, c.Reason, c.Message)
+		}
+		if a := g.Status.Audit; a == nil || len(a.Claims) != 2 || a.OrphanedClaims != 0 {
+			return fmt.Errorf("status.audit %+v", a)
+		}
+		return nil
+	})
+
+	// Back to the emptyDir.
+	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Audit = nil })
+	reconciled(ctx, t, key)
+	time.Sleep(time.Second)
+	if err := k8s.Get(ctx, key, &appsv1.StatefulSet{}); err != nil {
+		t.Fatalf("the StatefulSet went before the Deployment was ready: %v", err)
+	}
+	readyDeployment(ctx, t, key)
+	var jobs map[string]batchv1.Job
+	eventually(t, settle, "the StatefulSet deleted, both claims orphaned and handed over by a Job each", func() error {
+		if err := k8s.Get(ctx, key, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("StatefulSet: %w", err)
+		}
+		var err error
+		if jobs, err = handOverJobs(ctx, key.Name); err != nil {
+			return err
+		}
+		if len(jobs) != 2 {
+			return fmt.Errorf("%d Jobs", len(jobs))
+		}
+		return nil
+	})
+	if g := getGateway(ctx, t, key); !slices.Contains(g.Finalizers, controllers.FinalizerAuditHandOver) {
+		t.Errorf("finalizers %v: the claims still wait", g.Finalizers)
+	}
+	for _, j := range jobs {
+		finishJob(ctx, t, j, true)
+	}
+	eventually(t, settle, "both claims deleted, the finalizer and status.audit gone", func() error {
+		for _, n := range []int{0, 1} {
+			if gone, err := claimGone(ctx, types.NamespacedName{Namespace: key.Namespace, Name: controllers.SpoolClaimName(key.Name, n)}); err != nil || !gone {
+				return fmt.Errorf("claim %d still there (%w)", n, err)
+			}
+		}
+		g := getGateway(ctx, t, key)
+		if slices.Contains(g.Finalizers, controllers.FinalizerAuditHandOver) || g.Status.Audit != nil {
+			return fmt.Errorf("finalizers %v, status.audit %+v", g.Finalizers, g.Status.Audit)
+		}
+		if c := condition(g, ferrofedv1alpha1.ConditionAuditDelivering); c.Status != metav1.ConditionUnknown {
+			return fmt.Errorf("AuditDelivering %s %s", c.Status, c.Reason)
+		}
+		return nil
+	})
+}
+
+// TestADrainReportsItsSpoolInStatusAudit: a replica's pod deleted by a scale-down
+// reports in its drain's termination message what its spool held; status.audit shows
+// it on the orphaned claim (reportedBy drain), and the hand-over starts only once the
+// pod is gone.
+func TestADrainReportsItsSpoolInStatusAudit(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := persistentGateway(ctx, t, "spool-report", 2, nil)
+	sts := statefulSetOf(ctx, t, key)
+	makeClaims(ctx, t, sts, 0, 1)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name + "-1", Labels: sts.Spec.Template.Labels, Finalizers: []string{"ferrofed.io/test-hold"}},
+		Spec:       sts.Spec.Template.Spec,
+	}
+	pod.Spec.NodeName = "node-a"
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: controllers.SpoolVolumeName, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: controllers.SpoolClaimName(key.Name, 1)}}})
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) { g.Spec.Replicas = ptr.To[int32](1) })
+	time.Sleep(time.Second)
+	if js, err := handOverJobs(ctx, key.Name); err != nil || len(js) != 0 {
+		t.Fatalf("hand-over Jobs %v (%v) while the replica's pod still drains", js, err)
+	}
+	// The pod is deleted and its gateway drains, reporting 12 records left.
+	if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := lifecycle.TerminationMessage{Outcome: lifecycle.DrainCompleted, Drain: 2 * time.Second, Abandoned: []string{},
+		Audit: []lifecycle.SpoolLeft{{Destination: "repository", Records: 12, Bytes: 3400}}}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := string(data)
+	eventually(t, settle, "the pod's final status", func() error {
+		p := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+			return err
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: controllers.ContainerName, Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: msg, FinishedAt: metav1.Now()}}}}
+		return k8s.Status().Update(ctx, p)
+	})
+	eventually(t, settle, "status.audit: 12 records on the orphaned claim, reported by its drain", func() error {
+		g := getGateway(ctx, t, key)
+		a := g.Status.Audit
+		if a == nil || len(a.Claims) != 2 || a.Claims[0].Name != controllers.SpoolClaimName(key.Name, 1) || a.Claims[0].UndeliveredRecords != 12 ||
+			a.Claims[0].UndeliveredBytes != 3400 || a.Claims[0].ReportedBy != ferrofedv1alpha1.ReportedByDrain || a.UndeliveredRecords != 12 {
+			return fmt.Errorf("status.audit %+v", a)
+		}
+		if c := condition(g, ferrofedv1alpha1.ConditionAuditDelivering); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "12 record(s)") {
+			return fmt.Errorf("AuditDelivering %s %s %q", c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+	// The pod gone: the hand-over starts.
+	eventually(t, settle, "the pod gone", func() error {
+		p := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		p.Finalizers = nil
+		if err := k8s.Update(ctx, p); err != nil {
+			return err
+		}
+		return fmt.Errorf("pod still there")
+	})
+	eventually(t, settle, "one hand-over Job for claim 1", func() error {
+		js, err := handOverJobs(ctx, key.Name)
+		if err == nil && (len(js) != 1 || js[controllers.SpoolClaimName(key.Name, 1)].Name == "") {
+			err = fmt.Errorf("Jobs %v", js)
+		}
+		return err
+	})
+}
