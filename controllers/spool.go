@@ -24,7 +24,7 @@ import (
 )
 
 // The persistent spool (spec.audit.spool.volumeClaimTemplate) and its hand-over
-// (docs/audit-spool.md, "On Kubernetes"; docs/operator.md, "The persistent spool").
+// (docs/audit-spool.md, "On Kubernetes"; docs/operator.md, "The persistent audit spool").
 const (
 	// SpoolVolumeName names the StatefulSet's volumeClaimTemplate, and so the claims:
 	// spool-<gateway>-<ordinal>.
