@@ -22,6 +22,7 @@ import (
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // The spool claims, their hand-over Jobs and the finalizer. RBAC: the claims are made by
@@ -159,6 +160,12 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 		case stepStart:
 			if p.state == ferrofedv1alpha1.HandOverFailedState {
 				r.tellHandOverFailed(gw, previous[role.name], p.newest, msg)
+			}
+			if !gatewayspec.ImageAllowed(r.AllowedImages, gw.Spec.Image) {
+				// No Job in an image the operator does not allow (an update of a
+				// Gateway being deleted is not validated): the claim waits.
+				kept = append(kept, role)
+				continue
 			}
 			for _, j := range js {
 				errs = append(errs, r.deleteJob(ctx, gw, j, "a new attempt replaces it"))
