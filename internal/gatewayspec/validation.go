@@ -90,15 +90,24 @@ const PersistentSpoolSyncThreshold = 2 * time.Second
 // spool loses with its pod.
 func auditWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, spools int) []string {
 	if spools == 0 {
+		// A referenced ConfigMap is not read here: its [audit] is not known.
+		if s.PersistentSpool() && (s.Config == nil || s.Config.ConfigMapRef == nil) {
+			return []string{"spec.audit.spool.volumeClaimTemplate is set but the configuration has no [audit] table with destination \"repository\": " +
+				"every replica gets a claim with no spool in it, and a claim's hand-over (ferrofed audit drain) fails without one, keeping the claim; remove the template, or add the table"}
+		}
 		return nil
 	}
 	if s.PersistentSpool() {
+		var out []string
 		if plan.BindingsDrainTimeout < PersistentSpoolSyncThreshold {
-			return []string{fmt.Sprintf(
+			out = append(out, fmt.Sprintf(
 				"spec.lifecycle.bindingsDrainTimeout (%s) leaves less than %s for the audit spool's final sync at shutdown: with a persistent spool (spec.audit.spool.volumeClaimTemplate) the claim's next owner reads what that sync wrote; raise it to at least %s",
-				plan.BindingsDrainTimeout, PersistentSpoolSyncThreshold, PersistentSpoolSyncThreshold)}
+				plan.BindingsDrainTimeout, PersistentSpoolSyncThreshold, PersistentSpoolSyncThreshold))
 		}
-		return nil
+		if s.ReplicasOrDefault() == 1 {
+			out = append(out, "spec.replicas is 1 with a persistent spool (spec.audit.spool.volumeClaimTemplate): a rollout replaces the one pod in place, since its successor needs its claim, so the Gateway answers nothing while the pod restarts; run 2 or more replicas")
+		}
+		return out
 	}
 	var out []string
 	if plan.BindingsDrainTimeout < time.Second {

@@ -76,6 +76,12 @@ var spoolClaimCases = []spoolClaimCase{
 		func(g *ferrofedv1alpha1.Gateway) { g.Spec.Lifecycle.BindingsDrainTimeout = dur("1s") }), true, true,
 		"spec.lifecycle.bindingsDrainTimeout (1s) leaves less than 2s for the audit spool's final sync at shutdown: with a persistent spool"},
 		"the audit spool is an emptyDir"},
+	{apiCase{"one replica with a persistent spool draws the rollout warning", all(inline(auditRepository), spoolClaim("1Gi", corev1.ReadWriteOnce)), true, true,
+		"spec.replicas is 1 with a persistent spool (spec.audit.spool.volumeClaimTemplate): a rollout replaces the one pod in place"}, ""},
+	{apiCase{"two replicas with a persistent spool draw no rollout warning", all(inline(auditRepository), spoolClaim("1Gi", corev1.ReadWriteOnce),
+		func(g *ferrofedv1alpha1.Gateway) { g.Spec.Replicas = ptr.To[int32](2) }), true, true, ""}, "spec.replicas is 1"},
+	{apiCase{"a persistent spool without an audit repository draws a warning", spoolClaim("1Gi", corev1.ReadWriteOnce), true, true,
+		"spec.audit.spool.volumeClaimTemplate is set but the configuration has no [audit] table with destination \"repository\""}, ""},
 	{apiCase{"retainOnDelete with a persistent spool", all(inline(auditRepository), spoolClaim("1Gi", corev1.ReadWriteOnce),
 		func(g *ferrofedv1alpha1.Gateway) { g.Spec.Audit.Spool.RetainOnDelete = ptr.To(true) }), true, true, ""}, ""},
 }
