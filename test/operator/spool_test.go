@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/controllers"
@@ -462,6 +463,9 @@ func TestFinalizerHoldsADeletedGateway(t *testing.T) {
 		if err := k8s.Get(ctx, key, &ferrofedv1alpha1.Gateway{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Gateway: %w", err)
 		}
+		if _, ok := auditUndeliveredMetric(key.Namespace + "/" + key.Name); ok {
+			return fmt.Errorf("ferrofed_operator_audit_undelivered still has the deleted Gateway's series")
+		}
 		return nil
 	})
 }
@@ -672,6 +676,13 @@ func TestADrainReportsItsSpoolInStatusAudit(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, settle, "ferrofed_operator_audit_undelivered of the Gateway at 12", func() error {
+		v, ok := auditUndeliveredMetric(key.Namespace + "/" + key.Name)
+		if !ok || v != 12 {
+			return fmt.Errorf("ferrofed_operator_audit_undelivered = %v (present: %t)", v, ok)
+		}
+		return nil
+	})
 	// The pod gone: the hand-over starts.
 	eventually(t, settle, "the pod gone", func() error {
 		p := &corev1.Pod{}
@@ -691,4 +702,26 @@ func TestADrainReportsItsSpoolInStatusAudit(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// auditUndeliveredMetric is ferrofed_operator_audit_undelivered{gateway}, and whether
+// the series exists.
+func auditUndeliveredMetric(gateway string) (float64, bool) {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, f := range families {
+		if f.GetName() != "ferrofed_operator_audit_undelivered" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "gateway" && l.GetValue() == gateway {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
 }
