@@ -150,11 +150,30 @@ func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1a
 	return startup, readiness, liveness
 }
 
-// Deployment runs the gateway pods. Its grace period is the plan's; no preStop hook is
-// needed, since the process itself keeps accepting for drainDelay after SIGTERM.
-// rendered is the rendered configuration: its ConfigHash rolls the pods, and an [audit]
-// table with destination "repository" in it gets the spool emptyDir.
+// Deployment runs the gateway pods of a Gateway whose spools live in an emptyDir (or
+// that has none). Its grace period is the plan's; no preStop hook is needed, since the
+// process itself keeps accepting for drainDelay after SIGTERM. rendered is the rendered
+// configuration: its ConfigHash rolls the pods, and an [audit] table with destination
+// "repository" in it gets the spool emptyDir.
 func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte) *appsv1ac.DeploymentApplyConfiguration {
+	return appsv1ac.Deployment(gw.Name, gw.Namespace).
+		WithLabels(Labels(gw)).
+		WithOwnerReferences(ownerReference(gw)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(gw.Spec.ReplicasOrDefault()).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))).
+			WithStrategy(appsv1ac.DeploymentStrategy().
+				WithType(appsv1.RollingUpdateDeploymentStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+					WithMaxUnavailable(intstr.FromInt32(0)).
+					WithMaxSurge(intstr.FromInt32(1)))).
+			WithTemplate(podTemplate(gw, plan, rendered)))
+}
+
+// podTemplate is the gateway pod of Deployment and StatefulSet alike: the same labels
+// (the Service, the PodDisruptionBudget and the drain watch select them), the same
+// container and volumes, the spool volume aside (spoolVolume).
+func podTemplate(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte) *corev1ac.PodTemplateSpecApplyConfiguration {
 	configHash := ConfigHash(rendered)
 	startup, readiness, liveness := probes(gw)
 	container := corev1ac.Container().
@@ -167,58 +186,106 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 		WithStartupProbe(startup).
 		WithReadinessProbe(readiness).
 		WithLivenessProbe(liveness).
-		WithSecurityContext(corev1ac.SecurityContext().
-			WithAllowPrivilegeEscalation(false).
-			WithReadOnlyRootFilesystem(true).
-			WithRunAsNonRoot(true).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-		WithVolumeMounts(corev1ac.VolumeMount().
-			WithName("config").
-			WithMountPath(gatewayspec.ConfigPath).
-			WithSubPath(gatewayspec.ConfigFileName).
-			WithReadOnly(true))
+		WithSecurityContext(containerSecurityContext())
 	if res := resources(gw.Spec.Resources); res != nil {
 		container.WithResources(res)
 	} else {
 		container.WithResources(defaultResources())
 	}
-	// The root filesystem is read-only; /tmp is the process's scratch space.
-	container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"))
+	mounts, volumes := podVolumes(gw, rendered, true)
+	container.WithVolumeMounts(mounts...)
+	pod := corev1ac.PodSpec().
+		WithTerminationGracePeriodSeconds(plan.GracePeriodSeconds).
+		// The gateway never talks to the Kubernetes API, and needs no Service's address
+		// in its environment.
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithContainers(container).
+		WithVolumes(volumes...)
+	scheduling(gw, pod)
+	return corev1ac.PodTemplateSpec().
+		WithLabels(Labels(gw)).
+		WithAnnotations(map[string]string{AnnotationConfigHash: configHash}).
+		WithSpec(pod)
+}
+
+// scheduling gives pod the Gateway's node selector, tolerations and affinity.
+func scheduling(gw *ferrofedv1alpha1.Gateway, pod *corev1ac.PodSpecApplyConfiguration) {
+	if len(gw.Spec.NodeSelector) > 0 {
+		pod.WithNodeSelector(gw.Spec.NodeSelector)
+	}
+	for i := range gw.Spec.Tolerations {
+		pod.WithTolerations(toleration(gw.Spec.Tolerations[i]))
+	}
+	if gw.Spec.Affinity != nil {
+		pod.WithAffinity(affinity(gw.Spec.Affinity))
+	}
+}
+
+func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithReadOnlyRootFilesystem(true).
+		WithRunAsNonRoot(true).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+}
+
+// podVolumes are the gateway pod's volumes and the container's mounts of them: the
+// configuration, /tmp, the page-token key, the stored queries, spec.secretMounts and the
+// TLS Secrets, and, with withSpool, the spool (an emptyDir, or with a persistent spool
+// the mount of the StatefulSet's claim, SpoolVolumeName). A hand-over Job mounts the
+// same, its claim in the spool's place.
+func podVolumes(gw *ferrofedv1alpha1.Gateway, rendered []byte, withSpool bool) ([]*corev1ac.VolumeMountApplyConfiguration, []*corev1ac.VolumeApplyConfiguration) {
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().
+			WithName("config").
+			WithMountPath(gatewayspec.ConfigPath).
+			WithSubPath(gatewayspec.ConfigFileName).
+			WithReadOnly(true),
+		// The root filesystem is read-only; /tmp is the process's scratch space.
+		corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+	}
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(gw.Name)),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	}
 	// The page-token key every replica shares (federation.page_token_key_file).
-	container.WithVolumeMounts(corev1ac.VolumeMount().WithName("page-token").WithMountPath(gatewayspec.PageTokenDir).WithReadOnly(true))
+	mounts = append(mounts, corev1ac.VolumeMount().WithName("page-token").WithMountPath(gatewayspec.PageTokenDir).WithReadOnly(true))
 	volumes = append(volumes, corev1ac.Volume().WithName("page-token").WithSecret(corev1ac.SecretVolumeSource().
 		WithSecretName(gatewayspec.PageTokenSecretName(gw.Name)).
 		WithItems(corev1ac.KeyToPath().WithKey(gatewayspec.PageTokenKey).WithPath(gatewayspec.PageTokenKey))))
 	// The audit spools (audit.spool_dir): an emptyDir, which outlives the container's
-	// restarts within the pod, bounded by spec.audit.spool.sizeLimit.
-	mounts := config.MountsOf(rendered)
-	if mounts.AuditSpools > 0 {
+	// restarts within the pod, bounded by spec.audit.spool.sizeLimit; or, with
+	// spec.audit.spool.volumeClaimTemplate, the replica's own claim (the StatefulSet's
+	// volumeClaimTemplates), which outlives the pod (docs/audit-spool.md).
+	m := config.MountsOf(rendered)
+	switch {
+	case !withSpool:
+	case gw.Spec.PersistentSpool():
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(SpoolVolumeName).WithMountPath(gatewayspec.AuditSpoolDir))
+	case m.AuditSpools > 0:
 		limit := gw.Spec.SpoolSizeLimit()
-		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("audit-spool").WithMountPath(gatewayspec.AuditSpoolDir))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("audit-spool").WithMountPath(gatewayspec.AuditSpoolDir))
 		volumes = append(volumes, corev1ac.Volume().WithName("audit-spool").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(limit)))
 	}
 	// The stored queries (stored_queries.dir): the ConfigMap of the Gateway's
 	// StoredQuery resources, read-only, so that every replica reads the same store;
 	// optional, since it is made with the first StoredQuery (an empty store until then).
-	if mounts.StoredQueries {
-		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("stored-queries").WithMountPath(gatewayspec.StoredQueriesDir).WithReadOnly(true))
+	if m.StoredQueries {
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("stored-queries").WithMountPath(gatewayspec.StoredQueriesDir).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName("stored-queries").WithConfigMap(corev1ac.ConfigMapVolumeSource().
 			WithName(gatewayspec.StoredQueriesConfigMapName(gw.Name)).WithOptional(true)))
 	}
 	// spec.secretMounts: each Secret whole, read-only; the kubelet reads it, not the
 	// operator.
-	for i, m := range gw.Spec.SecretMounts {
+	for i, sm := range gw.Spec.SecretMounts {
 		name := fmt.Sprintf("secret-mount-%d", i)
-		container.WithVolumeMounts(corev1ac.VolumeMount().WithName(name).WithMountPath(m.MountPath).WithReadOnly(true))
-		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(m.SecretName)))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(name).WithMountPath(sm.MountPath).WithReadOnly(true))
+		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(sm.SecretName)))
 	}
 	if tls := gw.Spec.TLS; tls != nil {
-		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls").WithMountPath(gatewayspec.TLSDir).WithReadOnly(true))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("tls").WithMountPath(gatewayspec.TLSDir).WithReadOnly(true))
 		// Only the key pair: a Secret without both keys fails the mount (the pod says
 		// so), and its other keys never reach the image the Gateway's author chose.
 		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().
@@ -229,13 +296,13 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 		// The client CA, under a fixed file name whatever its key; and the identity the
 		// exec probes present. Only the keys named, read-only, like the key pair.
 		if ca := tls.ClientCASecret; ca != nil {
-			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("client-ca").WithMountPath(gatewayspec.ClientCADir).WithReadOnly(true))
+			mounts = append(mounts, corev1ac.VolumeMount().WithName("client-ca").WithMountPath(gatewayspec.ClientCADir).WithReadOnly(true))
 			volumes = append(volumes, corev1ac.Volume().WithName("client-ca").WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(ca.Name).
 				WithItems(corev1ac.KeyToPath().WithKey(ca.KeyOrDefault()).WithPath(gatewayspec.ClientCAFileName))))
 		}
 		if id := tls.HealthcheckIdentitySecret; id != nil {
-			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("healthcheck-identity").WithMountPath(gatewayspec.HealthcheckIdentityDir).WithReadOnly(true))
+			mounts = append(mounts, corev1ac.VolumeMount().WithName("healthcheck-identity").WithMountPath(gatewayspec.HealthcheckIdentityDir).WithReadOnly(true))
 			volumes = append(volumes, corev1ac.Volume().WithName("healthcheck-identity").WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(*id).
 				WithItems(
@@ -243,38 +310,7 @@ func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []by
 					corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath(corev1.TLSPrivateKeyKey))))
 		}
 	}
-	pod := corev1ac.PodSpec().
-		WithTerminationGracePeriodSeconds(plan.GracePeriodSeconds).
-		// The gateway never talks to the Kubernetes API, and needs no Service's address
-		// in its environment.
-		WithAutomountServiceAccountToken(false).
-		WithEnableServiceLinks(false).
-		WithContainers(container).
-		WithVolumes(volumes...)
-	if len(gw.Spec.NodeSelector) > 0 {
-		pod.WithNodeSelector(gw.Spec.NodeSelector)
-	}
-	for i := range gw.Spec.Tolerations {
-		pod.WithTolerations(toleration(gw.Spec.Tolerations[i]))
-	}
-	if gw.Spec.Affinity != nil {
-		pod.WithAffinity(affinity(gw.Spec.Affinity))
-	}
-	return appsv1ac.Deployment(gw.Name, gw.Namespace).
-		WithLabels(Labels(gw)).
-		WithOwnerReferences(ownerReference(gw)).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(gw.Spec.ReplicasOrDefault()).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))).
-			WithStrategy(appsv1ac.DeploymentStrategy().
-				WithType(appsv1.RollingUpdateDeploymentStrategyType).
-				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
-					WithMaxUnavailable(intstr.FromInt32(0)).
-					WithMaxSurge(intstr.FromInt32(1)))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(Labels(gw)).
-				WithAnnotations(map[string]string{AnnotationConfigHash: configHash}).
-				WithSpec(pod)))
+	return mounts, volumes
 }
 
 // Default resources of a gateway container whose Gateway sets none: a request the

@@ -99,6 +99,28 @@ var goldenCases = map[string]func(*ferrofedv1alpha1.Gateway){
 			}}},
 		}}
 	},
+	// A persistent spool: a StatefulSet instead of the Deployment, and the hand-over Job
+	// of claim 1 (after a scale-down from 3 to 1).
+	"persistent-spool-and-handover-job": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Replicas = ptr.To[int32](3)
+		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{
+			VolumeClaimTemplate: &ferrofedv1alpha1.SpoolVolumeClaimTemplate{
+				Metadata: &ferrofedv1alpha1.SpoolClaimMetadata{Labels: map[string]string{"team": "audit", LabelInstance: "not-this"},
+					Annotations: map[string]string{"backup.example.org/keep": "true"}},
+				Spec: &corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod},
+					StorageClassName: ptr.To("local-path"),
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
+			}}}
+		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-client", MountPath: "/etc/ferrofed/secrets/audit"}}
+		g.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+		g.Spec.Config = configWithIssuer(`
+[audit]
+destination = "repository"
+url = "https://audit.example.org/fhir"
+client_certificate_file = "/etc/ferrofed/secrets/audit/tls.crt"
+client_key_file = "/etc/ferrofed/secrets/audit/tls.key"
+`)
+	},
 	"audit-spool-and-secret-mounts": func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Audit = &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{SizeLimit: ptr.To(resource.MustParse("2Gi"))}}
 		g.Spec.SecretMounts = []ferrofedv1alpha1.SecretMount{{SecretName: "audit-client", MountPath: "/etc/ferrofed/secrets/audit"}}
@@ -159,7 +181,12 @@ func TestGoldenBuilders(t *testing.T) {
 				t.Fatalf("render: %v", err)
 			}
 			var out bytes.Buffer
-			for _, obj := range []any{ConfigMap(gw, rendered), Deployment(gw, plan, rendered), Service(gw), PodDisruptionBudget(gw)} {
+			objects := []any{ConfigMap(gw, rendered), Deployment(gw, plan, rendered), Service(gw), PodDisruptionBudget(gw)}
+			if gw.Spec.PersistentSpool() {
+				objects = []any{ConfigMap(gw, rendered), StatefulSet(gw, plan, rendered), Service(gw), PodDisruptionBudget(gw),
+					HandOverJob(gw, rendered, SpoolClaimName(gw.Name, 1), 1)}
+			}
+			for _, obj := range objects {
 				data, err := yaml.Marshal(obj)
 				if err != nil {
 					t.Fatal(err)

@@ -36,3 +36,14 @@ func toleration(t corev1.Toleration) *corev1ac.TolerationApplyConfiguration {
 func affinity(a *corev1.Affinity) *corev1ac.AffinityApplyConfiguration {
 	return asApplyConfiguration[corev1ac.AffinityApplyConfiguration](a)
 }
+
+// asApplyConfigurationInto is asApplyConfiguration into out, in either direction.
+func asApplyConfigurationInto(in, out any) {
+	data, err := json.Marshal(in)
+	if err != nil {
+		panic("marshal " + err.Error())
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		panic("unmarshal " + err.Error())
+	}
+}

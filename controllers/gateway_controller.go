@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -71,7 +72,7 @@ type GatewayReconciler struct {
 // +kubebuilder:rbac:groups=ferrofed.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ferrofed.io,resources=gateways/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // The page-token Secret of each Gateway: made once, read by name to check that the
@@ -90,28 +91,43 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	if err := r.Get(ctx, req.NamespacedName, gw); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ownWrites.Delete(req.NamespacedName)
+			auditUndelivered.DeleteLabelValues(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !gw.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // the garbage collector removes the owned objects
+		return r.finalize(ctx, gw)
+	}
+	// A persistent spool's claims outlive the pods: the finalizer is set before the
+	// StatefulSet that makes them, so that no claim ever exists without it.
+	persistent := gw.Spec.PersistentSpool()
+	if persistent {
+		if err := r.setFinalizer(ctx, gw, true); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	plan := gatewayspec.Plan(&gw.Spec)
 	outcome, err := r.renderConfig(ctx, gw, plan)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// dep is the live Deployment, or the apply's response, for the status.
-	dep, applied := &appsv1.Deployment{}, false
+	// dep (or sts, with a persistent spool) is the live workload, or the apply's
+	// response, for the status.
+	dep, sts, applied := &appsv1.Deployment{}, &appsv1.StatefulSet{}, false
 	var problem applyProblem
 	var changed changes
+	var spool *spoolResult
+	var requeue time.Duration
 	defer func() {
 		r.tellChanges(gw, changed)
 		var observed *appsv1.Deployment
-		if applied || r.Get(ctx, req.NamespacedName, dep) == nil {
+		switch {
+		case persistent && (applied || r.Get(ctx, req.NamespacedName, sts) == nil):
+			observed = statefulSetView(sts)
+		case !persistent && (applied || r.Get(ctx, req.NamespacedName, dep) == nil):
 			observed = dep
 		}
-		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, plan, observed, outcome, problem, retErr != nil))
+		retErr = errors.Join(retErr, r.patchStatus(ctx, gw, plan, observed, outcome, problem, spool, retErr != nil))
 	}()
 	if !gatewayspec.ImageAllowed(r.AllowedImages, gw.Spec.Image) {
 		problem = applyProblem{ferrofedv1alpha1.ReasonImageNotAllowed, gatewayspec.ImageMessage(r.AllowedImages, gw.Spec.Image)}
@@ -129,7 +145,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-	owned, err := ownedObjects(gw, rolloutPlan, rendered, dep)
+	owned, err := ownedObjects(gw, rolloutPlan, rendered, dep, sts, r.otherWorkloadGoes(ctx, gw, persistent))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -153,9 +169,43 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		applied = applied || o.live == dep
+		applied = applied || (o.desired != nil && (o.live == dep && !persistent || o.live == sts && persistent))
 	}
-	return ctrl.Result{}, nil
+	if needsSpoolPass(gw) {
+		res, err := r.reconcileSpool(ctx, gw, rendered, persistent)
+		spool, requeue = &res, res.requeue
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !persistent && res.claimsLeft == 0 {
+			// An emptyDir spool and every claim handed over: nothing left to hold.
+			if err := r.setFinalizer(ctx, gw, false); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// otherWorkloadGoes reports whether the workload of the other spool mode (the
+// Deployment with a persistent spool, the StatefulSet without) may be deleted: only once
+// the workload of this mode runs every replica ready with its latest template, so that
+// switching modes drops no request. The old pods then drain as usual.
+func (r *GatewayReconciler) otherWorkloadGoes(ctx context.Context, gw *ferrofedv1alpha1.Gateway, persistent bool) bool {
+	key := client.ObjectKeyFromObject(gw)
+	var live *appsv1.Deployment
+	if persistent {
+		s := &appsv1.StatefulSet{}
+		if r.Get(ctx, key, s) == nil && controlledBy(s, gw) {
+			live = statefulSetView(s)
+		}
+	} else {
+		d := &appsv1.Deployment{}
+		if r.Get(ctx, key, d) == nil && controlledBy(d, gw) {
+			live = d
+		}
+	}
+	return workloadReady(live, gw.Spec.ReplicasOrDefault())
 }
 
 // ensurePageTokenSecret makes the Gateway's page-token Secret once: a random key every
@@ -263,21 +313,38 @@ func neverReconciled(gw *ferrofedv1alpha1.Gateway) bool {
 const createOnlyVersion = "1"
 
 // ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
-// mount it), then the Deployment (into dep), the Service and, with more than one
-// replica, the PodDisruptionBudget.
-func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment) ([]ownedObject, error) {
+// mount it), then the workload (a Deployment into dep, or with a persistent spool a
+// StatefulSet into sts), the Service and, with more than one replica, the
+// PodDisruptionBudget. The workload of the other spool mode is deleted when otherGoes
+// (otherWorkloadGoes), and left alone until then.
+func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment, sts *appsv1.StatefulSet, otherGoes bool) ([]ownedObject, error) {
 	cm := ownedObject{kind: "ConfigMap", live: &corev1.ConfigMap{}, uncached: true} // see ManagerOptions' client options
 	deployment := ownedObject{kind: "Deployment", live: dep}
+	statefulSet := ownedObject{kind: "StatefulSet", live: sts}
 	svc := ownedObject{kind: "Service", live: &corev1.Service{}}
 	pdb := ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}}
 	err := errors.Join(
 		build(&cm, func() *corev1ac.ConfigMapApplyConfiguration { return ConfigMap(gw, rendered) }),
-		build(&deployment, func() *appsv1ac.DeploymentApplyConfiguration { return Deployment(gw, plan, rendered) }),
 		build(&svc, func() *corev1ac.ServiceApplyConfiguration { return Service(gw) }))
+	var workloads []ownedObject
+	if gw.Spec.PersistentSpool() {
+		err = errors.Join(err, build(&statefulSet, func() *appsv1ac.StatefulSetApplyConfiguration { return StatefulSet(gw, plan, rendered) }))
+		workloads = []ownedObject{statefulSet}
+		if otherGoes {
+			workloads = append(workloads, deployment)
+		}
+	} else {
+		err = errors.Join(err, build(&deployment, func() *appsv1ac.DeploymentApplyConfiguration { return Deployment(gw, plan, rendered) }))
+		workloads = []ownedObject{deployment}
+		if otherGoes {
+			workloads = append(workloads, statefulSet)
+		}
+	}
 	if PodDisruptionBudget(gw) != nil {
 		err = errors.Join(err, build(&pdb, func() *policyv1ac.PodDisruptionBudgetApplyConfiguration { return PodDisruptionBudget(gw) }))
 	}
-	return []ownedObject{cm, deployment, svc, pdb}, err
+	out := append([]ownedObject{cm}, workloads...)
+	return append(out, svc, pdb), err
 }
 
 // ownedKind is the apply configuration of an owned kind.
@@ -484,10 +551,16 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 // configuration newly refused is also told as a Warning event. After a failed apply the
 // status still tells what is observed, but observedGeneration stays where it was: the
 // generation has not been fully rolled out, and the retry will say when it is.
-func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, ap applyProblem, failed bool) error {
+func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv1.Deployment, o configOutcome, ap applyProblem, spool *spoolResult, failed bool) error {
 	key := client.ObjectKeyFromObject(gw)
 	drained := r.drained.take(key)
 	st := desiredStatus(gw, plan, dep, o, ap, drained)
+	var reports map[string]claimFigures
+	if spool != nil {
+		st.Audit, reports = spool.status, spool.reports
+		setAuditCondition(&st, gw.Generation)
+	}
+	setAuditMetric(gw, st.Audit)
 	if failed {
 		st.ObservedGeneration = gw.Status.ObservedGeneration
 	}
@@ -502,7 +575,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	// drains that patch recorded (seen on a real node: rollouts whose Deployment status
 	// and pod ends land together). On a conflict the drains go back to the inbox and the
 	// retry computes from a fresher Gateway.
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": gw.ResourceVersion}, "status": st})
+	patch, err := statusPatch(gw.ResourceVersion, st)
 	if err != nil {
 		return fmt.Errorf("patch Gateway status: %w", err)
 	}
@@ -516,6 +589,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Status().Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if !apierrors.IsNotFound(err) {
 			r.drained.putBack(key, drained) // told on the retry
+			r.drained.putBackAudit(key, reports)
 		}
 		return fmt.Errorf("patch Gateway status: %w", client.IgnoreNotFound(err))
 	}
@@ -527,6 +601,24 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", eventNote(o.message))
 	}
 	return nil
+}
+
+// statusPatch is the merge patch that writes st whole, conditional on resourceVersion:
+// an absent status.audit is written as null, so that the audit of claims all handed over
+// goes.
+func statusPatch(resourceVersion string, st ferrofedv1alpha1.GatewayStatus) ([]byte, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var status map[string]any
+	if err := json.Unmarshal(data, &status); err != nil {
+		return nil, err
+	}
+	if _, ok := status["audit"]; !ok {
+		status["audit"] = nil
+	}
+	return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": status})
 }
 
 // maxEventNote is what the Events API keeps of a note (1024 bytes), less the room the
@@ -584,17 +676,25 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 	gatewayChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 		predicate.LabelChangedPredicate{}, statusChanged{own: &r.ownWrites})
 	notCreated := predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
+	deletedOnly := predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }}
 	// ConfigMaps are watched as metadata only (no data in memory): the owned one and
 	// every one a Gateway references, which the reconciler then reads by name.
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&ferrofedv1alpha1.Gateway{}, builder.WithPredicates(gatewayChanged)).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(notCreated)).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(notCreated)).
+		Owns(&appsv1.StatefulSet{}, builder.WithPredicates(notCreated)).
+		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).
 		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(notCreated)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing), builder.OnlyMetadata).
 		// A gateway pod deleted and terminated: its drain goes into the status.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podDrained)).
+		// A replica's pod gone releases its claim for the hand-over; a claim made or
+		// deleted changes status.audit.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podGone), builder.WithPredicates(deletedOnly)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
 		Complete(r)
 }

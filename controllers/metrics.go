@@ -3,6 +3,10 @@ package controllers
 import (
 	"sync"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -27,10 +31,27 @@ var (
 		Help:    "How long the operator took to answer each admission review of its validating webhook, in seconds.",
 		Buckets: []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 	})
+	// auditUndelivered is status.audit.undeliveredRecords of each Gateway with spool
+	// claims: records that wait in a claim, as the last drain or hand-over reported.
+	auditUndelivered = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ferrofed_operator_audit_undelivered",
+		Help: "Audit records the spool claims of a Gateway (namespace/name) hold undelivered, as the last drain or hand-over of each reported them.",
+	}, []string{"gateway"})
 	registered sync.Once
 )
 
 // registerMetrics registers them once, whatever number of managers a process sets up.
 func registerMetrics() {
-	registered.Do(func() { metrics.Registry.MustRegister(drainsTotal, drainSeconds, webhookSeconds) })
+	registered.Do(func() { metrics.Registry.MustRegister(drainsTotal, drainSeconds, webhookSeconds, auditUndelivered) })
+}
+
+// setAuditMetric sets auditUndelivered of gw from its status.audit; a Gateway without
+// claims has no series.
+func setAuditMetric(gw client.Object, st *ferrofedv1alpha1.AuditStatus) {
+	label := gw.GetNamespace() + "/" + gw.GetName()
+	if st == nil {
+		auditUndelivered.DeleteLabelValues(label)
+		return
+	}
+	auditUndelivered.WithLabelValues(label).Set(float64(st.UndeliveredRecords))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -215,9 +216,14 @@ func CacheOptions() cache.Options {
 		DefaultTransform: trimForCache,
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}:            owned,
+			&appsv1.StatefulSet{}:           owned,
 			&corev1.Service{}:               owned,
 			&policyv1.PodDisruptionBudget{}: owned,
-			&corev1.Pod{}:                   owned, // the gateway pods carry the label too
+			&corev1.Pod{}:                   owned, // the gateway pods and the hand-over Jobs' carry the label too
+			// The hand-over Jobs, and the spool claims (labelled through the
+			// StatefulSet's volumeClaimTemplate).
+			&batchv1.Job{}:                  owned,
+			&corev1.PersistentVolumeClaim{}: owned,
 		},
 	}
 }
@@ -241,6 +247,19 @@ func trimForCache(in any) (any, error) {
 			o.Spec = appsv1.DeploymentSpec{}
 			o.Status.Conditions = nil // read: the generations and replica counts
 		}
+	case *appsv1.StatefulSet:
+		if trimOwned(o) {
+			o.Spec = appsv1.StatefulSetSpec{}
+			o.Status.Conditions = nil // read: the generations and replica counts
+		}
+	case *batchv1.Job:
+		// Read: labels, owner, conditions (the hand-over's state).
+		o.ManagedFields, o.Annotations = nil, nil
+		o.Spec = batchv1.JobSpec{}
+	case *corev1.PersistentVolumeClaim:
+		// Read: name, labels, owner, deletion.
+		o.ManagedFields, o.Annotations = nil, nil
+		o.Spec, o.Status = corev1.PersistentVolumeClaimSpec{}, corev1.PersistentVolumeClaimStatus{}
 	case *corev1.Service:
 		if trimOwned(o) {
 			o.Spec, o.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
@@ -286,14 +305,15 @@ func trimOwned(o client.Object) bool {
 	return true
 }
 
-// trimPod keeps what drainOf reads: the pod's identity, labels and deletion, its grace
-// period, and the final state of the gateway container.
+// trimPod keeps what drainOf and the hand-over read: the pod's identity, labels and
+// deletion, its grace period, and the final state of the gateway container (or of a
+// hand-over Job's).
 func trimPod(p *corev1.Pod) {
 	p.ManagedFields, p.Annotations = nil, nil
 	p.Spec = corev1.PodSpec{TerminationGracePeriodSeconds: p.Spec.TerminationGracePeriodSeconds}
 	var kept []corev1.ContainerStatus
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == ContainerName && cs.State.Terminated != nil {
+		if (cs.Name == ContainerName || cs.Name == HandOverContainerName) && cs.State.Terminated != nil {
 			kept = append(kept, corev1.ContainerStatus{Name: cs.Name, State: corev1.ContainerState{Terminated: cs.State.Terminated}})
 		}
 	}

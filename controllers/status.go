@@ -106,6 +106,7 @@ func desiredStatus(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, dep *appsv
 		progressingCondition(gw, dep, o),
 		configValidCondition(o),
 		drainsCondition(st.Drains),
+		auditCondition(st.Audit),
 	} {
 		c.ObservedGeneration = gw.Generation
 		meta.SetStatusCondition(&st.Conditions, c)

@@ -15,6 +15,10 @@ const (
 	// False when it was cut or the container was killed (the message names the pod and
 	// how long its drain needed), and Unknown before any pod of the Gateway drained.
 	ConditionDrainsComplete = "DrainsComplete"
+	// ConditionAuditDelivering is about the persistent spool's claims (status.audit):
+	// False, with the count, while an orphaned claim holds records not yet handed over
+	// or a hand-over Job failed; True otherwise; Unknown when the Gateway has no claims.
+	ConditionAuditDelivering = "AuditDelivering"
 )
 
 // Condition reasons.
@@ -62,6 +66,19 @@ const (
 	ReasonDrainUnreported = "DrainUnreported"
 	// ReasonNoDrainYet surfaces on DrainsComplete=Unknown before any pod drained.
 	ReasonNoDrainYet = "NoDrainYet"
+
+	// ReasonNoSpoolClaims surfaces on AuditDelivering=Unknown: the Gateway has no
+	// spool claims (an emptyDir spool, or none yet).
+	ReasonNoSpoolClaims = "NoSpoolClaims"
+	// ReasonNothingWaiting surfaces on AuditDelivering=True: no orphaned claim holds
+	// records, and no hand-over failed.
+	ReasonNothingWaiting = "NothingWaiting"
+	// ReasonHandOverPending surfaces on AuditDelivering=False while orphaned claims
+	// hold records (or have not reported) and their hand-over has not ended.
+	ReasonHandOverPending = "HandOverPending"
+	// ReasonHandOverFailed surfaces on AuditDelivering=False when a hand-over Job
+	// failed: the claim is kept and a new Job is started after a backoff.
+	ReasonHandOverFailed = "HandOverFailed"
 
 	// ReasonRollingOut surfaces on Progressing=True while the Deployment has not
 	// observed or finished rolling out its latest pod template.

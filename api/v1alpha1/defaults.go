@@ -83,3 +83,24 @@ func (s *GatewaySpec) SpoolSizeLimit() resource.Quantity {
 
 // MaxSecretMounts is spec.secretMounts' MaxItems.
 const MaxSecretMounts = 16
+
+// PersistentSpool reports whether the spools live in a claim per replica
+// (spec.audit.spool.volumeClaimTemplate): the gateway then runs as a StatefulSet.
+func (s *GatewaySpec) PersistentSpool() bool {
+	return s.Audit != nil && s.Audit.Spool != nil && s.Audit.Spool.VolumeClaimTemplate != nil
+}
+
+// RetainSpoolClaimsOnDelete is spec.audit.spool.retainOnDelete with its default.
+func (s *GatewaySpec) RetainSpoolClaimsOnDelete() bool {
+	return s.Audit != nil && s.Audit.Spool != nil && ptr.Deref(s.Audit.Spool.RetainOnDelete, false)
+}
+
+// SpoolClaimStorage is spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage,
+// and whether it is set.
+func (s *GatewaySpec) SpoolClaimStorage() (resource.Quantity, bool) {
+	if !s.PersistentSpool() || s.Audit.Spool.VolumeClaimTemplate.Spec == nil {
+		return resource.Quantity{}, false
+	}
+	q, ok := s.Audit.Spool.VolumeClaimTemplate.Spec.Resources.Requests["storage"]
+	return q, ok
+}

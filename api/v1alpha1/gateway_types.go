@@ -125,15 +125,68 @@ type Audit struct {
 	Spool *AuditSpool `json:"spool,omitempty"`
 }
 
-// AuditSpool is the emptyDir the audit spools live in, mounted at
-// /var/lib/ferrofed/audit and rendered as audit.spool_dir (and audit.feed.spool_dir). It
-// survives the container's restarts, not the pod's deletion.
+// AuditSpool is the volume the audit spools live in, mounted at /var/lib/ferrofed/audit
+// and rendered as audit.spool_dir (and audit.feed.spool_dir): an emptyDir by default,
+// which survives the container's restarts, not the pod's deletion; or, with
+// volumeClaimTemplate, one PersistentVolumeClaim per replica, which survives both and is
+// handed over (drained by a Job) before the operator deletes it (docs/audit-spool.md).
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.sizeLimit) && has(self.volumeClaimTemplate))",message="spec.audit.spool.sizeLimit and spec.audit.spool.volumeClaimTemplate are mutually exclusive: sizeLimit sizes the emptyDir spool, volumeClaimTemplate replaces it with a persistent claim per replica; set one of them"
 type AuditSpool struct {
 	// sizeLimit is the emptyDir's size limit. Default 1Gi, from 4Mi to 128Gi;
 	// audit.max_spool_bytes times the number of spools (2 with [audit.feed]) must fit.
+	// Not with volumeClaimTemplate.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('4Mi')) >= 0 && quantity(string(self)).compareTo(quantity('128Gi')) <= 0",message="spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"
 	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+
+	// volumeClaimTemplate is, when set, the PersistentVolumeClaim each replica gets for
+	// its spools instead of the emptyDir: the gateway then runs as a StatefulSet
+	// whose claims are named spool-<name>-<ordinal>, kept across restarts, rollouts and
+	// rescheduling. A claim whose replica is gone for good (a scale-down, a switch back
+	// to the emptyDir, the Gateway's deletion) is drained by a hand-over Job and deleted
+	// only once that Job reports it empty. accessModes must be ReadWriteOnce or
+	// ReadWriteOncePod; resources.requests.storage is required, from 4Mi to 128Gi, and
+	// audit.max_spool_bytes times the number of spools must fit. Not with sizeLimit.
+	// Default: unset (the emptyDir).
+	// +optional
+	VolumeClaimTemplate *SpoolVolumeClaimTemplate `json:"volumeClaimTemplate,omitempty"`
+
+	// retainOnDelete is whether the spool claims stay when the Gateway is deleted: when
+	// true the operator names them in an Event and lets the Gateway go at once, without
+	// handing them over. Default false: a deleted Gateway waits (a finalizer) until
+	// every claim was handed over and deleted. Only with volumeClaimTemplate.
+	// +optional
+	// +default=false
+	RetainOnDelete *bool `json:"retainOnDelete,omitempty"`
+}
+
+// SpoolVolumeClaimTemplate is the template of each replica's spool claim, as the
+// Prometheus operator's storage.volumeClaimTemplate: labels and annotations, and the
+// claim's spec.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.accessModes) && size(self.spec.accessModes) > 0 && self.spec.accessModes.all(m, m == 'ReadWriteOnce' || m == 'ReadWriteOncePod')",message="spec.audit.spool.volumeClaimTemplate.spec.accessModes must be set, each ReadWriteOnce or ReadWriteOncePod: a spool has one writer, its own replica",fieldPath=".spec.accessModes"
+// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.resources) && has(self.spec.resources.requests) && 'storage' in self.spec.resources.requests && quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity('4Mi')) >= 0 && quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity('128Gi')) <= 0",message="spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage is required, from 4Mi to 128Gi",fieldPath=".spec.resources"
+type SpoolVolumeClaimTemplate struct {
+	// metadata holds the labels and annotations every claim gets (the operator adds its
+	// own labels, which win).
+	// +optional
+	Metadata *SpoolClaimMetadata `json:"metadata,omitempty"`
+
+	// spec is the claim's spec: accessModes, resources.requests.storage, and
+	// storageClassName, volumeMode or a selector as the cluster needs.
+	// +required
+	Spec *corev1.PersistentVolumeClaimSpec `json:"spec,omitempty"`
+}
+
+// SpoolClaimMetadata is the part of a claim's metadata a template may set.
+type SpoolClaimMetadata struct {
+	// labels of each claim.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// annotations of each claim.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // SecretMount mounts one Secret, read-only, into the gateway container.
@@ -446,7 +499,106 @@ type GatewayStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10
 	Drains []DrainRecord `json:"drains,omitempty"`
+
+	// audit is where the audit records of a persistent spool wait: each spool claim, its
+	// replica (or "orphaned"), what it held as last reported, and its hand-over. Absent
+	// when the Gateway has no spool claims.
+	// +optional
+	Audit *AuditStatus `json:"audit,omitempty"`
 }
+
+// MaxAuditClaims is how many claims status.audit.claims lists; the totals count every
+// claim, and claimsNotListed says how many more there are.
+const MaxAuditClaims = 1000
+
+// AuditStatus sums up a Gateway's spool claims.
+type AuditStatus struct {
+	// claims are the spool claims, orphaned ones first, then by name; at most
+	// MaxAuditClaims.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Claims []SpoolClaimStatus `json:"claims,omitempty"`
+
+	// claimsNotListed is how many claims claims leaves out past its bound (counted in
+	// the totals all the same).
+	// +optional
+	ClaimsNotListed int32 `json:"claimsNotListed,omitempty"`
+
+	// orphanedClaims is how many claims no replica owns any more, waiting for their
+	// hand-over.
+	// +optional
+	OrphanedClaims int32 `json:"orphanedClaims"`
+
+	// undeliveredRecords is the sum of every claim's reported undelivered records.
+	// +optional
+	UndeliveredRecords int64 `json:"undeliveredRecords"`
+
+	// undeliveredBytes is the sum of every claim's reported undelivered bytes.
+	// +optional
+	UndeliveredBytes int64 `json:"undeliveredBytes"`
+}
+
+// SpoolClaimStatus is one spool claim.
+type SpoolClaimStatus struct {
+	// name of the PersistentVolumeClaim.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// replica is the pod that owns the claim, or "orphaned" when no replica will.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Replica string `json:"replica,omitempty"`
+
+	// undeliveredRecords is what the spools of the claim held, undelivered, when last
+	// reported (reportedBy); 0 when never reported.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UndeliveredRecords int64 `json:"undeliveredRecords"`
+
+	// undeliveredBytes are those records' bytes on disk.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UndeliveredBytes int64 `json:"undeliveredBytes"`
+
+	// reportedBy is what reported the figures: "drain" (the last drain of the
+	// replica's pod, its termination message) or "handover" (a hand-over Job's
+	// message); empty when nothing has reported yet.
+	// +optional
+	// +kubebuilder:validation:Enum=drain;handover
+	ReportedBy string `json:"reportedBy,omitempty"`
+
+	// handOver is the claim's current hand-over Job, if any.
+	// +optional
+	HandOver *HandOverStatus `json:"handOver,omitempty"`
+}
+
+// HandOverStatus is a hand-over Job of one claim.
+type HandOverStatus struct {
+	// job is the Job's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+
+	// state is "running", "succeeded" or "failed".
+	// +required
+	// +kubebuilder:validation:Enum=running;succeeded;failed
+	State string `json:"state,omitempty"`
+}
+
+// Values of SpoolClaimStatus.Replica, ReportedBy and HandOverStatus.State.
+const (
+	ReplicaOrphaned     = "orphaned"
+	ReportedByDrain     = "drain"
+	ReportedByHandOver  = "handover"
+	HandOverRunning     = "running"
+	HandOverSucceeded   = "succeeded"
+	HandOverFailedState = "failed"
+)
 
 // MaxDrainRecords is how many drains status.drains keeps.
 const MaxDrainRecords = 10
@@ -535,6 +687,7 @@ type GracePeriodBreakdown struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Grace",type=integer,JSONPath=`.status.terminationGracePeriodSeconds`
 // +kubebuilder:printcolumn:name="Last-Drain",type=string,JSONPath=`.status.drains[0].outcome`
+// +kubebuilder:printcolumn:name="Audit-Backlog",type=integer,JSONPath=`.status.audit.undeliveredRecords`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 63 characters (lowercase letters, digits and '-', starting with a letter, no '.'): the Gateway's Service, Deployment, ConfigMap and PodDisruptionBudget are named after it"
 type Gateway struct {

@@ -70,8 +70,8 @@ var ownedFields = map[string]string{
 	"server.tls":                              "spec.tls (secretName, and clientCASecret with healthcheckIdentitySecret for client certificates)",
 	"server.termination_message_path":         "the pod's terminationMessagePath, where the kubelet reads each drain's outcome for the Gateway's status",
 	"federation.page_token_key_file":          "every replica reads the key of the Secret <name>-page-token the operator makes for the Gateway",
-	"audit.spool_dir":                         "spec.audit.spool: the operator mounts an emptyDir at " + AuditSpoolDir,
-	"audit.feed.spool_dir":                    "spec.audit.spool: the operator mounts an emptyDir at " + AuditSpoolDir,
+	"audit.spool_dir":                         "spec.audit.spool: the operator mounts the spool volume (an emptyDir, or a claim per replica) at " + AuditSpoolDir,
+	"audit.feed.spool_dir":                    "spec.audit.spool: the operator mounts the spool volume (an emptyDir, or a claim per replica) at " + AuditSpoolDir,
 	"stored_queries.dir":                      "StoredQuery resources naming the Gateway: the operator mounts their ConfigMap <name>-stored-queries at " + StoredQueriesDir,
 }
 

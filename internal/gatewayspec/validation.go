@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -78,12 +79,35 @@ func configWarnings(cfg *config.Config) []string {
 	return out
 }
 
+// PersistentSpoolSyncThreshold is the bindingsDrainTimeout under which a Gateway with a
+// persistent spool draws a warning: step 4 of the drain syncs and closes the spool, and
+// with a claim that outlives the pod the next owner (the replica again, or a hand-over
+// Job) reads what that sync wrote (docs/audit-spool.md, "On Kubernetes").
+const PersistentSpoolSyncThreshold = 2 * time.Second
+
 // auditWarnings are the warnings of a configuration with spools audit spools: a
 // bindingsDrainTimeout too short for the spools' final sync, and what an emptyDir
 // spool loses with its pod.
 func auditWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, spools int) []string {
 	if spools == 0 {
+		// A referenced ConfigMap is not read here: its [audit] is not known.
+		if s.PersistentSpool() && (s.Config == nil || s.Config.ConfigMapRef == nil) {
+			return []string{"spec.audit.spool.volumeClaimTemplate is set but the configuration has no [audit] table with destination \"repository\": " +
+				"every replica gets a claim with no spool in it, and a claim's hand-over (ferrofed audit drain) fails without one, keeping the claim; remove the template, or add the table"}
+		}
 		return nil
+	}
+	if s.PersistentSpool() {
+		var out []string
+		if plan.BindingsDrainTimeout < PersistentSpoolSyncThreshold {
+			out = append(out, fmt.Sprintf(
+				"spec.lifecycle.bindingsDrainTimeout (%s) leaves less than %s for the audit spool's final sync at shutdown: with a persistent spool (spec.audit.spool.volumeClaimTemplate) the claim's next owner reads what that sync wrote; raise it to at least %s",
+				plan.BindingsDrainTimeout, PersistentSpoolSyncThreshold, PersistentSpoolSyncThreshold))
+		}
+		if s.ReplicasOrDefault() == 1 {
+			out = append(out, "spec.replicas is 1 with a persistent spool (spec.audit.spool.volumeClaimTemplate): a rollout replaces the one pod in place, since its successor needs its claim, so the Gateway answers nothing while the pod restarts; run 2 or more replicas")
+		}
+		return out
 	}
 	var out []string
 	if plan.BindingsDrainTimeout < time.Second {
@@ -93,29 +117,46 @@ func auditWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, spools 
 	}
 	limit := s.SpoolSizeLimit()
 	out = append(out, fmt.Sprintf(
-		"the audit spool is an emptyDir (spec.audit.spool, %s): it survives container restarts but not the pod's deletion; records a deleted pod has not delivered are lost, counted in its drain's log line and in ferrofed_audit_undelivered_at_exit",
+		"the audit spool is an emptyDir (spec.audit.spool, %s): it survives container restarts but not the pod's deletion; records a deleted pod has not delivered are lost, counted in its drain's log line and in ferrofed_audit_undelivered_at_exit; spec.audit.spool.volumeClaimTemplate keeps them in a claim per replica",
 		limit.String()))
 	return out
 }
 
-// spoolProblems refuses an audit.max_spool_bytes whose spools do not fit the emptyDir.
-func spoolProblems(s *ferrofedv1alpha1.GatewaySpec, cfg *config.Config, spools int) error {
+// SpoolBytesNeeded is what the spools of a configuration need of their volume:
+// audit.max_spool_bytes times the number of spools (2 with [audit.feed]).
+func SpoolBytesNeeded(cfg *config.Config, spools int) int64 {
 	if spools == 0 || cfg.Audit == nil {
+		return 0
+	}
+	return cfg.Audit.SpoolBytes() * int64(spools)
+}
+
+// spoolProblems refuses an audit.max_spool_bytes whose spools do not fit the spool
+// volume: the emptyDir's sizeLimit, or the claim's requested storage.
+func spoolProblems(s *ferrofedv1alpha1.GatewaySpec, cfg *config.Config, spools int) error {
+	need := SpoolBytesNeeded(cfg, spools)
+	if need == 0 {
 		return nil
 	}
-	limit := s.SpoolSizeLimit()
-	need := cfg.Audit.SpoolBytes() * int64(spools)
+	name, limit := "spec.audit.spool.sizeLimit", s.SpoolSizeLimit()
+	if s.PersistentSpool() {
+		name = "spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage"
+		limit, _ = s.SpoolClaimStorage() // required by admission; zero when absent
+	}
 	if need <= limit.Value() {
 		return nil
 	}
 	return &config.Problems{Source: "rendered ferrofed.toml", List: []config.Problem{{Key: "audit.max_spool_bytes",
-		Message: fmt.Sprintf("audit.max_spool_bytes (%d) × %d spool(s) is %d bytes, more than spec.audit.spool.sizeLimit (%s, %d bytes): lower audit.max_spool_bytes or raise spec.audit.spool.sizeLimit",
-			cfg.Audit.SpoolBytes(), spools, need, limit.String(), limit.Value())}}}
+		Message: fmt.Sprintf("audit.max_spool_bytes (%d) × %d spool(s) is %d bytes, more than %s (%s, %d bytes): lower audit.max_spool_bytes or raise %s",
+			cfg.Audit.SpoolBytes(), spools, need, name, limit.String(), limit.Value(), name)}}}
 }
 
 // The CEL rules of the audit spool and of secretMounts, word for word.
 const (
 	sizeLimitMessage      = "spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"
+	spoolExclusiveMessage = "spec.audit.spool.sizeLimit and spec.audit.spool.volumeClaimTemplate are mutually exclusive: sizeLimit sizes the emptyDir spool, volumeClaimTemplate replaces it with a persistent claim per replica; set one of them"
+	accessModesMessage    = "spec.audit.spool.volumeClaimTemplate.spec.accessModes must be set, each ReadWriteOnce or ReadWriteOncePod: a spool has one writer, its own replica"
+	claimStorageMessage   = "spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage is required, from 4Mi to 128Gi"
 	mountPathMessage      = "mountPath must be a directory under /etc/ferrofed/secrets/, with no . or .. segment, no // and no trailing /"
 	duplicateMountMessage = "spec.secretMounts: two entries have the same mountPath"
 )
@@ -130,6 +171,7 @@ func validateAuditAndMounts(s *ferrofedv1alpha1.GatewaySpec) field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "audit", "spool", "sizeLimit"), q.String(), sizeLimitMessage))
 		}
 	}
+	errs = append(errs, validateSpoolClaim(s)...)
 	path := field.NewPath("spec", "secretMounts")
 	if len(s.SecretMounts) > ferrofedv1alpha1.MaxSecretMounts {
 		errs = append(errs, field.TooMany(path, len(s.SecretMounts), ferrofedv1alpha1.MaxSecretMounts))
@@ -143,6 +185,36 @@ func validateAuditAndMounts(s *ferrofedv1alpha1.GatewaySpec) field.ErrorList {
 			errs = append(errs, field.Invalid(path, m.MountPath, duplicateMountMessage))
 		}
 		seen[m.MountPath] = true
+	}
+	return errs
+}
+
+// validateSpoolClaim is the Go twin of the CEL rules on spec.audit.spool: sizeLimit and
+// volumeClaimTemplate exclusive, the template's access modes and storage request.
+func validateSpoolClaim(s *ferrofedv1alpha1.GatewaySpec) field.ErrorList {
+	if s.Audit == nil || s.Audit.Spool == nil || s.Audit.Spool.VolumeClaimTemplate == nil {
+		return nil
+	}
+	path := field.NewPath("spec", "audit", "spool")
+	var errs field.ErrorList
+	if s.Audit.Spool.SizeLimit != nil {
+		errs = append(errs, field.Invalid(path, "sizeLimit and volumeClaimTemplate", spoolExclusiveMessage))
+	}
+	spec := path.Child("volumeClaimTemplate", "spec")
+	var modes []corev1.PersistentVolumeAccessMode
+	if t := s.Audit.Spool.VolumeClaimTemplate; t.Spec != nil {
+		modes = t.Spec.AccessModes
+	}
+	ok := len(modes) > 0
+	for _, m := range modes {
+		ok = ok && (m == corev1.ReadWriteOnce || m == corev1.ReadWriteOncePod)
+	}
+	if !ok {
+		errs = append(errs, field.Invalid(spec.Child("accessModes"), modes, accessModesMessage))
+	}
+	q, has := s.SpoolClaimStorage()
+	if !has || q.Cmp(ferrofedv1alpha1.MinAuditSpoolSizeLimit) < 0 || q.Cmp(ferrofedv1alpha1.MaxAuditSpoolSizeLimit) > 0 {
+		errs = append(errs, field.Invalid(spec.Child("resources"), q.String(), claimStorageMessage))
 	}
 	return errs
 }

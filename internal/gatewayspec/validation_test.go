@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -344,6 +345,106 @@ func TestTheDataPlaneNeedsAnIssuer(t *testing.T) {
 			all := strings.Join(warnings, "\n")
 			if (tt.warning == "") != (len(warnings) == 0) || !strings.Contains(all, tt.warning) {
 				t.Errorf("warnings = %q, want %q", warnings, tt.warning)
+			}
+		})
+	}
+}
+
+// claimTemplate is a persistent spool of storage (none when empty) and access modes.
+func claimTemplate(storage string, modes ...corev1.PersistentVolumeAccessMode) *ferrofedv1alpha1.Audit {
+	t := &ferrofedv1alpha1.SpoolVolumeClaimTemplate{Spec: &corev1.PersistentVolumeClaimSpec{AccessModes: modes}}
+	if storage != "" {
+		t.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(storage)}
+	}
+	return &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{VolumeClaimTemplate: t}}
+}
+
+// TestSpoolClaimGoTwins: the webhook's twins of the CEL rules on the claim template,
+// and its storage against audit.max_spool_bytes × spools.
+func TestSpoolClaimGoTwins(t *testing.T) {
+	feed := repositoryAudit + "max_spool_bytes = 134217728\n[audit.feed]\nurl = 'https://f.example/fhir'\n"
+	tests := []struct {
+		name   string
+		inline string
+		audit  *ferrofedv1alpha1.Audit
+		want   []string // every piece the refusal names; none: admitted
+	}{
+		{"1Gi ReadWriteOnce", repositoryAudit, claimTemplate("1Gi", corev1.ReadWriteOnce), nil},
+		{"4Mi ReadWriteOncePod", "", claimTemplate("4Mi", corev1.ReadWriteOncePod), nil},
+		{"with sizeLimit too", repositoryAudit, func() *ferrofedv1alpha1.Audit {
+			a := claimTemplate("1Gi", corev1.ReadWriteOnce)
+			a.Spool.SizeLimit = ptr.To(resource.MustParse("1Gi"))
+			return a
+		}(), []string{"spec.audit.spool", "mutually exclusive"}},
+		{"ReadWriteMany", repositoryAudit, claimTemplate("1Gi", corev1.ReadWriteMany), []string{"spec.audit.spool.volumeClaimTemplate.spec.accessModes"}},
+		{"no access mode", repositoryAudit, claimTemplate("1Gi"), []string{"spec.audit.spool.volumeClaimTemplate.spec.accessModes"}},
+		{"no spec", repositoryAudit, &ferrofedv1alpha1.Audit{Spool: &ferrofedv1alpha1.AuditSpool{VolumeClaimTemplate: &ferrofedv1alpha1.SpoolVolumeClaimTemplate{}}},
+			[]string{"spec.audit.spool.volumeClaimTemplate.spec.accessModes", "spec.audit.spool.volumeClaimTemplate.spec.resources"}},
+		{"no storage", repositoryAudit, claimTemplate("", corev1.ReadWriteOnce), []string{"requests.storage is required, from 4Mi to 128Gi"}},
+		{"3Mi", repositoryAudit, claimTemplate("3Mi", corev1.ReadWriteOnce), []string{"requests.storage is required, from 4Mi to 128Gi"}},
+		{"129Gi", repositoryAudit, claimTemplate("129Gi", corev1.ReadWriteOnce), []string{"requests.storage is required, from 4Mi to 128Gi"}},
+		{"two 128Mi spools fit 256Mi", feed, claimTemplate("256Mi", corev1.ReadWriteOnce), nil},
+		{"two 128Mi spools do not fit 255Mi", feed, claimTemplate("255Mi", corev1.ReadWriteOnce),
+			[]string{"audit.max_spool_bytes (134217728) × 2 spool(s) is 268435456 bytes, more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (255Mi"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Config: withIssuer(tt.inline), Audit: tt.audit}}
+			errs, _ := Validate(g)
+			if (len(errs) > 0) != (len(tt.want) > 0) {
+				t.Fatalf("errors %v, want refusal naming %q", errs, tt.want)
+			}
+			msg := fmt.Sprint(errs.ToAggregate())
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("refusal %q does not name %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestPersistentSpoolWarnings: no emptyDir loss warning with a claim; the final sync
+// warned under 2s; one replica warned for its rollouts; a claim with no spool to keep
+// warned (not for a configMapRef, which admission does not read).
+func TestPersistentSpoolWarnings(t *testing.T) {
+	tests := []struct {
+		name     string
+		inline   *string
+		replicas int32
+		drain    string
+		want     []string
+		notWant  []string
+	}{
+		{"two replicas, the default 5s", ptr.To(repositoryAudit), 2, "", nil, []string{"emptyDir", "less than", "spec.replicas is 1", "no [audit]"}},
+		{"a 1999ms drain", ptr.To(repositoryAudit), 2, "1999ms", []string{"leaves less than 2s for the audit spool's final sync"}, []string{"emptyDir"}},
+		{"a 2s drain", ptr.To(repositoryAudit), 2, "2s", nil, []string{"less than"}},
+		{"one replica", ptr.To(repositoryAudit), 1, "", []string{"spec.replicas is 1 with a persistent spool"}, nil},
+		{"no [audit]", ptr.To(""), 2, "", []string{"no [audit] table with destination \"repository\""}, nil},
+		{"a configMapRef", nil, 2, "", nil, []string{"no [audit]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Replicas: ptr.To(tt.replicas), Audit: claimTemplate("1Gi", corev1.ReadWriteOnce)}}
+			if tt.inline != nil {
+				g.Spec.Config = withIssuer(*tt.inline)
+			} else {
+				g.Spec.Config = &ferrofedv1alpha1.GatewayConfig{ConfigMapRef: &ferrofedv1alpha1.ConfigMapKeyRef{Name: "cm"}}
+			}
+			if tt.drain != "" {
+				g.Spec.Lifecycle.BindingsDrainTimeout = d(tt.drain)
+			}
+			_, warnings := Validate(g)
+			all := strings.Join(warnings, "\n")
+			for _, w := range tt.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("warnings %q, want %q", all, w)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(all, w) {
+					t.Errorf("warnings %q, want none with %q", all, w)
+				}
 			}
 		})
 	}

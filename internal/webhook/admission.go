@@ -43,11 +43,12 @@ type reviewIn struct {
 
 // admittedGateway is what the webhook decodes of a reviewed Gateway: what
 // gatewayspec.Validate reads (the name for a refusal, the spec, and the recorded drains
-// for their warning), and nothing of the rest, such as the managed fields the apiserver
+// for their warning), and whether it is being deleted (ValidateUpdate), and nothing of the rest, such as the managed fields the apiserver
 // sends along.
 type admittedGateway struct {
 	Metadata struct {
-		Name string `json:"name"`
+		Name              string       `json:"name"`
+		DeletionTimestamp *metav1.Time `json:"deletionTimestamp"`
 	} `json:"metadata"`
 	Spec   ferrofedv1alpha1.GatewaySpec `json:"spec"`
 	Status struct {
@@ -59,6 +60,7 @@ type admittedGateway struct {
 func (a *admittedGateway) gateway() *ferrofedv1alpha1.Gateway {
 	g := &ferrofedv1alpha1.Gateway{Spec: a.Spec}
 	g.Name, g.Status.Drains = a.Metadata.Name, a.Status.Drains
+	g.DeletionTimestamp = a.Metadata.DeletionTimestamp
 	return g
 }
 

@@ -44,8 +44,15 @@ func (v GatewayValidator) ValidateCreate(_ context.Context, g *ferrofedv1alpha1.
 }
 
 // ValidateUpdate validates a changed Gateway as a whole; nothing is immutable, and the
-// old Gateway is not read (ServeHTTP does not decode it).
+// old Gateway is not read (ServeHTTP does not decode it). A Gateway being deleted is
+// not validated: the operator removes its hand-over finalizer with an update, which a
+// rule made stricter since its admission must not block (the operator checks the image
+// itself before it starts a hand-over Job; docs/operator.md, "The persistent audit
+// spool").
 func (v GatewayValidator) ValidateUpdate(_ context.Context, _, g *ferrofedv1alpha1.Gateway) (admission.Warnings, error) {
+	if g.DeletionTimestamp != nil {
+		return nil, nil
+	}
 	return v.validate(g)
 }
 

@@ -174,6 +174,10 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 	noIssuer, open := benchGatewayOf(11), benchGatewayOf(12)
 	noIssuer.Spec.Config.Inline = ptr.To("[[registry.members]]\nid = \"node-11\"\nquery_endpoint = \"https://node-11.example.org/fhir\"\n")
 	open.Spec.Config.Inline = ptr.To(*noIssuer.Spec.Config.Inline + "[auth]\ndata_plane = \"open\"\n")
+	// A Gateway being deleted, its hand-over finalizer removed by the operator, whose
+	// spec a stricter rule (here the allow-list) would now refuse.
+	deleting := benchGatewayOf(9)
+	deleting.DeletionTimestamp, deleting.Finalizers = &metav1.Time{Time: time.Unix(1700000000, 0)}, []string{"ferrofed.io/audit-handover"}
 	oversize := benchGatewayOf(8)
 	oversize.Spec.Config.Inline = ptr.To(*oversize.Spec.Config.Inline + "# " + strings.Repeat("x", ferrofedv1alpha1.MaxInlineConfigBytes) + "\n")
 	tests := []struct {
@@ -194,6 +198,8 @@ func TestHandlerAnswersAsControllerRuntime(t *testing.T) {
 		{"a valid update", GatewayValidator{}, admissionv1.Update, benchGatewayOf(6), benchGatewayOf(6), true},
 		{"an update to keys the spec owns", GatewayValidator{}, admissionv1.Update, ownedKey, benchGatewayOf(2), false},
 		{"a delete", GatewayValidator{}, admissionv1.Delete, nil, benchGatewayOf(7), true},
+		{"an update of a Gateway being deleted, off the allow-list", allowList, admissionv1.Update, deleting, benchGatewayOf(9), true},
+		{"the same Gateway, not being deleted", allowList, admissionv1.Update, benchGatewayOf(9), benchGatewayOf(9), false},
 		{"a create whose inline configuration is over its bytes", GatewayValidator{}, admissionv1.Create, oversize, nil, false},
 	}
 	for _, tc := range tests {

@@ -282,13 +282,32 @@ func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
 			"client_certificate_file = \"/etc/ferrofed/secrets/audit/tls.crt\"\nclient_key_file = \"/etc/ferrofed/secrets/audit/tls.key\"\n" +
 			"[audit.feed]\nurl = \"https://feed.example.org/fhir\"\n")
 	}
-	for name, mutate := range map[string]func(*ferrofedv1alpha1.Gateway){"quiet-defaults": nil, "quiet-full": full, "quiet-mtls-audit": mutualTLSAndAudit} {
+	// A persistent spool: the StatefulSet and its volumeClaimTemplate.
+	persistent := func(g *ferrofedv1alpha1.Gateway) {
+		mutualTLSAndAudit(g)
+		g.Spec.Audit = nil
+		spoolClaim("2Gi", corev1.ReadWriteOnce)(g)
+		g.Spec.Audit.Spool.VolumeClaimTemplate.Spec.StorageClassName = ptr.To("local-path")
+		g.Spec.Audit.Spool.VolumeClaimTemplate.Metadata = &ferrofedv1alpha1.SpoolClaimMetadata{Annotations: map[string]string{"a": "b"}}
+	}
+	for name, mutate := range map[string]func(*ferrofedv1alpha1.Gateway){"quiet-defaults": nil, "quiet-full": full, "quiet-mtls-audit": mutualTLSAndAudit,
+		"quiet-persistent-spool": persistent} {
 		t.Run(name+" is reconciled again with zero writes", func(t *testing.T) {
 			key := types.NamespacedName{Namespace: "reconcile", Name: name}
 			if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, mutate)); err != nil {
 				t.Fatal(err)
 			}
-			reconciled(ctx, t, key)
+			if name == "quiet-persistent-spool" {
+				statefulSetOf(ctx, t, key)
+				eventually(t, settle, "the status of the current generation", func() error {
+					if g := getGateway(ctx, t, key); g.Status.ObservedGeneration != g.Generation || len(g.Finalizers) == 0 {
+						return fmt.Errorf("observedGeneration %d of %d, finalizers %v", g.Status.ObservedGeneration, g.Generation, g.Finalizers)
+					}
+					return nil
+				})
+			} else {
+				reconciled(ctx, t, key)
+			}
 			time.Sleep(time.Second) // let the events of our own writes be reconciled
 			w, e := writes.Load(), eventsSent.Load()
 			for range 3 {

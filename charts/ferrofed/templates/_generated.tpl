@@ -19,6 +19,15 @@ Edit the kubebuilder markers, then run make generate.
 - apiGroups:
   - ""
   resources:
+  - persistentvolumeclaims
+  verbs:
+  - delete
+  - get
+  - list
+  - watch
+- apiGroups:
+  - ""
+  resources:
   - pods
   verbs:
   - get
@@ -35,8 +44,10 @@ Edit the kubebuilder markers, then run make generate.
   - apps
   resources:
   - deployments
+  - statefulsets
   verbs:
   - create
+  - delete
   - get
   - list
   - patch
@@ -54,6 +65,16 @@ Edit the kubebuilder markers, then run make generate.
   verbs:
   - create
 - apiGroups:
+  - batch
+  resources:
+  - jobs
+  verbs:
+  - create
+  - delete
+  - get
+  - list
+  - watch
+- apiGroups:
   - events.k8s.io
   resources:
   - events
@@ -64,10 +85,18 @@ Edit the kubebuilder markers, then run make generate.
   - ferrofed.io
   resources:
   - gateways
+  - storedqueries
   verbs:
   - get
   - list
+  - patch
   - watch
+- apiGroups:
+  - ferrofed.io
+  resources:
+  - gateways/finalizers
+  verbs:
+  - update
 - apiGroups:
   - ferrofed.io
   resources:
@@ -76,15 +105,6 @@ Edit the kubebuilder markers, then run make generate.
   verbs:
   - get
   - patch
-- apiGroups:
-  - ferrofed.io
-  resources:
-  - storedqueries
-  verbs:
-  - get
-  - list
-  - patch
-  - watch
 - apiGroups:
   - policy
   resources:
