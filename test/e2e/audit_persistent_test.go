@@ -284,9 +284,10 @@ func (s *e2e) spoolScenario(t *testing.T, repo *auditRepo, mode spoolMode) *spoo
 				return false, "", err
 			}
 			st, reason := rollout.Condition(g, "AuditDelivering")
-			audit := statusAudit(g)
-			return st == "False" && strings.Contains(audit, orphan) && strings.Contains(audit, "orphaned"),
-				fmt.Sprintf("AuditDelivering=%s %s; status.audit %s", st, reason, audit), nil
+			a := readStatusAudit(g)
+			c := a.claim(orphan)
+			return st == "False" && c != nil && c.Replica == "orphaned" && a.OrphanedClaims >= 1,
+				fmt.Sprintf("AuditDelivering=%s %s; status.audit %s", st, reason, statusAudit(g)), nil
 		})
 		if at, gone := claimGone.gone(); gone {
 			t.Errorf("claim %s deleted %s after the scale-down while the repository refused every delivery", orphan, at.Sub(scaledAt).Round(time.Second))
@@ -348,7 +349,10 @@ func (s *e2e) spoolScenario(t *testing.T, repo *auditRepo, mode spoolMode) *spoo
 				return false, "", err
 			}
 			st, reason := rollout.Condition(g, "AuditDelivering")
-			return st == "True", fmt.Sprintf("AuditDelivering=%s %s; status.audit %s", st, reason, statusAudit(g)), nil
+			a := readStatusAudit(g)
+			live := a.claim(spoolClaim(mode.name, 0))
+			return st == "True" && a.OrphanedClaims == 0 && a.claim(orphan) == nil && live != nil && live.Replica == mode.name+"-0",
+				fmt.Sprintf("AuditDelivering=%s %s; status.audit %s", st, reason, statusAudit(g)), nil
 		})
 		t.Logf("%s: hand-over Jobs after the delivery: %s", mode.name, s.handOverJobs(t, gw))
 	} else {
@@ -607,7 +611,45 @@ func (s *e2e) handOverJobs(t *testing.T, gw *unstructured.Unstructured) string {
 	return strings.Join(out, "; ")
 }
 
-// statusAudit is the Gateway's status.audit as JSON, for the log and the checks.
+// auditStatus is the part of status.audit the scenario reads.
+type auditStatus struct {
+	Claims             []spoolClaimStatus `json:"claims"`
+	OrphanedClaims     int32              `json:"orphanedClaims"`
+	UndeliveredRecords int64              `json:"undeliveredRecords"`
+}
+
+// spoolClaimStatus is one entry of status.audit.claims.
+type spoolClaimStatus struct {
+	Name               string `json:"name"`
+	Replica            string `json:"replica"` // the pod, or "orphaned"
+	UndeliveredRecords int64  `json:"undeliveredRecords"`
+	ReportedBy         string `json:"reportedBy"`
+	HandOver           *struct {
+		Job   string `json:"job"`
+		State string `json:"state"`
+	} `json:"handOver"`
+}
+
+func (a *auditStatus) claim(name string) *spoolClaimStatus {
+	for i := range a.Claims {
+		if a.Claims[i].Name == name {
+			return &a.Claims[i]
+		}
+	}
+	return nil
+}
+
+func readStatusAudit(gw *unstructured.Unstructured) *auditStatus {
+	a := &auditStatus{}
+	if v, ok, _ := unstructured.NestedFieldNoCopy(gw.Object, "status", "audit"); ok {
+		if b, err := json.Marshal(v); err == nil {
+			_ = json.Unmarshal(b, a)
+		}
+	}
+	return a
+}
+
+// statusAudit is the Gateway's status.audit as JSON, for the log.
 func statusAudit(gw *unstructured.Unstructured) string {
 	v, ok, _ := unstructured.NestedFieldNoCopy(gw.Object, "status", "audit")
 	if !ok {
