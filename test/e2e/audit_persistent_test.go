@@ -454,6 +454,15 @@ func ownedStatefulSet(t *testing.T, s *e2e, gw *unstructured.Unstructured) *apps
 			if !found {
 				t.Errorf("StatefulSet %s has no volumeClaimTemplate named spool", sts.Name)
 			}
+			mounted := false
+			for _, c := range sts.Spec.Template.Spec.Containers {
+				for _, m := range c.VolumeMounts {
+					mounted = mounted || (m.Name == "spool" && m.MountPath == spoolMountPath)
+				}
+			}
+			if !mounted {
+				t.Errorf("StatefulSet %s does not mount its claim spool at %s", sts.Name, spoolMountPath)
+			}
 			return sts
 		}
 	}
