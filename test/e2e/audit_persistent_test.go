@@ -57,6 +57,8 @@ type spoolRun struct {
 	steadyRate, wholeRate    float64
 	loadTook                 time.Duration
 	claimWait                time.Duration // scale-down to the orphaned claim's deletion
+	claimAfterAccept         time.Duration // the repository accepting to the orphaned claim's deletion
+	orphanSeen               string        // AuditDelivering and status.audit while the repository refused
 	otherAnswers             map[string]int
 	replacedPods             int
 	deliveredAfterAcceptTook time.Duration
@@ -286,9 +288,13 @@ func (s *e2e) spoolScenario(t *testing.T, repo *auditRepo, mode spoolMode) *spoo
 			st, reason := rollout.Condition(g, "AuditDelivering")
 			a := readStatusAudit(g)
 			c := a.claim(orphan)
+			if c != nil {
+				run.orphanSeen = fmt.Sprintf("AuditDelivering=%s %s, %s %s with %d undelivered records (reported by %q)", st, reason, orphan, c.Replica, c.UndeliveredRecords, c.ReportedBy)
+			}
 			return st == "False" && c != nil && c.Replica == "orphaned" && a.OrphanedClaims >= 1,
 				fmt.Sprintf("AuditDelivering=%s %s; status.audit %s", st, reason, statusAudit(g)), nil
 		})
+		t.Logf("%s: while the repository refuses: %s", mode.name, run.orphanSeen)
 		if at, gone := claimGone.gone(); gone {
 			t.Errorf("claim %s deleted %s after the scale-down while the repository refused every delivery", orphan, at.Sub(scaledAt).Round(time.Second))
 		}
@@ -340,6 +346,7 @@ func (s *e2e) spoolScenario(t *testing.T, repo *auditRepo, mode spoolMode) *spoo
 		})
 		at, _ := claimGone.gone()
 		run.claimWait = at.Sub(scaledAt)
+		run.claimAfterAccept = at.Sub(accepted)
 		if _, err := s.c.kube.CoreV1().PersistentVolumeClaims(cfg.namespace).Get(ctx, spoolClaim(mode.name, 0), metav1.GetOptions{}); err != nil {
 			t.Errorf("the live replica's claim %s: %v", spoolClaim(mode.name, 0), err)
 		}
@@ -411,8 +418,8 @@ func (s *e2e) spoolScenario(t *testing.T, repo *auditRepo, mode spoolMode) *spoo
 		kind, mode.name, run.replacedPods, st.requests, run.answered, st.other, run.delivered, run.answered, len(run.lost), run.duplicates, run.dupMarkers,
 		run.loadTook.Round(time.Second), run.wholeRate, run.steadyRate)
 	if mode.persistent {
-		line += fmt.Sprintf(" delivered %s after the repository accepted; scale-down to the orphaned claim's deletion %s",
-			run.deliveredAfterAcceptTook.Round(time.Second), run.claimWait.Round(time.Second))
+		line += fmt.Sprintf(" delivered %s after the repository accepted; scale-down to the orphaned claim's deletion %s (%s of it after the repository accepted; before: %s)",
+			run.deliveredAfterAcceptTook.Round(time.Second), run.claimWait.Round(time.Second), run.claimAfterAccept.Round(time.Second), run.orphanSeen)
 	}
 	line += fmt.Sprintf(" in %s", time.Since(start).Round(time.Second))
 	s.summary = append(s.summary, line)
@@ -615,7 +622,7 @@ func (s *e2e) handOverJobs(t *testing.T, gw *unstructured.Unstructured) string {
 			j.Name, j.Status.Active, j.Status.Succeeded, j.Status.Failed, deref(j.Spec.ActiveDeadlineSeconds), args))
 	}
 	if len(out) == 0 {
-		return "no Job owned by the Gateway yet"
+		return "no Job owned by the Gateway"
 	}
 	return strings.Join(out, "; ")
 }
