@@ -6,6 +6,7 @@
 #   hack/local-cluster.sh status   what runs, and the kubeconfig
 #   hack/local-cluster.sh build    only build the binaries into bin/cluster
 #   hack/local-cluster.sh images   (re)build the project's images and import them
+#   hack/local-cluster.sh storage  (re)install the volume provisioner (StorageClass local-path)
 #   hack/local-cluster.sh preflight  whether `up` can start here, changing nothing (exit 0/1)
 #
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy
@@ -14,6 +15,9 @@
 # Pods live on a bridge (cni0) with a private /24 whose gateway address is the node IP;
 # a FORWARD rule keeps pod traffic on this machine. No image is pulled: hack/image
 # builds images from the project's binaries and `ctr images import` loads them.
+# Volumes: rancher's local-path-provisioner, built from its Go module, runs as a pod and
+# provisions PersistentVolumes of the default StorageClass `local-path` as folders in
+# WORK/local-path (its helper pods run Debian's static busybox as /bin/sh).
 # State lives in WORK (default /var/lib/ferrofed-cluster); `down` removes it, keeping
 # only the component logs in WORK/logs.
 set -euo pipefail
@@ -39,6 +43,15 @@ MEMBER_IMAGE="${MEMBER_IMAGE:-ferrofed.local/fhir-member:e2e}"
 AUDIT_REPO_IMAGE="${AUDIT_REPO_IMAGE:-ferrofed.local/audit-repo:e2e}"
 PMIR_IMAGE="${PMIR_IMAGE:-ferrofed.local/pmir:e2e}"
 CTR_SOCK="$WORK/containerd/containerd.sock"
+# The volume provisioner: rancher's local-path-provisioner from its Go module, its helper
+# pods' image a static busybox (Debian's busybox-static) as /bin/sh, the volumes in
+# LOCAL_PATH_DIR, the StorageClass STORAGE_CLASS (the cluster's default).
+LOCAL_PATH_VERSION="${LOCAL_PATH_VERSION:-v0.0.30}"
+LOCAL_PATH_IMAGE="ferrofed.local/local-path-provisioner:$LOCAL_PATH_VERSION"
+HELPER_IMAGE=ferrofed.local/busybox:static
+LOCAL_PATH_NS=local-path-storage
+LOCAL_PATH_DIR="$WORK/local-path"
+STORAGE_CLASS=local-path
 # Components in start order; `down` stops them in reverse.
 COMPONENTS=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler kubelet kube-proxy)
 # Every sysctl kubelet, kube-proxy, the CNI bridge plugin or this script may change.
@@ -152,6 +165,42 @@ build() {
 build_tools() {
   (cd "$root" && CGO_ENABLED=0 go build -ldflags "-s -w" -o "$BIN/pause" ./hack/cluster/pause)
   (cd "$root/hack/image" && CGO_ENABLED=0 go build -o "$BIN/image" .)
+}
+
+# build_storage builds the volume provisioner from its Go module (`go install` of the
+# tagged module: its own go.mod, so its client-go never meets the project's) and takes
+# the static busybox its helper pods run from Debian's busybox-static package (downloaded
+# and unpacked, not installed). Both are cached in BIN behind a stamp.
+build_storage() {
+  local stamp="$BIN/.local-path-version" start=$SECONDS
+  mkdir -p "$BIN"
+  if [[ -x "$BIN/local-path-provisioner" && -f "$stamp" && "$(cat "$stamp")" == "$LOCAL_PATH_VERSION" ]]; then
+    log "local-path-provisioner $LOCAL_PATH_VERSION cached in $BIN"
+  else
+    log "building github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION"
+    (cd "$BIN" && env -u GOFLAGS GOBIN="$BIN" CGO_ENABLED=0 nice -n 10 \
+      go install -ldflags "-s -w" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION") ||
+      die "go install of the local-path-provisioner $LOCAL_PATH_VERSION failed"
+    echo "$LOCAL_PATH_VERSION" >"$stamp"
+    log "built local-path-provisioner in $((SECONDS - start)) s"
+  fi
+  if [[ ! -x "$BIN/busybox" ]] || ! "$BIN/busybox" true 2>/dev/null; then
+    local work
+    work="$(mktemp -d)"
+    # shellcheck disable=SC2064
+    trap "rm -rf '$work'" RETURN
+    log "taking a static busybox from Debian's busybox-static (downloaded, not installed)"
+    if ! (cd "$work" && apt-get download busybox-static >/dev/null 2>&1); then
+      apt-get update -qq
+      (cd "$work" && apt-get download busybox-static >/dev/null 2>&1) || die "apt-get download busybox-static failed"
+    fi
+    dpkg-deb -x "$work"/busybox-static_*.deb "$work/root"
+    install -m 0755 "$work/root/bin/busybox" "$BIN/busybox"
+    # The helper image holds only /bin/sh: busybox's shell runs its own applets (mkdir,
+    # rm) without them on PATH, as the provisioner's setup and teardown scripts need.
+    env -i "$BIN/busybox" sh -c "mkdir -m 0777 -p '$work/probe/x' && rm -rf '$work/probe'" && [[ ! -e "$work/probe" ]] ||
+      die "the busybox from busybox-static does not run mkdir and rm from its shell without them on PATH"
+  fi
 }
 
 # ---------------------------------------------------------------------------- host state
@@ -529,6 +578,141 @@ images() {
   return $failed
 }
 
+# ---------------------------------------------------------------------------- volumes
+
+# storage installs the volume provisioner: its two images, then its namespace, RBAC,
+# ConfigMap (volumes as folders under LOCAL_PATH_DIR, created 0777 by the setup script
+# and removed by the teardown script, both run by helper pods), Deployment and the
+# default StorageClass STORAGE_CLASS (WaitForFirstConsumer, reclaim Delete); it waits
+# until the provisioner runs. Idempotent (kubectl apply).
+storage() {
+  local start=$SECONDS out="$BIN/images"
+  mkdir -p "$out" "$LOCAL_PATH_DIR"
+  [[ -x "$BIN/local-path-provisioner" && -x "$BIN/busybox" ]] || build_storage
+  [[ -x "$BIN/image" ]] || build_tools
+  "$BIN/image" -tag "$LOCAL_PATH_IMAGE" -o "$out/local-path-provisioner.tar" \
+    -file /usr/local/bin/local-path-provisioner="$BIN/local-path-provisioner" \
+    -entrypoint /usr/local/bin/local-path-provisioner -user 65532:65532 -dir /tmp >/dev/null
+  import_image "$out/local-path-provisioner.tar"
+  # Root (no -user): the helper makes and removes folders in a root-owned host folder.
+  "$BIN/image" -tag "$HELPER_IMAGE" -o "$out/busybox.tar" -file /bin/sh="$BIN/busybox" \
+    -entrypoint /bin/sh -dir /tmp >/dev/null
+  import_image "$out/busybox.tar"
+  kc apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Namespace
+metadata: {name: $LOCAL_PATH_NS}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: local-path-provisioner, namespace: $LOCAL_PATH_NS}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: local-path-provisioner, namespace: $LOCAL_PATH_NS}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, patch, update, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: local-path-provisioner}
+rules:
+- apiGroups: [""]
+  resources: [nodes, persistentvolumeclaims, configmaps, pods, pods/log]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [persistentvolumes]
+  verbs: [get, list, watch, create, patch, update, delete]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: local-path-provisioner, namespace: $LOCAL_PATH_NS}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: local-path-provisioner}
+subjects: [{kind: ServiceAccount, name: local-path-provisioner, namespace: $LOCAL_PATH_NS}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: local-path-provisioner}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: local-path-provisioner}
+subjects: [{kind: ServiceAccount, name: local-path-provisioner, namespace: $LOCAL_PATH_NS}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: local-path-config, namespace: $LOCAL_PATH_NS}
+data:
+  config.json: |-
+    {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["$LOCAL_PATH_DIR"]}],
+     "cmdTimeoutSeconds": 60}
+  setup: |-
+    #!/bin/sh
+    set -eu
+    mkdir -m 0777 -p "\$VOL_DIR"
+  teardown: |-
+    #!/bin/sh
+    set -eu
+    rm -rf "\$VOL_DIR"
+  helperPod.yaml: |-
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      name: helper-pod
+    spec:
+      terminationGracePeriodSeconds: 1
+      tolerations:
+      - {key: node.kubernetes.io/disk-pressure, operator: Exists, effect: NoSchedule}
+      containers:
+      - name: helper-pod
+        image: $HELPER_IMAGE
+        imagePullPolicy: Never
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: local-path-provisioner, namespace: $LOCAL_PATH_NS}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: local-path-provisioner}}
+  template:
+    metadata: {labels: {app: local-path-provisioner}}
+    spec:
+      serviceAccountName: local-path-provisioner
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: local-path-provisioner
+        image: $LOCAL_PATH_IMAGE
+        imagePullPolicy: Never
+        args: [start, --config, /etc/config/config.json, --provisioner-name, rancher.io/local-path,
+               --namespace, $LOCAL_PATH_NS, --configmap-name, local-path-config,
+               --service-account-name, local-path-provisioner, --helper-image, $HELPER_IMAGE]
+        env:
+        - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+        - {name: CONFIG_MOUNT_PATH, value: /etc/config/}
+        volumeMounts: [{name: config, mountPath: /etc/config/}]
+        resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {memory: 128Mi}}
+      volumes:
+      - {name: config, configMap: {name: local-path-config}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $STORAGE_CLASS
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+YAML
+  kc -n "$LOCAL_PATH_NS" rollout status deployment/local-path-provisioner --timeout=90s >/dev/null ||
+    die "the local-path-provisioner did not start; kubectl -n $LOCAL_PATH_NS logs deployment/local-path-provisioner"
+  log "volume provisioner local-path-provisioner $LOCAL_PATH_VERSION running: StorageClass $STORAGE_CLASS (default) in $LOCAL_PATH_DIR, $((SECONDS - start)) s"
+}
+
 # ---------------------------------------------------------------------------- up
 
 up() {
@@ -537,6 +721,7 @@ up() {
   install_deps
   build
   build_tools
+  [[ "${CLUSTER_SKIP_STORAGE:-}" == 1 ]] || build_storage
   if status_quiet; then
     log "already up"
     status
@@ -605,13 +790,16 @@ up() {
   log "node Ready $((SECONDS - t_kubelet)) s after kubelet started"
   wait_for "default ServiceAccount" 60 kc -n default get serviceaccount default
   local t_ready=$SECONDS
+  # The volume provisioner (CLUSTER_SKIP_STORAGE=1: none, and no StorageClass).
+  [[ "${CLUSTER_SKIP_STORAGE:-}" == 1 ]] || storage
+  local t_storage=$SECONDS
 
   if [[ "${CLUSTER_SKIP_IMAGES:-}" != 1 ]]; then
     # A separate process, so `set -e` holds inside (it does not in an `||` list).
     bash "$0" images || log "warning: building the project's images failed; fix the tree and run \"$0 images\""
   fi
   trap - ERR
-  log "cluster up: started in $((t_ready - t1)) s (whole command $((SECONDS - t0)) s)"
+  log "cluster up: started in $((t_ready - t1)) s, volume provisioner $((t_storage - t_ready)) s (whole command $((SECONDS - t0)) s)"
   echo "$((t_ready - t1))" >"$WORK/run/startup-seconds"
   status
 }
@@ -730,6 +918,14 @@ down() {
       umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
     done
   done
+  # 4b. The provisioner's volumes: folders under LOCAL_PATH_DIR whose claims were not
+  #     deleted before `down` (their teardown helper pods would have removed them).
+  if [[ -d "$LOCAL_PATH_DIR" ]]; then
+    local vols
+    vols="$(find "$LOCAL_PATH_DIR" -mindepth 1 -maxdepth 1 | wc -l)"
+    [[ "$vols" -gt 0 ]] && log "removing $vols volume folder(s) of the local-path provisioner left in $LOCAL_PATH_DIR"
+    rm -rf --one-file-system "$LOCAL_PATH_DIR"
+  fi
   # 5. Cgroups kubelet made (cgroupfs driver), deepest first.
   if [[ -f "$WORK/saved/snapshot" ]]; then
     local c
@@ -777,7 +973,8 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 status) status ;;
-build) build ;;
+build) build && build_storage ;;
+storage) need_root; storage ;;
 images) need_root; images ;;
 preflight) preflight ;;
 kubeconfig) echo "$KUBECONFIG_PATH" ;;

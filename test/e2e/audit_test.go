@@ -454,6 +454,12 @@ type loadStats struct {
 }
 
 func startMarkedLoad(base, token string, workers int) *markedLoad {
+	return startPrefixedLoad(base, token, workers, auditMarkerPrefix, 100000)
+}
+
+// startPrefixedLoad is startMarkedLoad with markers of its own prefix (prefix000123),
+// at most limit of them.
+func startPrefixedLoad(base, token string, workers int, prefix string, limit int) *markedLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &markedLoad{cancel: cancel, ok: map[string]bool{}, other: map[string]int{}}
 	client := &http.Client{Timeout: 15 * time.Second}
@@ -461,11 +467,11 @@ func startMarkedLoad(base, token string, workers int) *markedLoad {
 		l.wg.Go(func() {
 			for ctx.Err() == nil {
 				l.mu.Lock()
-				if l.next >= 100000 { // bounded
+				if l.next >= limit { // bounded
 					l.mu.Unlock()
 					return
 				}
-				marker := fmt.Sprintf("%s%06d", auditMarkerPrefix, l.next)
+				marker := fmt.Sprintf("%s%06d", prefix, l.next)
 				l.next++
 				l.sent++
 				l.mu.Unlock()

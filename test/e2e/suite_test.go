@@ -14,6 +14,12 @@
 // a node: they run only when the Service's endpoints are on this machine, and skip
 // otherwise. The SIGKILL step also needs the node's containerd socket (ctr) on this
 // machine.
+//
+// Volumes: TestVolumeProvisioner proves the cluster's provisioner with claims of the
+// StorageClass FERROFED_E2E_STORAGE_CLASS (default local-path, which hack/local-cluster.sh
+// installs) and pods of an image with /bin/sh (FERROFED_E2E_SHELL_IMAGE); the persistent
+// audit spool scenario (TestAuditPersistentSpool) is behind the extra build tag
+// audit_persistent (make e2e-audit-persistent).
 package e2e
 
 import (
