@@ -91,14 +91,14 @@ e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local o
 	  $(GO) test -tags e2e -count=1 -timeout 12m -v -run '^TestDemoOnTheLocalNode$$' ./test/demo/; fi
 
 .PHONY: e2e-audit-persistent
-e2e-audit-persistent: ## Run only the persistent audit spool scenario (tag audit_persistent; needs spec.audit.spool.volumeClaimTemplate).
+e2e-audit-persistent: ## Run only the persistent audit spool scenario on the cluster KUBECONFIG names (it is part of make e2e).
 	@kc="$${KUBECONFIG:-}"; \
 	if [ -z "$$kc" ] && [ -f "$(LOCAL_KUBECONFIG)" ]; then kc="$(LOCAL_KUBECONFIG)"; fi; \
 	if [ -z "$$kc" ] || [ ! -f "$${kc%%:*}" ]; then \
 	  echo "e2e: no cluster: set KUBECONFIG to a cluster's kubeconfig, or run 'make cluster-up' (root) first" >&2; exit 1; fi; \
 	if [ "$$kc" = "$(LOCAL_KUBECONFIG)" ]; then hack/local-cluster.sh images || exit 1; export FERROFED_E2E_REQUIRE_LOCAL=1; fi; \
 	hack/tools.sh helm >/dev/null || exit 1; \
-	KUBECONFIG="$$kc" $(GO) test -tags 'e2e audit_persistent' -count=1 -timeout 30m -v -run '^TestAuditPersistentSpool$$' ./test/e2e/
+	KUBECONFIG="$$kc" $(GO) test -tags e2e -count=1 -timeout 30m -v -run '^TestAuditPersistentSpool$$' ./test/e2e/
 
 ##@ Chart, examples and demo
 

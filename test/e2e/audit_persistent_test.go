@@ -1,9 +1,7 @@
-//go:build e2e && audit_persistent
+//go:build e2e
 
-// The persistent audit spool on the real node. Behind its own build tag until the
-// operator's spec.audit.spool.volumeClaimTemplate and the gateway's `ferrofed audit
-// drain` are on the branch: `go test -tags 'e2e audit_persistent' -run
-// '^TestAuditPersistentSpool$' ./test/e2e/` (make e2e-audit-persistent).
+// The persistent audit spool on the real node (docs/audit-spool.md, "Hand-over"); alone:
+// make e2e-audit-persistent.
 
 package e2e
 

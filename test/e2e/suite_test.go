@@ -18,8 +18,8 @@
 // Volumes: TestVolumeProvisioner proves the cluster's provisioner with claims of the
 // StorageClass FERROFED_E2E_STORAGE_CLASS (default local-path, which hack/local-cluster.sh
 // installs) and pods of an image with /bin/sh (FERROFED_E2E_SHELL_IMAGE); the persistent
-// audit spool scenario (TestAuditPersistentSpool) is behind the extra build tag
-// audit_persistent (make e2e-audit-persistent).
+// audit spool scenario (TestAuditPersistentSpool) runs with the rest, or alone with
+// make e2e-audit-persistent.
 package e2e
 
 import (
