@@ -49,6 +49,13 @@ func newServeCommand() *cobra.Command {
 // serve runs the assembled gateway process until the drain ends.
 func serve(cmd *cobra.Command, path string, g *assemble.Gateway, log logr.Logger) error {
 	srv := g.Server
+	// Signals are taken before the listener opens and before the address is announced, so
+	// that a SIGTERM arriving at any point after that drains instead of killing the
+	// process. The first SIGTERM/SIGINT drains; a second one exits at once, for an operator
+	// who decided not to wait. SIGHUP reloads.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	if err := srv.Listen(); err != nil {
 		log.Error(err, "Refused to start: cannot listen")
 		return exitError{1}
@@ -59,12 +66,6 @@ func serve(cmd *cobra.Command, path string, g *assemble.Gateway, log logr.Logger
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "ferrofed: listening on %s\n", srv.URL())
 
-	// Signals are taken before Run so that none arriving during start is lost. The first
-	// SIGTERM/SIGINT drains; a second one exits at once, for an operator who decided not
-	// to wait. SIGHUP reloads.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

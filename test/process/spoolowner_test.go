@@ -1,11 +1,13 @@
 package process
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,4 +42,46 @@ func TestASecondGatewayOnOneSpoolRefusesToStart(t *testing.T) {
 	}
 	first.stop(t)
 	serve(t, second).stop(t)
+}
+
+// A SIGTERM that arrives while the gateway is still starting (its spool opened, its
+// address not yet printed) drains the gateway instead of killing it: the process exits 0
+// after its drain, its spool closed and released. Before the signals were taken ahead of
+// the listener, such a SIGTERM killed the process (seen in a CI run of the test above).
+func TestASIGTERMDuringStartDrains(t *testing.T) {
+	member := members.Start(t, members.Options{ID: "a"})
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	for i := range 5 {
+		path := filepath.Join(t.TempDir(), "ferrofed.toml")
+		writeFile(t, path, fmt.Sprintf("[server]\nlisten = \"127.0.0.1:%d\"\ntermination_message_path = \"\"\n"+
+			"[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n"+
+			"[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n", freePort(t), member.URL, arr.URL, t.TempDir()))
+		cmd := exec.Command(binary, "serve", "--config", path)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var log strings.Builder
+		sent := false
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if !sent && strings.Contains(sc.Text(), "Opened the audit spool") {
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				sent = true
+			}
+		}
+		err = cmd.Wait()
+		if !sent {
+			t.Fatalf("start %d: the gateway never logged its spool:\n%s", i, log.String())
+		}
+		if err != nil || !strings.Contains(log.String(), `"msg":"Stopped"`) {
+			t.Fatalf("start %d: a SIGTERM during start ended serve with %v, want a drain and exit 0:\n%s", i, err, log.String())
+		}
+	}
 }
