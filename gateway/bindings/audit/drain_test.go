@@ -175,3 +175,43 @@ func segmentBytes(t *testing.T, dir string) int64 {
 	}
 	return int64(end)
 }
+
+// The live backlog of each open spool is on the gateway's /metrics, read at every
+// scrape: the records the repository has not taken yet, their bytes on disk, and zero
+// once they are delivered. It is what the operator reads before deleting a retiring pod.
+func TestTheLiveBacklogIsOnMetrics(t *testing.T) {
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	arr.Set(t, double.Knobs{Fault: double.FaultHold})
+	g := startGateway(t, harnessOptions{audit: repositoryTable, spoolDir: t.TempDir(), arr: arr})
+	backlog := func() (records, bytes float64) {
+		t.Helper()
+		status, body := g.Do(http.MethodGet, "/metrics", "", nil)
+		if status != http.StatusOK {
+			t.Fatalf("/metrics answered %d", status)
+		}
+		records, bytes = -1, -1
+		for _, line := range strings.Split(string(body), "\n") {
+			var v float64
+			if _, err := fmt.Sscanf(line, `ferrofed_audit_spool_undelivered_records{destination="audit_repository"} %g`, &v); err == nil {
+				records = v
+			}
+			if _, err := fmt.Sscanf(line, `ferrofed_audit_spool_undelivered_bytes{destination="audit_repository"} %g`, &v); err == nil {
+				bytes = v
+			}
+		}
+		return records, bytes
+	}
+	if r, b := backlog(); r != 0 || b != 0 {
+		t.Fatalf("an empty spool shows %v records in %v bytes, want 0 and 0", r, b)
+	}
+	for _, m := range []string{"LIVE1", "LIVE2"} {
+		if s := g.search(m); s != http.StatusOK {
+			t.Fatalf("search answered %d", s)
+		}
+	}
+	if r, b := backlog(); r != 2 || b <= 0 {
+		t.Fatalf("a held repository shows %v records in %v bytes, want 2 records in some bytes", r, b)
+	}
+	arr.Set(t, double.Knobs{})
+	double.Eventually(t, "the backlog delivered", func() bool { r, b := backlog(); return r == 0 && b == 0 })
+}

@@ -411,14 +411,36 @@ func (t *Trail) Collector() prometheus.Collector { return collector{t} }
 
 type collector struct{ t *Trail }
 
+// The live backlog of each open spool, read at every scrape: what the operator reads
+// from a retiring pod before it deletes it (docs/audit-spool.md, "The live backlog").
+var (
+	backlogRecordsDesc = prometheus.NewDesc("ferrofed_audit_spool_undelivered_records",
+		"Audit records in a destination's open spool that were never delivered: pending above the watermark plus the quarantine's entries.",
+		[]string{"destination"}, nil)
+	backlogBytesDesc = prometheus.NewDesc("ferrofed_audit_spool_undelivered_bytes",
+		"Bytes on disk of the records ferrofed_audit_spool_undelivered_records counts.",
+		[]string{"destination"}, nil)
+)
+
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	c.t.undelivered.Describe(ch)
 	c.t.failed.Describe(ch)
+	ch <- backlogRecordsDesc
+	ch <- backlogBytesDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	c.t.undelivered.Collect(ch)
 	c.t.failed.Collect(ch)
+	for _, d := range c.t.dests {
+		sp := d.sp.Load()
+		if sp == nil {
+			continue // not opened yet, or closed by drain step 4: no live figure
+		}
+		l := spoolLeft(d.short, sp.Snapshot())
+		ch <- prometheus.MustNewConstMetric(backlogRecordsDesc, prometheus.GaugeValue, float64(l.Records), d.key)
+		ch <- prometheus.MustNewConstMetric(backlogBytesDesc, prometheus.GaugeValue, float64(l.Bytes), d.key)
+	}
 }
 
 // Stoppers are the destinations' processes, each stopped in drain step 4 under its
