@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -59,6 +60,8 @@ type GatewayReconciler struct {
 	// AllowedImages, when not empty, are the glob patterns spec.image must match
 	// (see gatewayspec.ImageAllowed); a Gateway whose image matches none is not rolled out.
 	AllowedImages []string
+	// PodReader reads retiring pods' metrics; nil uses NewPodReader().
+	PodReader *http.Client
 
 	// drained holds the drains of deleted pods, read from their final status when the
 	// watch saw it, until the Gateway's next status patch records them.
@@ -537,10 +540,16 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !controlledBy(obj, gw) {
-		return nil
+	if !controlledBy(obj, gw) || obj.GetDeletionTimestamp() != nil {
+		return nil // not ours, or its deletion is under way (an orphaning one may take a while)
 	}
-	if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+	var opts []client.DeleteOption
+	if kind == "Deployment" && gw.Spec.PersistentSpool() {
+		// Its pods' emptyDir spools must be delivered first: they are retired, not
+		// deleted (reconcileRetiring).
+		opts = append(opts, client.PropagationPolicy(metav1.DeletePropagationOrphan))
+	}
+	if err := r.Delete(ctx, obj, opts...); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
 	}
 	changed.add(verbDeleted, kind, obj.GetName(), obj)
@@ -615,10 +624,33 @@ func statusPatch(resourceVersion string, st ferrofedv1alpha1.GatewayStatus) ([]b
 	if err := json.Unmarshal(data, &status); err != nil {
 		return nil, err
 	}
-	if _, ok := status["audit"]; !ok {
-		status["audit"] = nil
+	if status["audit"], err = auditPatch(st.Audit); err != nil {
+		return nil, err
 	}
 	return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": status})
+}
+
+// auditPatch is status.audit as a merge patch writes it whole: null when absent, and
+// each of its fields that marshals to nothing (an emptied list, a zero count) as null,
+// so that a merge patch removes what the last one wrote.
+func auditPatch(a *ferrofedv1alpha1.AuditStatus) (any, error) {
+	if a == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"claims", "claimsNotListed", "retiringPods"} {
+		if _, ok := m[k]; !ok {
+			m[k] = nil
+		}
+	}
+	return m, nil
 }
 
 // maxEventNote is what the Events API keeps of a note (1024 bytes), less the room the

@@ -38,7 +38,8 @@ import (
 type spoolResult struct {
 	// status is status.audit, nil with no claims.
 	status *ferrofedv1alpha1.AuditStatus
-	// claimsLeft counts the claims that still exist after the pass.
+	// claimsLeft counts the claims that still exist after the pass, and the retiring
+	// pods still held: the finalizer stays while any is left.
 	claimsLeft int
 	// requeue, when not zero, is when a backoff ends.
 	requeue time.Duration
@@ -205,8 +206,13 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 			errs = append(errs, r.deleteJob(ctx, gw, j, "claim "+claim+" is gone"))
 		}
 	}
-	res.status = auditSummary(gw.Name, kept, figures, handOvers)
-	res.claimsLeft = len(kept)
+	retiring, err := r.reconcileRetiring(ctx, gw, rendered)
+	errs = append(errs, err)
+	if retiring.requeue > 0 && (res.requeue == 0 || retiring.requeue < res.requeue) {
+		res.requeue = retiring.requeue
+	}
+	res.status = withRetiring(auditSummary(gw.Name, kept, figures, handOvers), retiring)
+	res.claimsLeft = len(kept) + retiring.held
 	return res, errors.Join(errs...)
 }
 
@@ -302,6 +308,9 @@ func (r *GatewayReconciler) finalize(ctx context.Context, gw *ferrofedv1alpha1.G
 			names = append(names, c.Name)
 		}
 		slices.Sort(names)
+		if err := r.releaseRetiringPods(ctx, gw); err != nil {
+			return ctrl.Result{}, err
+		}
 		if len(names) > 0 {
 			r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "SpoolClaimsRetained", "Delete",
 				"spec.audit.spool.retainOnDelete: kept %d spool claim(s), not handed over: %s. Records in them wait there; delete them by hand once drained (ferrofed audit drain).",
@@ -344,8 +353,12 @@ func (r *GatewayReconciler) patchAuditStatus(ctx context.Context, gw *ferrofedv1
 	if equality.Semantic.DeepEqual(st, gw.Status) {
 		return nil
 	}
+	audit, err := auditPatch(st.Audit)
+	if err != nil {
+		return err
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": gw.ResourceVersion},
-		"status": map[string]any{"audit": st.Audit, "conditions": st.Conditions}})
+		"status": map[string]any{"audit": audit, "conditions": st.Conditions}})
 	if err != nil {
 		return err
 	}

@@ -374,6 +374,21 @@ func auditSummary(gateway string, roles []claimRole, figures map[string]claimFig
 	return st
 }
 
+// withRetiring adds the retiring pods to status.audit (made when there are retiring
+// pods but no claims) and to its totals.
+func withRetiring(st *ferrofedv1alpha1.AuditStatus, r retiringResult) *ferrofedv1alpha1.AuditStatus {
+	if r.held == 0 {
+		return st
+	}
+	if st == nil {
+		st = &ferrofedv1alpha1.AuditStatus{}
+	}
+	st.RetiringPods = r.pods
+	st.UndeliveredRecords += r.records
+	st.UndeliveredBytes += r.bytes
+	return st
+}
+
 // auditCondition is AuditDelivering for status.audit: Unknown with no claims; False
 // while a hand-over failed, or while orphaned claims hold records (or never reported
 // what they hold) and wait for their hand-over; True otherwise.
@@ -394,6 +409,12 @@ func auditCondition(st *ferrofedv1alpha1.AuditStatus) metav1.Condition {
 			waitingRecords += cl.UndeliveredRecords
 		}
 	}
+	var retiring []string
+	var retiringRecords int64
+	for _, p := range st.RetiringPods {
+		retiring = append(retiring, p.Name)
+		retiringRecords += p.UndeliveredRecords
+	}
 	switch {
 	case len(failed) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, ferrofedv1alpha1.ReasonHandOverFailed
@@ -403,6 +424,10 @@ func auditCondition(st *ferrofedv1alpha1.AuditStatus) metav1.Condition {
 		c.Status, c.Reason = metav1.ConditionFalse, ferrofedv1alpha1.ReasonHandOverPending
 		c.Message = fmt.Sprintf("%d record(s) (as reported) wait in %d orphaned claim(s) for their hand-over: %s.",
 			waitingRecords, len(waiting), nameList(waiting))
+	case len(retiring) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, ferrofedv1alpha1.ReasonRetiringPodsDelivering
+		c.Message = fmt.Sprintf("%d record(s) (as last read) wait in the emptyDir spools of %d retiring pod(s), each deleted once its spool reads empty: %s.",
+			retiringRecords, len(retiring), nameList(retiring))
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, ferrofedv1alpha1.ReasonNothingWaiting
 		c.Message = fmt.Sprintf("%d claim(s); no orphaned claim holds records, no hand-over failed.", len(st.Claims)+int(st.ClaimsNotListed))

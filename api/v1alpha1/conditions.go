@@ -79,6 +79,10 @@ const (
 	// ReasonHandOverFailed surfaces on AuditDelivering=False when a hand-over Job
 	// failed: the claim is kept and a new Job is started after a backoff.
 	ReasonHandOverFailed = "HandOverFailed"
+	// ReasonRetiringPodsDelivering surfaces on AuditDelivering=False while pods the
+	// Gateway retired (status.audit.retiringPods) still hold records in their emptyDir
+	// spools, or their backlog could not be read.
+	ReasonRetiringPodsDelivering = "RetiringPodsDelivering"
 
 	// ReasonRollingOut surfaces on Progressing=True while the Deployment has not
 	// observed or finished rolling out its latest pod template.

@@ -537,6 +537,46 @@ type AuditStatus struct {
 	// undeliveredBytes is the sum of every claim's reported undelivered bytes.
 	// +optional
 	UndeliveredBytes int64 `json:"undeliveredBytes"`
+
+	// retiringPods are the pods of the emptyDir Deployment a switch to a persistent
+	// spool left behind: out of the Service, still running, each deleted once its
+	// spool reads empty. At most MaxRetiringPods.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	RetiringPods []RetiringPodStatus `json:"retiringPods,omitempty"`
+}
+
+// MaxRetiringPods bounds status.audit.retiringPods.
+const MaxRetiringPods = 100
+
+// RetiringPodStatus is one retiring pod and its spool's backlog as last read.
+type RetiringPodStatus struct {
+	// name of the pod.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// undeliveredRecords is what the pod's spools held, undelivered (quarantine
+	// included), at lastRead.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UndeliveredRecords int64 `json:"undeliveredRecords"`
+
+	// undeliveredBytes are those records' bytes on disk.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UndeliveredBytes int64 `json:"undeliveredBytes"`
+
+	// lastRead is when the operator last read the backlog; absent when it never could.
+	// +optional
+	LastRead *metav1.Time `json:"lastRead,omitempty"`
+
+	// message says why the last read failed; empty when it succeeded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // SpoolClaimStatus is one spool claim.

@@ -558,12 +558,10 @@ func TestSwitchingSpoolModesDropsNoRequest(t *testing.T) {
 	}
 	makeClaims(ctx, t, sts, 0, 1)
 	readyStatefulSet(ctx, t, key)
-	eventually(t, settle, "the Deployment deleted once the StatefulSet is ready", func() error {
-		if err := k8s.Get(ctx, key, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Deployment: %w", err)
-		}
-		return nil
+	eventually(t, settle, "the Deployment deleted once the StatefulSet is ready, its pods orphaned", func() error {
+		return deletedOrphaning(ctx, key, &appsv1.Deployment{})
 	})
+	gcOrphaned(ctx, t, key, &appsv1.Deployment{})
 	eventually(t, settle, "Ready=True from the StatefulSet, two owned claims", func() error {
 		g := getGateway(ctx, t, key)
 		if c := condition(g, ferrofedv1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
@@ -724,4 +722,29 @@ func auditUndeliveredMetric(gateway string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// deletedOrphaning reports, as an error, when obj (by key) is not being deleted with the
+// Orphan policy: its dependents are to be left running.
+func deletedOrphaning(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	if err := k8s.Get(ctx, key, obj); err != nil {
+		return err
+	}
+	if obj.GetDeletionTimestamp() == nil || !slices.Contains(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+		return fmt.Errorf("%s: deletion %v, finalizers %v: not deleted with the Orphan policy", key.Name, obj.GetDeletionTimestamp(), obj.GetFinalizers())
+	}
+	return nil
+}
+
+// gcOrphaned does what the garbage collector would for an object deleted with the
+// Orphan policy (envtest runs none): it removes the orphan finalizer, and the object goes.
+func gcOrphaned(ctx context.Context, t *testing.T, key types.NamespacedName, obj client.Object) {
+	t.Helper()
+	eventually(t, settle, "the orphan finalizer of "+key.Name+" removed", func() error {
+		if err := k8s.Get(ctx, key, obj); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		obj.SetFinalizers(slices.DeleteFunc(obj.GetFinalizers(), func(f string) bool { return f == metav1.FinalizerOrphanDependents }))
+		return k8s.Update(ctx, obj)
+	})
 }

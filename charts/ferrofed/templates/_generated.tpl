@@ -30,8 +30,10 @@ Edit the kubebuilder markers, then run make generate.
   resources:
   - pods
   verbs:
+  - delete
   - get
   - list
+  - patch
   - watch
 - apiGroups:
   - ""
@@ -52,6 +54,14 @@ Edit the kubebuilder markers, then run make generate.
   - list
   - patch
   - watch
+- apiGroups:
+  - apps
+  resources:
+  - replicasets
+  verbs:
+  - delete
+  - get
+  - list
 - apiGroups:
   - authentication.k8s.io
   resources:
