@@ -77,8 +77,8 @@ func spoolProblems(s *ferrofedv1alpha1.GatewaySpec, cfg *config.Config) error {
 func claimProblem(s *ferrofedv1alpha1.GatewaySpec, cfg *config.Config, spoolBytes int64) string {
 	const name = "spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage"
 	storage, _ := s.SpoolClaimStorage() // required by admission; zero when absent
-	overhead := ClaimOverheadBytes(spoolBytes)
-	need := spoolBytes + overhead
+	need := SpoolClaimBytes(cfg)
+	overhead := need - spoolBytes
 	if need <= storage.Value() {
 		return ""
 	}
