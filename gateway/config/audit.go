@@ -129,7 +129,7 @@ func (a *Audit) Spools() int {
 // Each spool counts everything it puts on disk within its cap (docs/audit-spool.md,
 // "Sizing"), so a volume of this size never refuses a spool's write for lack of space;
 // the file system's own overhead (an ext4 journal, the blocks it reserves) is the
-// volume's to add.
+// volume's to add: the operator's admission asks it of a spool claim on top of this.
 func RequiredSpoolBytes(cfg *Config) int64 {
 	if cfg == nil {
 		return 0

@@ -122,35 +122,6 @@ func auditWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, spools 
 	return out
 }
 
-// SpoolBytesNeeded is what the spools of a configuration need of their volume:
-// audit.max_spool_bytes times the number of spools (2 with [audit.feed]).
-func SpoolBytesNeeded(cfg *config.Config, spools int) int64 {
-	if spools == 0 || cfg.Audit == nil {
-		return 0
-	}
-	return cfg.Audit.SpoolBytes() * int64(spools)
-}
-
-// spoolProblems refuses an audit.max_spool_bytes whose spools do not fit the spool
-// volume: the emptyDir's sizeLimit, or the claim's requested storage.
-func spoolProblems(s *ferrofedv1alpha1.GatewaySpec, cfg *config.Config, spools int) error {
-	need := SpoolBytesNeeded(cfg, spools)
-	if need == 0 {
-		return nil
-	}
-	name, limit := "spec.audit.spool.sizeLimit", s.SpoolSizeLimit()
-	if s.PersistentSpool() {
-		name = "spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage"
-		limit, _ = s.SpoolClaimStorage() // required by admission; zero when absent
-	}
-	if need <= limit.Value() {
-		return nil
-	}
-	return &config.Problems{Source: "rendered ferrofed.toml", List: []config.Problem{{Key: "audit.max_spool_bytes",
-		Message: fmt.Sprintf("audit.max_spool_bytes (%d) × %d spool(s) is %d bytes, more than %s (%s, %d bytes): lower audit.max_spool_bytes or raise %s",
-			cfg.Audit.SpoolBytes(), spools, need, name, limit.String(), limit.Value(), name)}}}
-}
-
 // The CEL rules of the audit spool and of secretMounts, word for word.
 const (
 	sizeLimitMessage      = "spec.audit.spool.sizeLimit must be from 4Mi to 128Gi"
@@ -258,7 +229,7 @@ func renderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user [
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := spoolProblems(s, cfg, spools); err != nil {
+	if err := spoolProblems(s, cfg); err != nil {
 		return nil, nil, err
 	}
 	return rendered, cfg, nil

@@ -360,7 +360,7 @@ func claimTemplate(storage string, modes ...corev1.PersistentVolumeAccessMode) *
 }
 
 // TestSpoolClaimGoTwins: the webhook's twins of the CEL rules on the claim template,
-// and its storage against audit.max_spool_bytes × spools.
+// and its storage against audit.max_spool_bytes × spools and the file system's headroom.
 func TestSpoolClaimGoTwins(t *testing.T) {
 	feed := repositoryAudit + "max_spool_bytes = 134217728\n[audit.feed]\nurl = 'https://f.example/fhir'\n"
 	tests := []struct {
@@ -383,9 +383,13 @@ func TestSpoolClaimGoTwins(t *testing.T) {
 		{"no storage", repositoryAudit, claimTemplate("", corev1.ReadWriteOnce), []string{"requests.storage is required, from 4Mi to 128Gi"}},
 		{"3Mi", repositoryAudit, claimTemplate("3Mi", corev1.ReadWriteOnce), []string{"requests.storage is required, from 4Mi to 128Gi"}},
 		{"129Gi", repositoryAudit, claimTemplate("129Gi", corev1.ReadWriteOnce), []string{"requests.storage is required, from 4Mi to 128Gi"}},
-		{"two 128Mi spools fit 256Mi", feed, claimTemplate("256Mi", corev1.ReadWriteOnce), nil},
-		{"two 128Mi spools do not fit 255Mi", feed, claimTemplate("255Mi", corev1.ReadWriteOnce),
-			[]string{"audit.max_spool_bytes (134217728) × 2 spool(s) is 268435456 bytes, more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (255Mi"}},
+		{"two 128Mi spools and their headroom fit 352Mi", feed, claimTemplate("352Mi", corev1.ReadWriteOnce), nil},
+		{"two 128Mi spools and their headroom do not fit a byte less", feed, claimTemplate("369098751", corev1.ReadWriteOnce),
+			[]string{"audit.max_spool_bytes (134217728) × 2 spool(s) is 268435456 bytes; with 100663296 bytes for the claim's own file system",
+				"the claim needs 369098752 bytes, more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (369098751, 369098751 bytes)",
+				"raise spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage to at least 352Mi, or lower audit.max_spool_bytes to at most 134217727"}},
+		{"two 128Mi spools, no headroom in 256Mi", feed, claimTemplate("256Mi", corev1.ReadWriteOnce),
+			[]string{"more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (256Mi, 268435456 bytes)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

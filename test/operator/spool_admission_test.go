@@ -65,13 +65,27 @@ var spoolClaimCases = []spoolClaimCase{
 		"spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage is required, from 4Mi to 128Gi"}, ""},
 	{apiCase{"a spool claim of 200Gi", all(inline(auditRepository), spoolClaim("200Gi", corev1.ReadWriteOnce)), false, false,
 		"spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage is required, from 4Mi to 128Gi"}, ""},
+	// Two spools of 128 MiB (audit.max_spool_bytes × 2 = 256 MiB) and the claim's file
+	// system headroom (an eighth of that and 64 MiB = 96 MiB): 352Mi, to the byte. CEL
+	// cannot read the TOML: it admits every size in range, the webhook refuses.
+	{apiCase{"two spools and their file system headroom in exactly 352Mi", all(
+		inline(auditRepository+"max_spool_bytes = 134217728\n[audit.feed]\nurl = \"https://f.example.org/fhir\"\n"),
+		spoolClaim("352Mi", corev1.ReadWriteOnce)), true, true, ""}, "audit.max_spool_bytes"},
+	{apiCase{"two spools and their file system headroom in a byte less than 352Mi", all(
+		inline(auditRepository+"max_spool_bytes = 134217728\n[audit.feed]\nurl = \"https://f.example.org/fhir\"\n"),
+		spoolClaim("369098751", corev1.ReadWriteOnce)), true, false,
+		"audit.max_spool_bytes (134217728) × 2 spool(s) is 268435456 bytes; with 100663296 bytes for the claim's own file system " +
+			"(an eighth of that and 64 MiB: its journal or log, inode tables, reserved blocks) the claim needs 369098752 bytes, " +
+			"more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (369098751, 369098751 bytes): " +
+			"raise spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage to at least 352Mi, or lower audit.max_spool_bytes to at most 134217727"}, ""},
+	{apiCase{"two spools of max_spool_bytes exactly the claim's storage, no headroom", all(
+		inline(auditRepository+"max_spool_bytes = 134217728\n[audit.feed]\nurl = \"https://f.example.org/fhir\"\n"),
+		spoolClaim("256Mi", corev1.ReadWriteOnce)), true, false,
+		"more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (256Mi, 268435456 bytes)"}, ""},
 	{apiCase{"two spools of max_spool_bytes over the claim's storage", all(
 		inline(auditRepository+"max_spool_bytes = 134217728\n[audit.feed]\nurl = \"https://f.example.org/fhir\"\n"),
 		spoolClaim("200Mi", corev1.ReadWriteOnce)), true, false,
-		"audit.max_spool_bytes (134217728) × 2 spool(s) is 268435456 bytes, more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (200Mi"}, ""},
-	{apiCase{"two spools of max_spool_bytes that fit the claim", all(
-		inline(auditRepository+"max_spool_bytes = 134217728\n[audit.feed]\nurl = \"https://f.example.org/fhir\"\n"),
-		spoolClaim("256Mi", corev1.ReadWriteOnce)), true, true, ""}, ""},
+		"the claim needs 369098752 bytes, more than spec.audit.spool.volumeClaimTemplate.spec.resources.requests.storage (200Mi"}, ""},
 	{apiCase{"a persistent spool with a 1s bindingsDrainTimeout draws the final-sync warning", all(inline(auditRepository), spoolClaim("1Gi", corev1.ReadWriteOnce),
 		func(g *ferrofedv1alpha1.Gateway) { g.Spec.Lifecycle.BindingsDrainTimeout = dur("1s") }), true, true,
 		"spec.lifecycle.bindingsDrainTimeout (1s) leaves less than 2s for the audit spool's final sync at shutdown: with a persistent spool"},
