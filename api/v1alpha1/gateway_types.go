@@ -147,7 +147,8 @@ type AuditSpool struct {
 	// to the emptyDir, the Gateway's deletion) is drained by a hand-over Job and deleted
 	// only once that Job reports it empty. accessModes must be ReadWriteOnce or
 	// ReadWriteOncePod; resources.requests.storage is required, from 4Mi to 128Gi, and
-	// audit.max_spool_bytes times the number of spools must fit. Not with sizeLimit.
+	// must hold audit.max_spool_bytes times the number of spools plus the file
+	// system's headroom (an eighth of that and 64Mi). Not with sizeLimit.
 	// Default: unset (the emptyDir).
 	// +optional
 	VolumeClaimTemplate *SpoolVolumeClaimTemplate `json:"volumeClaimTemplate,omitempty"`
