@@ -167,7 +167,9 @@ func HandOverArgs() []string {
 // gateway's image, with the gateway pod's configuration, secretMounts and TLS volumes,
 // the claim mounted where the gateway mounts its spool, scheduled as the gateway pods
 // are. Its pod never restarts in place; the Job retries HandOverBackoffLimit times
-// within HandOverActiveDeadline. The Gateway controls it.
+// within HandOverActiveDeadline, except after exit lifecycle.HandOverExitQuarantine (only
+// quarantine left, which another pod could not deliver either): that fails the Job at
+// once (podFailurePolicy). The Gateway controls it.
 func HandOverJob(gw *ferrofedv1alpha1.Gateway, rendered []byte, claim string, attempt int) *batchv1.Job {
 	name := HandOverJobName(claim, attempt)
 	mounts, volumes := podVolumes(gw, rendered, false)
@@ -208,6 +210,11 @@ func HandOverJob(gw *ferrofedv1alpha1.Gateway, rendered []byte, claim string, at
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(HandOverBackoffLimit),
 			ActiveDeadlineSeconds: ptr.To(HandOverActiveDeadline),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action: batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr.To(HandOverContainerName),
+					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{lifecycle.HandOverExitQuarantine}},
+			}}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: FieldOwner, LabelHandOverOf: gw.Name,
 					LabelHandOverClaim: claim, LabelHandOverJob: name}},

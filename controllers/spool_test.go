@@ -97,6 +97,10 @@ func TestHandOverJob(t *testing.T) {
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || *j.Spec.BackoffLimit != HandOverBackoffLimit || *j.Spec.ActiveDeadlineSeconds != HandOverActiveDeadline {
 		t.Errorf("restartPolicy %s backoffLimit %d activeDeadlineSeconds %d", pod.Spec.RestartPolicy, *j.Spec.BackoffLimit, *j.Spec.ActiveDeadlineSeconds)
 	}
+	if fp := j.Spec.PodFailurePolicy; fp == nil || len(fp.Rules) != 1 || fp.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
+		fp.Rules[0].OnExitCodes == nil || fmt.Sprint(fp.Rules[0].OnExitCodes.Values) != "[5]" || *fp.Rules[0].OnExitCodes.ContainerName != HandOverContainerName {
+		t.Errorf("podFailurePolicy %+v: want the Job failed at once on exit 5 (only quarantine left)", fp)
+	}
 	c := pod.Spec.Containers[0]
 	if c.Name != HandOverContainerName || c.Image != gw.Spec.Image || strings.Join(c.Args, " ") != "audit drain --config /etc/ferrofed/ferrofed.toml --timeout 10m0s --termination-message-path /dev/termination-log" {
 		t.Errorf("container %s image %s args %v", c.Name, c.Image, c.Args)
