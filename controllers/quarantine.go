@@ -99,7 +99,7 @@ func annotationSetter(entries []metav1.ManagedFieldsEntry, key string) (string, 
 				Annotations map[string]json.RawMessage `json:"f:annotations"`
 			} `json:"f:metadata"`
 		}
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		if _, ok := fields.Metadata.Annotations["f:"+key]; ok {
