@@ -82,6 +82,7 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 		podExists[p.Name] = true
 	}
 	uids := map[string]types.UID{}
+	release := map[string]bool{}
 	var names []string
 	for _, c := range claims.Items {
 		if controlledBy(&c, gw) || c.DeletionTimestamp != nil {
@@ -89,6 +90,7 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 		}
 		names = append(names, c.Name)
 		uids[c.Name] = c.UID
+		release[c.Name] = c.Annotations[AnnotationReleaseQuarantine] == "true"
 	}
 	jobsOf := map[string][]*batchv1.Job{}
 	for i := range jobs.Items {
@@ -116,6 +118,8 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 	}
 
 	handOvers := map[string]*ferrofedv1alpha1.HandOverStatus{}
+	// refused: the claims whose release is asked and not acted on (releaseRequested).
+	refused := map[string]bool{}
 	var kept []claimRole
 	var errs []error
 	now := time.Now()
@@ -128,6 +132,10 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 			for _, j := range js {
 				errs = append(errs, r.deleteJob(ctx, gw, j, "its claim's replica is back"))
 			}
+			if release[role.name] {
+				refused[role.name] = true
+				r.tellReleaseRefused(gw, previous[role.name], role.name, "its replica "+ReplicaPodName(gw.Name, role.ordinal)+" owns it")
+			}
 			kept = append(kept, role)
 			continue
 		}
@@ -137,22 +145,31 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 				newest = j
 			}
 		}
+		var rep *handOverReport
 		var msg *lifecycle.HandOverMessage
 		if newest != nil {
-			if m, ok := handOverMessage(jobPods.Items, newest.Name); ok {
-				msg = &m
-				records, size := lifecycle.Undelivered(m.Left)
+			if rep = handOverReportOf(jobPods.Items, newest.Name); rep != nil {
+				msg = &rep.msg
+				records, size := lifecycle.Undelivered(rep.msg.Left)
 				figures[role.name] = claimFigures{records: records, bytes: size, reportedBy: ferrofedv1alpha1.ReportedByHandOver}
 			}
 		}
-		p := planHandOver(podExists[ReplicaPodName(gw.Name, role.ordinal)], js, msg, now)
+		p := planHandOver(claimFacts{podExists: podExists[ReplicaPodName(gw.Name, role.ordinal)], jobs: js, report: rep,
+			release: release[role.name], prev: previous[role.name]}, now)
 		if p.newest != nil {
 			handOvers[role.name] = &ferrofedv1alpha1.HandOverStatus{Job: p.newest.Name, State: p.state}
 		}
+		if p.releaseRefused != "" {
+			refused[role.name] = true
+			r.tellReleaseRefused(gw, previous[role.name], role.name, p.releaseRefused)
+		}
 		switch p.step {
 		case stepWait:
-			if p.state == ferrofedv1alpha1.HandOverFailedState {
+			switch p.state {
+			case ferrofedv1alpha1.HandOverFailedState:
 				r.tellHandOverFailed(gw, previous[role.name], p.newest, msg)
+			case ferrofedv1alpha1.HandOverQuarantineLeft:
+				r.tellQuarantineLeft(gw, previous[role.name], p.newest, p.quarantined, figures[role.name].bytes)
 			}
 			if p.retryIn > 0 && (res.requeue == 0 || p.retryIn < res.requeue) {
 				res.requeue = p.retryIn
@@ -197,6 +214,14 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 				errs = append(errs, fmt.Errorf("delete claim %s: %w", role.name, err))
 				kept = append(kept, role)
 			}
+		case stepReleaseClaim:
+			deleted, err := r.releaseClaim(ctx, gw, role.name, uids[role.name], p, figures[role.name].bytes)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if !deleted {
+				kept = append(kept, role)
+			}
 		}
 	}
 	// Jobs whose claim is gone (deleted after its hand-over, or by someone): their work
@@ -211,7 +236,7 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 	if retiring.requeue > 0 && (res.requeue == 0 || retiring.requeue < res.requeue) {
 		res.requeue = retiring.requeue
 	}
-	res.status = withRetiring(auditSummary(gw.Name, kept, figures, handOvers), retiring)
+	res.status = withRetiring(auditSummary(gw.Name, kept, figures, handOvers, refused), retiring)
 	res.claimsLeft = len(kept) + retiring.held
 	return res, errors.Join(errs...)
 }
@@ -228,9 +253,10 @@ func (r *GatewayReconciler) deleteJob(ctx context.Context, gw *ferrofedv1alpha1.
 	return nil
 }
 
-// handOverMessage is the message `ferrofed audit drain` left in the terminated
-// container of one of job's pods (the newest that has one).
-func handOverMessage(pods []corev1.Pod, job string) (lifecycle.HandOverMessage, bool) {
+// handOverReportOf is the message `ferrofed audit drain` left in the terminated
+// container of one of job's pods (the newest that has one), with that container's exit
+// status; nil when there is none, or it cannot be read.
+func handOverReportOf(pods []corev1.Pod, job string) *handOverReport {
 	var best *corev1.ContainerStateTerminated
 	for _, p := range pods {
 		if p.Labels[LabelHandOverJob] != job {
@@ -244,10 +270,13 @@ func handOverMessage(pods []corev1.Pod, job string) (lifecycle.HandOverMessage, 
 		}
 	}
 	if best == nil {
-		return lifecycle.HandOverMessage{}, false
+		return nil
 	}
 	m, err := lifecycle.ParseHandOverMessage([]byte(best.Message))
-	return m, err == nil
+	if err != nil {
+		return nil
+	}
+	return &handOverReport{msg: m, exit: best.ExitCode}
 }
 
 // tellHandOverFailed tells a failed hand-over Job in an Event, once: not when the status

@@ -203,7 +203,8 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 //     the fields FieldOwner's apply holds (what the reconciler compares with the
 //     desired apply configuration, see managed.go), not its
 //     spec, labels, annotations or managedFields; a Gateway loses its managedFields and kubectl's
-//     last-applied-configuration; a pod keeps what its drain is read from; a
+//     last-applied-configuration; a pod keeps what its drain is read from; a spool
+//     claim keeps only its AnnotationReleaseQuarantine of its annotations; a
 //     ConfigMap's metadata (the only part watched) loses its annotations and
 //     managedFields. The trimmed copies must never be sent back whole (an Update would
 //     reset the other managers' fields): the reconciler only applies, patches status
@@ -257,8 +258,14 @@ func trimForCache(in any) (any, error) {
 		o.ManagedFields, o.Annotations = nil, nil
 		o.Spec = batchv1.JobSpec{}
 	case *corev1.PersistentVolumeClaim:
-		// Read: name, labels, owner, deletion.
-		o.ManagedFields, o.Annotations = nil, nil
+		// Read: name, labels, owner, deletion, and the one annotation a person sets
+		// to release a claim's quarantine.
+		o.ManagedFields = nil
+		if v, ok := o.Annotations[AnnotationReleaseQuarantine]; ok {
+			o.Annotations = map[string]string{AnnotationReleaseQuarantine: v}
+		} else {
+			o.Annotations = nil
+		}
 		o.Spec, o.Status = corev1.PersistentVolumeClaimSpec{}, corev1.PersistentVolumeClaimStatus{}
 	case *corev1.Service:
 		if trimOwned(o) {

@@ -45,6 +45,11 @@ const (
 	FinalizerAuditHandOver = "ferrofed.io/audit-handover"
 	// HandOverContainerName is the container of a hand-over Job.
 	HandOverContainerName = "audit-drain"
+	// AnnotationReleaseQuarantine, set to "true" on an orphaned claim whose hand-over
+	// left only quarantined records (state quarantineLeft), asks the operator to delete
+	// the claim with them. It counts only when set after the operator reported that
+	// state (docs/operator.md, "The persistent audit spool").
+	AnnotationReleaseQuarantine = "ferrofed.io/release-quarantine"
 
 	// HandOverTimeout is the --timeout of `ferrofed audit drain` in a hand-over Job.
 	HandOverTimeout = 10 * time.Minute
@@ -162,7 +167,9 @@ func HandOverArgs() []string {
 // gateway's image, with the gateway pod's configuration, secretMounts and TLS volumes,
 // the claim mounted where the gateway mounts its spool, scheduled as the gateway pods
 // are. Its pod never restarts in place; the Job retries HandOverBackoffLimit times
-// within HandOverActiveDeadline. The Gateway controls it.
+// within HandOverActiveDeadline, except after exit lifecycle.HandOverExitQuarantine (only
+// quarantine left, which another pod could not deliver either): that fails the Job at
+// once (podFailurePolicy). The Gateway controls it.
 func HandOverJob(gw *ferrofedv1alpha1.Gateway, rendered []byte, claim string, attempt int) *batchv1.Job {
 	name := HandOverJobName(claim, attempt)
 	mounts, volumes := podVolumes(gw, rendered, false)
@@ -203,6 +210,11 @@ func HandOverJob(gw *ferrofedv1alpha1.Gateway, rendered []byte, claim string, at
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(HandOverBackoffLimit),
 			ActiveDeadlineSeconds: ptr.To(HandOverActiveDeadline),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action: batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr.To(HandOverContainerName),
+					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{lifecycle.HandOverExitQuarantine}},
+			}}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: FieldOwner, LabelHandOverOf: gw.Name,
 					LabelHandOverClaim: claim, LabelHandOverJob: name}},
@@ -275,14 +287,50 @@ type handOverStep int
 
 const (
 	// stepWait: its pod still runs (draining), or its Job runs, or a failed Job's
-	// backoff has not passed.
+	// backoff has not passed, or only quarantine is left and no release was asked.
 	stepWait handOverStep = iota
 	// stepStart: no Job yet, or the backoff after a failed one has passed: start
 	// attempt (the newest's + 1).
 	stepStart
 	// stepDeleteClaim: the newest Job succeeded and reported the spool empty.
 	stepDeleteClaim
+	// stepReleaseClaim: only quarantine is left and a person released it
+	// (AnnotationReleaseQuarantine): the claim is deleted with it.
+	stepReleaseClaim
 )
+
+// handOverReport is what the newest pod of a hand-over Job reported: the message of
+// `ferrofed audit drain` and its container's exit status.
+type handOverReport struct {
+	msg  lifecycle.HandOverMessage
+	exit int32
+}
+
+// quarantineOnly reports whether rep says that everything deliverable was delivered and
+// only quarantined records are left (exit lifecycle.HandOverExitQuarantine, outcome
+// failed, records left), and how many. The exit tells it from another failure: the
+// message's counts include the quarantine either way.
+func (rep *handOverReport) quarantineOnly() (int64, bool) {
+	if rep == nil || rep.exit != lifecycle.HandOverExitQuarantine || rep.msg.Outcome != lifecycle.HandOverFailed {
+		return 0, false
+	}
+	records, _ := lifecycle.Undelivered(rep.msg.Left)
+	return records, records > 0
+}
+
+// claimFacts is what planHandOver decides one orphaned claim's next step from.
+type claimFacts struct {
+	// podExists: its replica's pod still exists (it drains).
+	podExists bool
+	// jobs are the claim's hand-over Jobs; report is what the newest one's pod
+	// reported, nil when none was read.
+	jobs   []*batchv1.Job
+	report *handOverReport
+	// release: the claim carries AnnotationReleaseQuarantine=true.
+	release bool
+	// prev is the claim as the status showed it before this pass (zero when absent).
+	prev ferrofedv1alpha1.SpoolClaimStatus
+}
 
 // handOverPlan is the decision for one orphaned claim.
 type handOverPlan struct {
@@ -293,41 +341,59 @@ type handOverPlan struct {
 	// state is newest's state; retryIn is how long the backoff still runs.
 	state   string
 	retryIn time.Duration
+	// quarantined counts the records left in quarantine, in state quarantineLeft.
+	quarantined int64
+	// releaseRefused, when the claim asks for a release that is not acted on, says why.
+	releaseRefused string
 }
 
-// planHandOver decides one orphaned claim's next step from whether its replica's pod
-// still exists, its Jobs, the message of the newest Job's pod (nil when none was read)
-// and now. A claim is deleted only after a Job succeeded and nothing it reported says
-// records are left: `ferrofed audit drain` exits 0 only when every spool is empty, so a
-// succeeded Job whose message could not be read is empty too.
-func planHandOver(podExists bool, jobs []*batchv1.Job, msg *lifecycle.HandOverMessage, now time.Time) handOverPlan {
-	if podExists {
-		return handOverPlan{step: stepWait}
+// planHandOver decides one orphaned claim's next step at now. A claim is deleted only
+// after a Job succeeded and nothing it reported says records are left: `ferrofed audit
+// drain` exits 0 only when every spool is empty, so a succeeded Job whose message could
+// not be read is empty too. A failed Job that left only quarantined records (its exit
+// says so) is not followed by another one, which could not deliver them either: the
+// claim waits for a person, and is deleted with its quarantine only when released
+// (releasable).
+func planHandOver(f claimFacts, now time.Time) handOverPlan {
+	if f.podExists {
+		return handOverPlan{step: stepWait, releaseRefused: refusal(f, "its replica's pod still exists (it drains, then a hand-over delivers what it left)")}
 	}
 	var newest *batchv1.Job
-	for _, j := range jobs {
+	for _, j := range f.jobs {
 		if newest == nil || jobAttempt(j) > jobAttempt(newest) {
 			newest = j
 		}
 	}
 	if newest == nil {
-		return handOverPlan{step: stepStart, attempt: 1}
+		return handOverPlan{step: stepStart, attempt: 1, releaseRefused: refusal(f, "its hand-over has not started")}
 	}
 	p := handOverPlan{newest: newest, attempt: jobAttempt(newest) + 1}
 	state, ended := jobState(newest)
-	if state == ferrofedv1alpha1.HandOverSucceeded && msg != nil {
+	if state == ferrofedv1alpha1.HandOverSucceeded && f.report != nil {
 		// Never expected (`ferrofed audit drain` exits 0 only on an empty spool), but
-		// a report of records left wins over the exit: the claim is kept, as after a
-		// failure.
-		if records, _ := lifecycle.Undelivered(msg.Left); records > 0 || msg.Outcome != lifecycle.HandOverEmpty {
+		// a report of records left wins over the exit: the claim is kept, as after
+		// a failure.
+		if records, _ := lifecycle.Undelivered(f.report.msg.Left); records > 0 || f.report.msg.Outcome != lifecycle.HandOverEmpty {
 			state = ferrofedv1alpha1.HandOverFailedState
 		}
+	}
+	if n, ok := f.report.quarantineOnly(); ok && state == ferrofedv1alpha1.HandOverFailedState {
+		state, p.quarantined = ferrofedv1alpha1.HandOverQuarantineLeft, n
 	}
 	p.state = state
 	switch state {
 	case ferrofedv1alpha1.HandOverSucceeded:
 		p.step = stepDeleteClaim
+	case ferrofedv1alpha1.HandOverQuarantineLeft:
+		p.step = stepWait
+		if f.release && releasable(f.prev, newest.Name) {
+			p.step = stepReleaseClaim
+		} else {
+			p.releaseRefused = refusal(f, "it carried the annotation before the operator reported that only quarantine is left "+
+				"(remove the annotation, then set it again)")
+		}
 	case ferrofedv1alpha1.HandOverFailedState:
+		p.releaseRefused = refusal(f, fmt.Sprintf("its hand-over Job %s left records that are not all quarantined, and they are retried", newest.Name))
 		if wait := HandOverRetryBackoff - now.Sub(ended); wait > 0 {
 			p.step, p.retryIn = stepWait, wait
 			return p
@@ -335,8 +401,25 @@ func planHandOver(podExists bool, jobs []*batchv1.Job, msg *lifecycle.HandOverMe
 		p.step = stepStart
 	default:
 		p.step = stepWait
+		p.releaseRefused = refusal(f, fmt.Sprintf("its hand-over Job %s runs", newest.Name))
 	}
 	return p
+}
+
+// releasable reports whether a release of a claim now in state quarantineLeft from job
+// counts: only when the status already showed that state of that Job without the
+// annotation, so that the annotation was set after the quarantine was reported (one set
+// earlier, while records could still be quarantined, never deletes them).
+func releasable(prev ferrofedv1alpha1.SpoolClaimStatus, job string) bool {
+	return prev.HandOver != nil && prev.HandOver.Job == job && prev.HandOver.State == ferrofedv1alpha1.HandOverQuarantineLeft && !prev.ReleaseRequested
+}
+
+// refusal is why, when f asks for a release, and "" when it does not.
+func refusal(f claimFacts, why string) string {
+	if !f.release {
+		return ""
+	}
+	return why
 }
 
 // claimFigures is what one claim held, undelivered, as last reported.
@@ -345,10 +428,11 @@ type claimFigures struct {
 	reportedBy     string
 }
 
-// auditSummary is status.audit of claims (in claimRoles' order) with their figures and
-// hand-over states, or nil with no claims. At most ferrofedv1alpha1.MaxAuditClaims are
-// listed; the totals count them all.
-func auditSummary(gateway string, roles []claimRole, figures map[string]claimFigures, handOvers map[string]*ferrofedv1alpha1.HandOverStatus) *ferrofedv1alpha1.AuditStatus {
+// auditSummary is status.audit of claims (in claimRoles' order) with their figures,
+// hand-over states and the releases they ask that are not acted on (refused: their
+// releaseRequested, which planHandOver reads back as the claim's prev), or nil with no
+// claims. At most ferrofedv1alpha1.MaxAuditClaims are listed; the totals count them all.
+func auditSummary(gateway string, roles []claimRole, figures map[string]claimFigures, handOvers map[string]*ferrofedv1alpha1.HandOverStatus, refused map[string]bool) *ferrofedv1alpha1.AuditStatus {
 	if len(roles) == 0 {
 		return nil
 	}
@@ -365,7 +449,8 @@ func auditSummary(gateway string, roles []claimRole, figures map[string]claimFig
 			continue
 		}
 		c := ferrofedv1alpha1.SpoolClaimStatus{Name: r.name, Replica: ReplicaPodName(gateway, r.ordinal),
-			UndeliveredRecords: f.records, UndeliveredBytes: f.bytes, ReportedBy: f.reportedBy, HandOver: handOvers[r.name]}
+			UndeliveredRecords: f.records, UndeliveredBytes: f.bytes, ReportedBy: f.reportedBy, HandOver: handOvers[r.name],
+			ReleaseRequested: refused[r.name]}
 		if r.orphaned {
 			c.Replica = ferrofedv1alpha1.ReplicaOrphaned
 		}
@@ -390,23 +475,36 @@ func withRetiring(st *ferrofedv1alpha1.AuditStatus, r retiringResult) *ferrofedv
 }
 
 // auditCondition is AuditDelivering for status.audit: Unknown with no claims; False
-// while a hand-over failed, or while orphaned claims hold records (or never reported
-// what they hold) and wait for their hand-over; True otherwise.
+// while a claim holds only quarantine (QuarantineLeft: it waits for a person), while a
+// hand-over failed, or while orphaned claims hold records (or never reported what they
+// hold) and wait for their hand-over; True otherwise. A release asked on a claim it
+// does not apply to is said in every case.
 func auditCondition(st *ferrofedv1alpha1.AuditStatus) metav1.Condition {
 	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionAuditDelivering, Status: metav1.ConditionUnknown,
 		Reason: ferrofedv1alpha1.ReasonNoSpoolClaims, Message: "The Gateway has no spool claims (its spool is an emptyDir, or none was made yet)."}
 	if st == nil {
 		return c
 	}
-	var failed, waiting []string
-	var waitingRecords int64
+	var failed, waiting, quarantine, refused []string
+	var waitingRecords, quarantined int64
 	for _, cl := range st.Claims {
-		if cl.HandOver != nil && cl.HandOver.State == ferrofedv1alpha1.HandOverFailedState {
+		state := ""
+		if cl.HandOver != nil {
+			state = cl.HandOver.State
+		}
+		switch state {
+		case ferrofedv1alpha1.HandOverFailedState:
 			failed = append(failed, cl.Name)
+		case ferrofedv1alpha1.HandOverQuarantineLeft:
+			quarantine = append(quarantine, fmt.Sprintf("%s (%d)", cl.Name, cl.UndeliveredRecords))
+			quarantined += cl.UndeliveredRecords
 		}
 		if cl.Replica == ferrofedv1alpha1.ReplicaOrphaned && (cl.UndeliveredRecords > 0 || cl.ReportedBy == "") {
 			waiting = append(waiting, cl.Name)
 			waitingRecords += cl.UndeliveredRecords
+		}
+		if cl.ReleaseRequested {
+			refused = append(refused, cl.Name) // a release acted on deletes the claim: it is not listed
 		}
 	}
 	var retiring []string
@@ -416,6 +514,14 @@ func auditCondition(st *ferrofedv1alpha1.AuditStatus) metav1.Condition {
 		retiringRecords += p.UndeliveredRecords
 	}
 	switch {
+	case len(quarantine) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, ferrofedv1alpha1.ReasonQuarantineLeft
+		c.Message = fmt.Sprintf("Only quarantined records are left in %d claim(s), %d in all: %s. They were refused for good and no hand-over can deliver them, "+
+			"so no new Job starts; the claims are kept. Inspect them, then annotate each claim %s=true to delete it with them, or delete it yourself.",
+			len(quarantine), quarantined, nameList(quarantine), AnnotationReleaseQuarantine)
+		if len(failed) > 0 {
+			c.Message += fmt.Sprintf(" The hand-over of %d other claim(s) failed (%s).", len(failed), nameList(failed))
+		}
 	case len(failed) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, ferrofedv1alpha1.ReasonHandOverFailed
 		c.Message = fmt.Sprintf("The hand-over of %d claim(s) failed (%s); %d record(s) reported undelivered in all; the claims are kept and a new Job starts %s after each failure.",
@@ -431,6 +537,10 @@ func auditCondition(st *ferrofedv1alpha1.AuditStatus) metav1.Condition {
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, ferrofedv1alpha1.ReasonNothingWaiting
 		c.Message = fmt.Sprintf("%d claim(s); no orphaned claim holds records, no hand-over failed.", len(st.Claims)+int(st.ClaimsNotListed))
+	}
+	if len(refused) > 0 {
+		c.Message += fmt.Sprintf(" %s=true releases nothing on %s: it counts only on a claim whose hand-over left nothing but quarantine, set after the operator reported that "+
+			"(remove it, and set it again then).", AnnotationReleaseQuarantine, nameList(refused))
 	}
 	return c
 }

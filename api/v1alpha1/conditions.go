@@ -83,6 +83,11 @@ const (
 	// Gateway retired (status.audit.retiringPods) still hold records in their emptyDir
 	// spools, or their backlog could not be read.
 	ReasonRetiringPodsDelivering = "RetiringPodsDelivering"
+	// ReasonQuarantineLeft surfaces on AuditDelivering=False when a hand-over Job
+	// delivered everything it could and only quarantined records are left: no Job is
+	// started again for that claim, which waits for a person to release it (the
+	// annotation ferrofed.io/release-quarantine=true) or to delete it.
+	ReasonQuarantineLeft = "QuarantineLeft"
 
 	// ReasonRollingOut surfaces on Progressing=True while the Deployment has not
 	// observed or finished rolling out its latest pod template.

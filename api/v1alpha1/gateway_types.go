@@ -615,6 +615,14 @@ type SpoolClaimStatus struct {
 	// handOver is the claim's current hand-over Job, if any.
 	// +optional
 	HandOver *HandOverStatus `json:"handOver,omitempty"`
+
+	// releaseRequested is true while the claim carries the annotation
+	// ferrofed.io/release-quarantine=true that the operator has not acted on. It is
+	// acted on only when set after the status showed the claim's hand-over in state
+	// "quarantineLeft": the claim is then deleted with its quarantine (and leaves
+	// this list). Set earlier, or on any other claim, it releases nothing.
+	// +optional
+	ReleaseRequested bool `json:"releaseRequested,omitempty"`
 }
 
 // HandOverStatus is a hand-over Job of one claim.
@@ -625,9 +633,11 @@ type HandOverStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	Job string `json:"job,omitempty"`
 
-	// state is "running", "succeeded" or "failed".
+	// state is "running", "succeeded", "failed", or "quarantineLeft": the Job
+	// delivered everything it could and only quarantined records are left (the
+	// claim's undeliveredRecords), which no Job can deliver; no new Job is started.
 	// +required
-	// +kubebuilder:validation:Enum=running;succeeded;failed
+	// +kubebuilder:validation:Enum=running;succeeded;failed;quarantineLeft
 	State string `json:"state,omitempty"`
 }
 
@@ -639,6 +649,8 @@ const (
 	HandOverRunning     = "running"
 	HandOverSucceeded   = "succeeded"
 	HandOverFailedState = "failed"
+	// HandOverQuarantineLeft: the Job exited with lifecycle.HandOverExitQuarantine.
+	HandOverQuarantineLeft = "quarantineLeft"
 )
 
 // MaxDrainRecords is how many drains status.drains keeps.

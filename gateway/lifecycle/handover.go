@@ -20,6 +20,13 @@ const (
 	HandOverFailed = "failed"
 )
 
+// HandOverExitQuarantine is the exit status of `ferrofed audit drain` when everything
+// deliverable was delivered and only quarantined entries are left (outcome
+// HandOverFailed): no later run can deliver them. The operator reads it from a hand-over
+// Job's terminated container to tell it from another failure (docs/audit-spool.md,
+// "Hand-over").
+const HandOverExitQuarantine = 5
+
 // HandOverMessage is what `ferrofed audit drain` writes, as one line, to its container's
 // termination message file when it ends, and what the operator reads back from a
 // hand-over Job's pod to say where records wait (status.audit):

@@ -76,8 +76,9 @@ const (
 	// cursor could not be written at close.
 	ExitFailed = 4
 	// ExitQuarantine: everything deliverable was delivered, but a quarantine holds
-	// entries no delivery empties.
-	ExitQuarantine = 5
+	// entries no delivery empties (lifecycle.HandOverExitQuarantine, which the
+	// operator reads).
+	ExitQuarantine = lifecycle.HandOverExitQuarantine
 )
 
 // ValidateHandOverTimeout says what is wrong with a --timeout.
