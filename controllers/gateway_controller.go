@@ -164,6 +164,9 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 				// sends this operator no event: look again later.
 				return ctrl.Result{RequeueAfter: conflictRecheck}, nil
 			}
+			if problem.reason == ferrofedv1alpha1.ReasonStatefulSetRecreating {
+				return ctrl.Result{RequeueAfter: recreateRecheck}, nil // see recreate.go
+			}
 			return ctrl.Result{}, err
 		}
 		if err != nil {
@@ -443,6 +446,9 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		if !controlledBy(live, gw) {
 			return r.nameConflict(gw, live, kind, name, "Apply")
 		}
+		if sts, ok := live.(*appsv1.StatefulSet); ok && sts.DeletionTimestamp != nil {
+			return statefulSetGoing(gw, sts, typedStatefulSet(desired)) // made again once gone
+		}
 		if same, err := sameAsLive(live, desired); err != nil || same {
 			return err
 		}
@@ -450,6 +456,9 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		return fmt.Errorf("get %s %s: %w", kind, name, err)
 	}
 	if aerr := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); aerr != nil {
+		if _, ok := live.(*appsv1.StatefulSet); ok && err == nil {
+			return r.recreateStatefulSet(ctx, gw, o, aerr) // immutable fields: made again
+		}
 		return r.applyFailed(gw, kind, name, aerr)
 	}
 	verb := verbUpdated
