@@ -549,7 +549,9 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 	if !controlledBy(obj, gw) {
 		return nil
 	}
-	if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+	// Background, explicitly: it also turns the Orphan delete of a StatefulSet being
+	// made again (recreate.go) into one that takes its pods, which drain as usual.
+	if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
 	}
 	changed.add(verbDeleted, kind, obj.GetName(), obj)

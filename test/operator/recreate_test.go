@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -200,4 +201,32 @@ func TestAChangedClaimTemplateRecreatesTheStatefulSet(t *testing.T) {
 	if js, err := handOverJobs(ctx, key.Name); err != nil || len(js) != 0 {
 		t.Errorf("hand-over Jobs %v (%v), want none", js, err)
 	}
+}
+
+// TestAGatewayDeletedWhileItsStatefulSetIsRecreatedTakesIt: a Gateway deleted before the
+// garbage collector finished the Orphan delete of its StatefulSet deletes it again with
+// propagationPolicy Background (no pod is left running without a controller); the
+// apiserver takes the 'orphan' finalizer off, and the StatefulSet goes.
+func TestAGatewayDeletedWhileItsStatefulSetIsRecreatedTakesIt(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	key := persistentGateway(ctx, t, "spool-resize-gone", 1, nil)
+	old := statefulSetOf(ctx, t, key)
+	updateGateway(ctx, t, key, func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Audit.Spool.VolumeClaimTemplate.Spec.StorageClassName = ptr.To("fast")
+	})
+	beingOrphaned(ctx, t, old)
+	if err := k8s.Delete(ctx, &ferrofedv1alpha1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "the StatefulSet gone and the Gateway with it", func() error {
+		s := &appsv1.StatefulSet{}
+		if err := k8s.Get(ctx, key, s); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("StatefulSet (%v): finalizers %v", err, s.Finalizers)
+		}
+		if err := k8s.Get(ctx, key, &ferrofedv1alpha1.Gateway{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Gateway (%v) still there", err)
+		}
+		return nil
+	})
 }
