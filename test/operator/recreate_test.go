@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -221,11 +222,15 @@ func TestAGatewayDeletedWhileItsStatefulSetIsRecreatedTakesIt(t *testing.T) {
 	}
 	eventually(t, settle, "the StatefulSet gone and the Gateway with it", func() error {
 		s := &appsv1.StatefulSet{}
-		if err := k8s.Get(ctx, key, s); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("StatefulSet (%v): finalizers %v", err, s.Finalizers)
+		if err := k8s.Get(ctx, key, s); err == nil {
+			return fmt.Errorf("StatefulSet still there, finalizers %v", s.Finalizers)
+		} else if !apierrors.IsNotFound(err) {
+			return err
 		}
-		if err := k8s.Get(ctx, key, &ferrofedv1alpha1.Gateway{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Gateway (%v) still there", err)
+		if err := k8s.Get(ctx, key, &ferrofedv1alpha1.Gateway{}); err == nil {
+			return errors.New("Gateway still there")
+		} else if !apierrors.IsNotFound(err) {
+			return err
 		}
 		return nil
 	})
