@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -166,6 +167,9 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 				// Resolved by someone deleting or renaming the other object, which
 				// sends this operator no event: look again later.
 				return ctrl.Result{RequeueAfter: conflictRecheck}, nil
+			}
+			if problem.reason == ferrofedv1alpha1.ReasonStatefulSetRecreating {
+				return ctrl.Result{RequeueAfter: recreateRecheck}, nil // see recreate.go
 			}
 			return ctrl.Result{}, err
 		}
@@ -446,6 +450,9 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		if !controlledBy(live, gw) {
 			return r.nameConflict(gw, live, kind, name, "Apply")
 		}
+		if sts, ok := live.(*appsv1.StatefulSet); ok && sts.DeletionTimestamp != nil {
+			return statefulSetGoing(gw, sts, typedStatefulSet(desired)) // made again once gone
+		}
 		if same, err := sameAsLive(live, desired); err != nil || same {
 			return err
 		}
@@ -453,6 +460,9 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		return fmt.Errorf("get %s %s: %w", kind, name, err)
 	}
 	if aerr := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); aerr != nil {
+		if _, ok := live.(*appsv1.StatefulSet); ok && err == nil {
+			return r.recreateStatefulSet(ctx, gw, o, aerr) // immutable fields: made again
+		}
 		return r.applyFailed(gw, kind, name, aerr)
 	}
 	verb := verbUpdated
@@ -540,16 +550,22 @@ func (r *GatewayReconciler) deleteOwned(ctx context.Context, gw *ferrofedv1alpha
 	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !controlledBy(obj, gw) || obj.GetDeletionTimestamp() != nil {
-		return nil // not ours, or its deletion is under way (an orphaning one may take a while)
+	if !controlledBy(obj, gw) {
+		return nil
 	}
-	var opts []client.DeleteOption
+	policy := metav1.DeletePropagationBackground
 	if kind == "Deployment" && gw.Spec.PersistentSpool() {
 		// Its pods' emptyDir spools must be delivered first: they are retired, not
 		// deleted (reconcileRetiring).
-		opts = append(opts, client.PropagationPolicy(metav1.DeletePropagationOrphan))
+		policy = metav1.DeletePropagationOrphan
 	}
-	if err := r.Delete(ctx, obj, opts...); client.IgnoreNotFound(err) != nil {
+	if obj.GetDeletionTimestamp() != nil &&
+		(policy == metav1.DeletePropagationOrphan || !slices.Contains(obj.GetFinalizers(), metav1.FinalizerOrphanDependents)) {
+		return nil // its deletion is under way, as wanted
+	}
+	// Background, explicitly: it also turns the Orphan delete of a StatefulSet being
+	// made again (recreate.go) into one that takes its pods, which drain as usual.
+	if err := r.Delete(ctx, obj, client.PropagationPolicy(policy)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
 	}
 	changed.add(verbDeleted, kind, obj.GetName(), obj)

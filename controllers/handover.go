@@ -348,7 +348,7 @@ func (r *GatewayReconciler) finalize(ctx context.Context, gw *ferrofedv1alpha1.G
 		return ctrl.Result{}, r.setFinalizer(ctx, gw, false)
 	}
 	sts := &appsv1.StatefulSet{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), sts); err == nil && controlledBy(sts, gw) && sts.DeletionTimestamp == nil {
+	if err := r.Get(ctx, client.ObjectKeyFromObject(gw), sts); err == nil && controlledBy(sts, gw) && (sts.DeletionTimestamp == nil || orphaning(sts)) {
 		if err := r.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete StatefulSet %s: %w", sts.Name, err)
 		}

@@ -49,6 +49,12 @@ const (
 	// ReasonApplyFailed surfaces on Ready=False when the apiserver refused an owned
 	// object; the message is the kind, the name and the apiserver's own message.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonStatefulSetRecreating surfaces on Ready=False while the StatefulSet of a
+	// persistent spool is deleted with propagationPolicy Orphan (its pods keep running)
+	// to be created again with fields the apiserver does not change on a StatefulSet (a
+	// changed volumeClaimTemplate); the message names the change, and that the existing
+	// claims keep their size.
+	ReasonStatefulSetRecreating = "StatefulSetRecreating"
 	// ReasonImageNotAllowed surfaces on Ready=False when spec.image matches none of the
 	// operator's --allowed-images patterns; nothing is rolled out.
 	ReasonImageNotAllowed = "ImageNotAllowed"
