@@ -21,7 +21,7 @@ import (
 	"github.com/ferrofed/ferrofed/test/double"
 	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/issuer"
-	memberdouble "github.com/ferrofed/ferrofed/test/doubles/members"
+	"github.com/ferrofed/ferrofed/test/doubles/members"
 	"github.com/ferrofed/ferrofed/test/gatewaytest"
 )
 
@@ -40,7 +40,7 @@ func TestSwitchingToAClaimRetiresTheDeploymentsPods(t *testing.T) {
 	// its audit repository refuses to take anything for now.
 	arr := auditrepo.Start(t, auditrepo.Options{})
 	arr.Set(t, double.Knobs{Fault: double.FaultHold})
-	member := memberdouble.Start(t, memberdouble.Options{ID: "a"})
+	member := members.Start(t, members.Options{ID: "a"})
 	is := issuer.New(t)
 	g := gatewaytest.Start(t, fmt.Sprintf("[[registry.members]]\nid = \"a\"\nquery_endpoint = %q\n[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n",
 		member.URL, arr.URL, t.TempDir()), gatewaytest.WithIssuer(is))

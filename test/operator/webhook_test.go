@@ -104,20 +104,20 @@ var apiCases = []apiCase{
 	{"17 secretMounts", secretMounts(seventeenPaths()...), false, false, "spec.secretMounts: Too many: 17"},
 	// The data plane asks for a bearer token by default (docs/operator.md, "The data
 	// plane's issuer"): an issuer to verify it with, or data_plane = "open" written out.
-	{"a configuration with no issuer for the data plane", inlineAlone(members), true, false,
+	{"a configuration with no issuer for the data plane", inlineAlone(memberTable), true, false,
 		`auth.data_plane: is "required" (the default) but no [[auth.issuers]] is configured: add an issuer under auth.issuers`},
 	{"no configuration at all", func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = nil }, true, false, "auth.data_plane"},
-	{"data_plane = \"required\" with no issuer", inlineAlone(members + "[auth]\ndata_plane = \"required\"\n"), true, false, "auth.data_plane"},
-	{"an open data plane draws the gateway's warning", inlineAlone(members + "[auth]\ndata_plane = \"open\"\n"), true, true,
+	{"data_plane = \"required\" with no issuer", inlineAlone(memberTable + "[auth]\ndata_plane = \"required\"\n"), true, false, "auth.data_plane"},
+	{"an open data plane draws the gateway's warning", inlineAlone(memberTable + "[auth]\ndata_plane = \"open\"\n"), true, true,
 		`spec.config: auth.data_plane: is "open": anyone who can reach the gateway can search every member for every patient, with no token`},
 	{"an issuer whose jwks_file is a secretMount's", func(g *ferrofedv1alpha1.Gateway) {
 		secretMounts("/etc/ferrofed/secrets/issuers/clinic")(g)
-		inlineAlone(members + jwksFileIssuer)(g)
+		inlineAlone(memberTable + jwksFileIssuer)(g)
 	}, true, true, ""},
 }
 
 const (
-	members        = "[[registry.members]]\nid = \"a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n"
+	memberTable    = "[[registry.members]]\nid = \"a\"\nquery_endpoint = \"https://a.example.org/fhir\"\n"
 	jwksFileIssuer = "[[auth.issuers]]\nissuer = \"https://login.clinic.example.org\"\naudience = \"ferrofed\"\n" +
 		"jwks_file = \"/etc/ferrofed/secrets/issuers/clinic/jwks.json\"\noperator_scope = \"ferrofed.operator\"\n"
 )
@@ -187,7 +187,7 @@ func TestApiserverCallsTheWebhook(t *testing.T) {
 		t.Errorf("create with an owned key: %v, want the webhook's refusal naming server.base_path and spec.basePath", err)
 	}
 
-	noIssuer := newGateway("webhook", "no-issuer", inlineAlone(members))
+	noIssuer := newGateway("webhook", "no-issuer", inlineAlone(memberTable))
 	err = c.Create(ctx, noIssuer, client.DryRunAll)
 	if err == nil || !strings.Contains(err.Error(), "vgateway.ferrofed.io") || !strings.Contains(err.Error(), "auth.data_plane") || !strings.Contains(err.Error(), "auth.issuers") {
 		t.Errorf("create with no issuer for the data plane: %v, want the webhook's refusal naming auth.data_plane and auth.issuers", err)
@@ -197,7 +197,7 @@ func TestApiserverCallsTheWebhook(t *testing.T) {
 	if err := c.Create(ctx, short, client.DryRunAll); err != nil {
 		t.Fatalf("create with a short drainDelay: %v", err)
 	}
-	open := newGateway("webhook", "open-data-plane", inlineAlone(members+"[auth]\ndata_plane = \"open\"\n"))
+	open := newGateway("webhook", "open-data-plane", inlineAlone(memberTable+"[auth]\ndata_plane = \"open\"\n"))
 	if err := c.Create(ctx, open, client.DryRunAll); err != nil {
 		t.Fatalf("create with an open data plane: %v", err)
 	}
