@@ -91,7 +91,7 @@ e2e: ## Run test/e2e (tag e2e) on the cluster KUBECONFIG names, else the local o
 	  $(GO) test -tags e2e -count=1 -timeout 12m -v -run '^TestDemoOnTheLocalNode$$' ./test/demo/; fi
 
 .PHONY: e2e-audit-persistent
-e2e-audit-persistent: ## Run only the persistent audit spool scenario on the cluster KUBECONFIG names (it is part of make e2e).
+e2e-audit-persistent: ## Run only the persistent audit spool scenarios (FERROFED_E2E_SPOOL_MODES, default emptydir,persistent,switch) on the cluster KUBECONFIG names (part of make e2e).
 	@kc="$${KUBECONFIG:-}"; \
 	if [ -z "$$kc" ] && [ -f "$(LOCAL_KUBECONFIG)" ]; then kc="$(LOCAL_KUBECONFIG)"; fi; \
 	if [ -z "$$kc" ] || [ ! -f "$${kc%%:*}" ]; then \

@@ -95,7 +95,9 @@ func TestAuditPersistentSpool(t *testing.T) {
 	}
 	// FERROFED_E2E_SPOOL_MODES=emptydir runs the negative control alone (it needs nothing
 	// new of the operator).
-	modes := env("FERROFED_E2E_SPOOL_MODES", "emptydir,persistent")
+	// FERROFED_E2E_SPOOL_MODES=switch runs the switch from the emptyDir spool to claims
+	// (the retiring pods) alone.
+	modes := env("FERROFED_E2E_SPOOL_MODES", "emptydir,persistent,switch")
 	if strings.Contains(modes, "emptydir") {
 		steps = append(steps, step{"with the emptyDir spool, records are lost (negative control)", func(t *testing.T) {
 			runs[false] = s.spoolScenario(t, repo, spoolMode{name: "e2e-spool-emptydir", prefix: "E2EEMPTY", persistent: false})
@@ -104,6 +106,11 @@ func TestAuditPersistentSpool(t *testing.T) {
 	if strings.Contains(modes, "persistent") {
 		steps = append(steps, step{"with a persistent spool per replica, every request answered 200 has its AuditEvent delivered", func(t *testing.T) {
 			runs[true] = s.spoolScenario(t, repo, spoolMode{name: "e2e-spool-claims", prefix: "E2ECLAIM", persistent: true})
+		}})
+	}
+	if strings.Contains(modes, "switch") {
+		steps = append(steps, step{"switching from the emptyDir to a persistent spool loses no record", func(t *testing.T) {
+			s.spoolSwitchScenario(t, repo, spoolMode{name: "e2e-spool-switch", prefix: "E2ESWITCH", persistent: true})
 		}})
 	}
 	for _, st := range steps {
@@ -147,17 +154,7 @@ func (s *e2e) spoolScenario(t *testing.T, repo *auditRepo, mode spoolMode) *spoo
 		"config": map[string]any{"inline": inline},
 	}
 	if mode.persistent {
-		spec["audit"] = map[string]any{"spool": map[string]any{
-			"volumeClaimTemplate": map[string]any{
-				"metadata": map[string]any{"labels": map[string]any{"e2e.ferrofed.io/spool": mode.name}},
-				"spec": map[string]any{
-					"storageClassName": storageClass,
-					"accessModes":      []any{"ReadWriteOnce"},
-					"resources":        map[string]any{"requests": map[string]any{"storage": spoolClaimSize}},
-				},
-			},
-			"retainOnDelete": false,
-		}}
+		spec["audit"] = spoolClaimAudit(mode.name)
 	}
 	gwObj := gatewayObject(cfg.namespace, mode.name, spec)
 	if _, err := s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Create(ctx, gwObj, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
@@ -440,6 +437,22 @@ func (s *e2e) spoolScenario(t *testing.T, repo *auditRepo, mode spoolMode) *spoo
 
 // ---------------------------------------------------------------------------- claims, pods, Jobs
 
+// spoolClaimAudit is spec.audit of a Gateway with a claim per replica of the cluster's
+// provisioner.
+func spoolClaimAudit(gateway string) map[string]any {
+	return map[string]any{"spool": map[string]any{
+		"volumeClaimTemplate": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"e2e.ferrofed.io/spool": gateway}},
+			"spec": map[string]any{
+				"storageClassName": storageClass,
+				"accessModes":      []any{"ReadWriteOnce"},
+				"resources":        map[string]any{"requests": map[string]any{"storage": spoolClaimSize}},
+			},
+		},
+		"retainOnDelete": false,
+	}}
+}
+
 // spoolClaim is the claim of replica i: the StatefulSet's claim template "spool".
 func spoolClaim(gateway string, i int) string { return fmt.Sprintf("spool-%s-%d", gateway, i) }
 
@@ -627,9 +640,19 @@ func (s *e2e) handOverJobs(t *testing.T, gw *unstructured.Unstructured) string {
 
 // auditStatus is the part of status.audit the scenario reads.
 type auditStatus struct {
-	Claims             []spoolClaimStatus `json:"claims"`
-	OrphanedClaims     int32              `json:"orphanedClaims"`
-	UndeliveredRecords int64              `json:"undeliveredRecords"`
+	Claims             []spoolClaimStatus  `json:"claims"`
+	OrphanedClaims     int32               `json:"orphanedClaims"`
+	UndeliveredRecords int64               `json:"undeliveredRecords"`
+	RetiringPods       []retiringPodStatus `json:"retiringPods"`
+}
+
+// retiringPodStatus is one entry of status.audit.retiringPods.
+type retiringPodStatus struct {
+	Name               string `json:"name"`
+	UndeliveredRecords int64  `json:"undeliveredRecords"`
+	UndeliveredBytes   int64  `json:"undeliveredBytes"`
+	LastRead           string `json:"lastRead"`
+	Message            string `json:"message"`
 }
 
 // spoolClaimStatus is one entry of status.audit.claims.
@@ -675,3 +698,367 @@ func statusAudit(gw *unstructured.Unstructured) string {
 	}
 	return string(b)
 }
+
+// ---------------------------------------------------------------------------- the switch
+
+// spoolSwitchScenario: a Gateway with 2 replicas and the emptyDir spool, the repository
+// refusing, audited load running; the Gateway switches to a claim per replica. Once its
+// StatefulSet is ready the Deployment's pods retire (docs/operator.md, "Retiring
+// pods"): still Running, out of the Service, owned by the Gateway, listed in
+// status.audit.retiringPods with their records. The load stops, the repository
+// accepts: every request answered 200 has its AuditEvent delivered and each retiring
+// pod is deleted once its spool reads empty.
+func (s *e2e) spoolSwitchScenario(t *testing.T, repo *auditRepo, mode spoolMode) {
+	ctx := context.Background()
+	if repo == nil || s.issuer == nil || len(s.members) == 0 {
+		t.Fatal("the repository double, the token issuer or the members are missing: their step did not run")
+	}
+	start := time.Now()
+	member := s.members[0]
+	inline := fmt.Sprintf("[[registry.members]]\nid = %q\nquery_endpoint = %q\n\n%s\n[audit]\ndestination = \"repository\"\nurl = %q\n",
+		member.ID, member.URL, s.issuer.TOMLIssuer(), repo.base)
+	spec := map[string]any{
+		"replicas": spoolReplicas,
+		"image":    cfg.image,
+		"lifecycle": map[string]any{
+			"requestTimeout":       requestTimeout.String(),
+			"bindingsDrainTimeout": bindingsDrain.String(),
+		},
+		"probes": map[string]any{
+			"startup":   map[string]any{"periodSeconds": 1, "failureThreshold": 60},
+			"readiness": map[string]any{"periodSeconds": 1, "failureThreshold": 2},
+		},
+		"config": map[string]any{"inline": inline},
+	}
+	if _, err := s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Create(ctx, gatewayObject(cfg.namespace, mode.name, spec), metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+		t.Fatalf("create Gateway %s: %v", mode.name, err)
+	}
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted && !cfg.keep {
+			// After a failure: the repository accepts, so that the retiring pods and the
+			// claims empty and the Gateway's finalizer can go before the namespace does.
+			if res, err := repo.client.Post(repo.base+"/_double/script?status=503&count=0", "", nil); err == nil {
+				res.Body.Close()
+			}
+			_ = s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(context.Background(), mode.name, metav1.DeleteOptions{})
+		}
+	})
+	gw := s.readyGateway(t, mode.name, spoolStepDeadline)
+	dep, err := s.c.ownedDeployment(ctx, gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasEmptyDirAt(dep, spoolMountPath) {
+		t.Fatalf("Gateway %s: no emptyDir at %s in its Deployment: %+v", mode.name, spoolMountPath, dep.Spec.Template.Spec.Volumes)
+	}
+	depSelector := metav1.FormatLabelSelector(dep.Spec.Selector)
+	svc, err := s.c.ownedService(ctx, gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	eventually(t, spoolStepDeadline, "both replicas in the Service's endpoints", func(ctx context.Context) (bool, string, error) {
+		addrs, err = rollout.EndpointAddrs(ctx, s.c.kube, svc)
+		return len(addrs) == spoolReplicas, fmt.Sprintf("endpoints %v", addrs), err
+	})
+	if local, why := rollout.OnThisMachine(addrs); !local {
+		skipOffMachine(t, "the Gateway's Service is not reachable from this machine: "+why)
+	}
+	base := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(svc.Spec.Ports[0].Port))
+	eventually(t, 2*time.Minute, "the Service routing to the gateway", func(ctx context.Context) (bool, string, error) {
+		ok, why := rollout.Routed(ctx, base, 20)
+		return ok, why, nil
+	})
+
+	// The repository refuses; the load runs on the Deployment's pods.
+	repo.control(t, "script?status=503&count=1000000")
+	load := startPrefixedLoad(base, s.issuer.ClientToken(time.Hour), spoolLoadWorkers, mode.prefix, spoolLoadMax)
+	defer load.stop()
+	loadStart := time.Now()
+	load.waitAnswered(t, 100, time.Minute)
+	time.Sleep(spoolSteadyWindow)
+	old := map[string]types.UID{}
+	for _, p := range s.gatewayPods(t, depSelector) {
+		if p.DeletionTimestamp == nil {
+			old[p.Name] = p.UID
+		}
+	}
+	if len(old) != spoolReplicas {
+		t.Fatalf("%d live pods of Deployment %s before the switch, want %d", len(old), dep.Name, spoolReplicas)
+	}
+	t.Logf("%s: %d answered 200 on the emptyDir pods %v before the switch", mode.name, load.answeredCount(), mapKeys(old))
+
+	// The switch.
+	gone := s.watchPodsGone(old)
+	defer gone.stop()
+	if err := s.c.patchGateway(ctx, cfg.namespace, mode.name, map[string]any{"audit": spoolClaimAudit(mode.name)}); err != nil {
+		t.Fatalf("switch to a volumeClaimTemplate: %v", err)
+	}
+	switched := time.Now()
+	var stsReadyAfter time.Duration
+	var retiringSeen string
+	var retiringRecords int64
+	early := "" // a pod gone while the repository refused: no wait can mend that
+	eventually(t, spoolStepDeadline, "the StatefulSet ready, the Deployment gone and its pods retiring", func(ctx context.Context) (bool, string, error) {
+		var why []string
+		sts, err := s.c.kube.AppsV1().StatefulSets(cfg.namespace).Get(ctx, mode.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			why = append(why, "no StatefulSet yet")
+		case err != nil:
+			return false, "", err
+		case sts.Status.ReadyReplicas != spoolReplicas:
+			why = append(why, fmt.Sprintf("StatefulSet %d of %d ready", sts.Status.ReadyReplicas, spoolReplicas))
+		case stsReadyAfter == 0:
+			stsReadyAfter = time.Since(switched)
+		}
+		if d, err := s.c.ownedDeployment(ctx, gw); err == nil && d.DeletionTimestamp == nil {
+			why = append(why, "Deployment "+d.Name+" still there")
+		}
+		for name, uid := range old {
+			p, err := s.c.kube.CoreV1().Pods(cfg.namespace).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && (p.UID != uid || p.DeletionTimestamp != nil)) {
+				early = fmt.Sprintf("the emptyDir pod %s is gone or being deleted before the repository accepted", name)
+				return true, early, nil
+			}
+			if err != nil {
+				return false, "", err
+			}
+			if w := retiringWrong(p, mode.name, gw.GetUID()); w != "" {
+				why = append(why, name+": "+w)
+			}
+		}
+		g, err := s.c.getGateway(ctx, cfg.namespace, mode.name)
+		if err != nil {
+			return false, "", err
+		}
+		st, reason := rollout.Condition(g, "AuditDelivering")
+		a := readStatusAudit(g)
+		listed, records := map[string]bool{}, int64(0)
+		for _, r := range a.RetiringPods {
+			if _, ok := old[r.Name]; ok && r.UndeliveredRecords > 0 {
+				listed[r.Name] = true
+			}
+			records += r.UndeliveredRecords
+		}
+		if len(listed) != len(old) || len(a.RetiringPods) != len(old) {
+			why = append(why, fmt.Sprintf("status.audit.retiringPods %+v", a.RetiringPods))
+		}
+		if st != "False" || !strings.HasPrefix(reason, "RetiringPodsDelivering:") { // reason is "Reason: message"
+			why = append(why, fmt.Sprintf("AuditDelivering=%s %s", st, reason))
+		}
+		if len(why) == 0 {
+			retiringRecords = records
+			retiringSeen = fmt.Sprintf("AuditDelivering=%s %s, retiringPods %+v", st, reason, a.RetiringPods)
+		}
+		return len(why) == 0, strings.Join(why, "; "), nil
+	})
+	if early != "" {
+		t.Fatal(early)
+	}
+	retiringAfter := time.Since(switched)
+	t.Logf("%s: StatefulSet ready %s after the switch; pods retiring (%s after it): %s", mode.name, stsReadyAfter.Round(time.Second), retiringAfter.Round(time.Second), retiringSeen)
+	if at, was := gone.last(); was {
+		t.Errorf("a retiring pod was deleted %s after the switch while the repository refused", at.Sub(switched).Round(time.Second))
+	}
+	load.waitAnswered(t, load.answeredCount()+50, time.Minute) // the StatefulSet's pods serve
+	load.stop()
+	loadTook := time.Since(loadStart)
+	answered := load.answeredSet()
+	st := load.stats()
+
+	// The repository accepts.
+	repo.control(t, "script?status=503&count=0")
+	accepted := time.Now()
+	var c map[string]int
+	eventually(t, spoolDeliverWithin, "every request answered 200 has its AuditEvent delivered", func(context.Context) (bool, string, error) {
+		c = markerCounts(t, repo, mode.prefix)
+		lost := missingMarkers(answered, c)
+		return len(lost) == 0, fmt.Sprintf("%d of %d answered 200 not delivered yet, e.g. %v", len(lost), len(answered), first(lost, 5)), nil
+	})
+	deliveredAfter := time.Since(accepted)
+	eventually(t, spoolDeliverWithin, "every retiring pod deleted", func(context.Context) (bool, string, error) {
+		n := gone.count()
+		return n == len(old), fmt.Sprintf("%d of %d retiring pods deleted", n, len(old)), nil
+	})
+	lastAt, _ := gone.last()
+	retiredAfter := lastAt.Sub(accepted)
+	eventually(t, 2*time.Minute, "status.audit.retiringPods empty and AuditDelivering=True", func(ctx context.Context) (bool, string, error) {
+		g, err := s.c.getGateway(ctx, cfg.namespace, mode.name)
+		if err != nil {
+			return false, "", err
+		}
+		st, reason := rollout.Condition(g, "AuditDelivering")
+		return st == "True" && len(readStatusAudit(g).RetiringPods) == 0,
+			fmt.Sprintf("AuditDelivering=%s %s; status.audit %s", st, reason, statusAudit(g)), nil
+	})
+	// A last count: duplicates may still arrive after the last missing one.
+	c = markerCounts(t, repo, mode.prefix)
+	lost := missingMarkers(answered, c)
+	duplicates, dupMarkers := 0, 0
+	for _, n := range c {
+		if n > 1 {
+			duplicates += n - 1
+			dupMarkers++
+		}
+	}
+
+	if !cfg.keep {
+		if err := s.c.dyn.Resource(gatewayGVR).Namespace(cfg.namespace).Delete(ctx, mode.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete Gateway %s: %v", mode.name, err)
+		}
+		deleted = true
+		eventually(t, spoolStepDeadline, "Gateway "+mode.name+" and its claims gone", func(ctx context.Context) (bool, string, error) {
+			_, err := s.c.getGateway(ctx, cfg.namespace, mode.name)
+			gwGone := apierrors.IsNotFound(err)
+			claims, lerr := s.c.kube.CoreV1().PersistentVolumeClaims(cfg.namespace).List(ctx, metav1.ListOptions{})
+			if lerr != nil {
+				return false, "", lerr
+			}
+			var left []string
+			for _, pvc := range claims.Items {
+				if strings.HasPrefix(pvc.Name, "spool-"+mode.name+"-") {
+					left = append(left, pvc.Name)
+				}
+			}
+			return gwGone && len(left) == 0, fmt.Sprintf("Gateway gone %v, claims %v", gwGone, left), nil
+		})
+	}
+
+	line := fmt.Sprintf("e2e audit spool switch emptyDir->claims (%s): requests=%d answered-200=%d other=%v delivered=%d/%d lost=%d duplicates=%d (of %d markers) load %s; StatefulSet ready %s after the switch, %d pods retiring %s after it holding %d records; repository accepts -> every record delivered %s, last retiring pod deleted %s; in %s",
+		mode.name, st.requests, len(answered), st.other, len(answered)-len(lost), len(answered), len(lost), duplicates, dupMarkers, loadTook.Round(time.Second),
+		stsReadyAfter.Round(time.Second), len(old), retiringAfter.Round(time.Second), retiringRecords,
+		deliveredAfter.Round(time.Second), retiredAfter.Round(time.Second), time.Since(start).Round(time.Second))
+	s.summary = append(s.summary, line)
+	t.Log(line)
+	if len(lost) > 0 {
+		t.Errorf("%d of %d requests answered 200 have no AuditEvent delivered across the switch, e.g. %v", len(lost), len(answered), first(lost, 10))
+	}
+	for status, n := range st.other {
+		if status != "no-answer" && status != "cut-by-stop" && status != "503" {
+			t.Errorf("%d requests answered %s through the Service; the first answers other than 200: %v", n, status, st.samples)
+		}
+	}
+}
+
+// retiringWrong says what a retiring pod of gateway lacks, or "".
+func retiringWrong(p *corev1.Pod, gateway string, owner types.UID) string {
+	var why []string
+	if p.Status.Phase != corev1.PodRunning {
+		why = append(why, "phase "+string(p.Status.Phase))
+	}
+	for _, l := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance"} {
+		if _, ok := p.Labels[l]; ok {
+			why = append(why, "still labelled "+l)
+		}
+	}
+	if p.Labels["ferrofed.io/retiring-of"] != gateway {
+		why = append(why, fmt.Sprintf("ferrofed.io/retiring-of=%q", p.Labels["ferrofed.io/retiring-of"]))
+	}
+	if refs := p.OwnerReferences; len(refs) != 1 || refs[0].UID != owner || (refs[0].Controller != nil && *refs[0].Controller) {
+		var owners []string
+		for _, r := range refs {
+			owners = append(owners, fmt.Sprintf("%s/%s (controller %v)", r.Kind, r.Name, r.Controller != nil && *r.Controller))
+		}
+		why = append(why, fmt.Sprintf("owners %v", owners))
+	}
+	return strings.Join(why, ", ")
+}
+
+// markerCounts counts the AuditEvents the repository double received, by marker of
+// prefix.
+func markerCounts(t *testing.T, repo *auditRepo, prefix string) map[string]int {
+	out := map[string]int{}
+	for _, e := range repo.received(t).Events {
+		for _, q := range e.Queries {
+			if m, ok := strings.CutPrefix(q, "name="); ok && strings.HasPrefix(m, prefix) {
+				out[m]++
+			}
+		}
+	}
+	return out
+}
+
+// missingMarkers are the markers of answered that c does not count, sorted.
+func missingMarkers(answered map[string]bool, c map[string]int) []string {
+	var out []string
+	for m := range answered {
+		if c[m] == 0 {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// podsGoneWatch polls pods every half second and keeps when each was first seen
+// deleted (marked for deletion, gone, or replaced by a pod of another UID).
+type podsGoneWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	at     map[string]time.Time
+}
+
+func (s *e2e) watchPodsGone(pods map[string]types.UID) *podsGoneWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &podsGoneWatch{cancel: cancel, done: make(chan struct{}), at: map[string]time.Time{}}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for name, uid := range pods {
+				w.mu.Lock()
+				_, seen := w.at[name]
+				w.mu.Unlock()
+				if seen {
+					continue
+				}
+				p, err := s.c.kube.CoreV1().Pods(cfg.namespace).Get(ctx, name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) || (err == nil && (p.UID != uid || p.DeletionTimestamp != nil)) {
+					w.mu.Lock()
+					w.at[name] = time.Now()
+					w.mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *podsGoneWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.at)
+}
+
+// last is when the last pod seen deleted was, and whether any was.
+func (w *podsGoneWatch) last() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last time.Time
+	for _, at := range w.at {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last, !last.IsZero()
+}
+
+func (w *podsGoneWatch) stop() { w.cancel(); <-w.done }
