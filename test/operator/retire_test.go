@@ -111,8 +111,10 @@ func TestSwitchingToAClaimRetiresTheDeploymentsPods(t *testing.T) {
 	// The repository accepts: the read pod's spool empties, and the pod goes.
 	arr.Set(t, double.Knobs{})
 	eventually(t, settle+2*controllers.RetirePollInterval, "the delivered pod deleted, the other kept", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pods[0]), &corev1.Pod{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pod %s: %v", pods[0].Name, err)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pods[0]), &corev1.Pod{}); err == nil {
+			return fmt.Errorf("pod %s is still there", pods[0].Name)
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod %s: %w", pods[0].Name, err)
 		}
 		if err := retiring(ctx, gw.Name, pods[1]); err != nil {
 			return err
@@ -125,8 +127,10 @@ func TestSwitchingToAClaimRetiresTheDeploymentsPods(t *testing.T) {
 	// Its IP known, the other pod reads empty too (the same process answers) and goes.
 	setPodIP(ctx, t, pods[1], host)
 	eventually(t, settle+2*controllers.RetirePollInterval, "no retiring pod left, AuditDelivering=True", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pods[1]), &corev1.Pod{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pod %s: %v", pods[1].Name, err)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pods[1]), &corev1.Pod{}); err == nil {
+			return fmt.Errorf("pod %s is still there", pods[1].Name)
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod %s: %w", pods[1].Name, err)
 		}
 		g := getGateway(ctx, t, key)
 		if a := g.Status.Audit; a != nil && len(a.RetiringPods) != 0 {
