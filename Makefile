@@ -103,7 +103,7 @@ e2e-audit-persistent: ## Run only the persistent audit spool scenario on the clu
 ##@ Chart, examples and demo
 
 .PHONY: tools
-tools: ## Build (once) helm v3.22.0 and the linters (.custom-gcl.yml) from Go modules into bin/.
+tools: ## Build (once) helm v3.22.0, the linters (.custom-gcl.yml) and otelcol (hack/otelcol) from Go modules into bin/.
 	@hack/tools.sh >/dev/null
 
 .PHONY: helm
