@@ -50,8 +50,8 @@ controlplane: ## Build (once) kube-apiserver, etcd and kubectl from Go modules i
 ##@ Testing
 
 .PHONY: test
-test: ## Run every test (needs the local control plane and helm; builds them on first use).
-	@hack/tools.sh helm >/dev/null
+test: ## Run every test (needs the local control plane, helm and otelcol; builds them on first use).
+	@hack/tools.sh helm otelcol >/dev/null
 	KUBEBUILDER_ASSETS="$(CONTROLPLANE)" $(GO) test -count=1 ./...
 
 # BENCHTIME is each benchmark's run: the paired audit benchmark needs slices of some
@@ -103,7 +103,7 @@ e2e-audit-persistent: ## Run only the persistent audit spool scenarios (FERROFED
 ##@ Chart, examples and demo
 
 .PHONY: tools
-tools: ## Build (once) helm v3.22.0 and the linters (.custom-gcl.yml) from Go modules into bin/.
+tools: ## Build (once) helm v3.22.0, the linters (.custom-gcl.yml) and otelcol (hack/otelcol) from Go modules into bin/.
 	@hack/tools.sh >/dev/null
 
 .PHONY: helm
