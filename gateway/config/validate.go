@@ -97,6 +97,7 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	ps = append(ps, c.directoryProblems(opts)...)
 	ps = append(ps, c.pmirProblems(opts)...)
 	ps = append(ps, c.StoredQueries.validate(opts)...)
+	ps = append(ps, c.tracingProblems(opts)...)
 	clearPs, clearWarnings := c.clearTextProblems()
 	ps = append(ps, clearPs...)
 	warnings = append(warnings, clearWarnings...)
