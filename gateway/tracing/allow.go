@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -74,28 +75,36 @@ const redactedName = "(not allowed)"
 // Allowed reports whether a span may carry the attribute key k.
 func Allowed(k attribute.Key) bool { return allowedAttributes[k] }
 
-// AllowedSpanName reports whether a span may be exported under name.
-func AllowedSpanName(name string) bool {
+// AllowedSpanName reports whether a span may be exported under name: a fixed name, a
+// binding's client span, or a server span named by a route the middleware served
+// (routes): a raw path that looks like a template is not one of them.
+func AllowedSpanName(name string, routes *Routes) bool {
 	if allowedSpanNames[name] {
 		return true
 	}
 	if key, ok := strings.CutPrefix(name, SpanBindingPrefix); ok {
 		return key != "" && len(key) <= 64 && strings.IndexFunc(key, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z') }) < 0
 	}
-	return serverSpanName(name)
+	return routes.known(name)
 }
 
-// serverSpanName reports whether name is "METHOD {route template}": a method the
-// middleware names and a template of gin's syntax (its characters are those of the
-// gateway's own routes).
-func serverSpanName(name string) bool {
-	method, route, ok := strings.Cut(name, " ")
-	if !ok || !knownMethods[method] || !strings.HasPrefix(route, "/") || len(route) > 256 {
+// Routes are the server span names the middleware made: "METHOD {route template}",
+// the template gin's router matched, one of the gateway's registered routes, so the
+// set is bounded by them.
+type Routes struct{ names sync.Map }
+
+func (r *Routes) add(name string) {
+	if _, ok := r.names.Load(name); !ok {
+		r.names.Store(name, struct{}{})
+	}
+}
+
+func (r *Routes) known(name string) bool {
+	if r == nil {
 		return false
 	}
-	return strings.IndexFunc(route, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/_-.:*$", r))
-	}) < 0
+	_, ok := r.names.Load(name)
+	return ok
 }
 
 // keep returns the attributes of kvs the allow-list takes (kvs itself when all are).
@@ -119,11 +128,11 @@ func keep(kvs []attribute.KeyValue) []attribute.KeyValue {
 // replaced, every attribute, event and event attribute it does not know is dropped,
 // links are dropped, the status keeps its code without its description (an error's
 // text), and the resource is res.
-func Filter(spans []sdktrace.ReadOnlySpan, res *resource.Resource) []sdktrace.ReadOnlySpan {
+func Filter(spans []sdktrace.ReadOnlySpan, res *resource.Resource, routes *Routes) []sdktrace.ReadOnlySpan {
 	out := make([]sdktrace.ReadOnlySpan, len(spans))
 	for i, s := range spans {
 		st := tracetest.SpanStubFromReadOnlySpan(s)
-		if !AllowedSpanName(st.Name) {
+		if !AllowedSpanName(st.Name, routes) {
 			st.Name = redactedName
 		}
 		st.Attributes = keep(st.Attributes)

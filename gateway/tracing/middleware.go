@@ -41,8 +41,10 @@ func (t *Tracing) Middleware() gin.HandlerFunc {
 			method = "_OTHER"
 		}
 		route := c.FullPath()
-		ctx, span := t.tracer.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer))
+		name := method + " " + route
+		ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
 		if span.IsRecording() {
+			t.routes.add(name)
 			scheme := "http"
 			if r.TLS != nil {
 				scheme = "https"

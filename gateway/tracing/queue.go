@@ -45,6 +45,7 @@ type queue struct {
 	log     logr.Logger
 	ch      chan sdktrace.ReadOnlySpan
 	ctl     chan control
+	routes  *Routes
 	dropped *prometheus.CounterVec
 	started atomic.Bool
 	closed  atomic.Bool
@@ -65,8 +66,8 @@ type control struct {
 	reply chan int
 }
 
-func newQueue(log logr.Logger, s *sink) *queue {
-	q := &queue{log: log, ch: make(chan sdktrace.ReadOnlySpan, QueueSize), ctl: make(chan control),
+func newQueue(log logr.Logger, s *sink, routes *Routes) *queue {
+	q := &queue{log: log, ch: make(chan sdktrace.ReadOnlySpan, QueueSize), ctl: make(chan control), routes: routes,
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ferrofed_tracing_spans_dropped_total",
 			Help: "Spans ended but never exported: the queue was full, an export failed, or the process stopped before they were pushed.",
@@ -216,7 +217,7 @@ func (q *queue) export(ctx context.Context, cur *sink, batch []sdktrace.ReadOnly
 	}
 	ctx, cancel := context.WithTimeout(ctx, cur.timeout)
 	defer cancel()
-	err := cur.exporter.ExportSpans(ctx, Filter(batch, cur.resource))
+	err := cur.exporter.ExportSpans(ctx, Filter(batch, cur.resource, q.routes))
 	switch {
 	case err != nil:
 		q.dropped.WithLabelValues(DroppedExportFailed).Add(float64(len(batch)))

@@ -51,6 +51,7 @@ type Tracing struct {
 	sampler  *sampler
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
+	routes   *Routes
 
 	mu  sync.Mutex
 	cur *config.Tracing
@@ -69,7 +70,8 @@ func New(cfg *config.Config, opts Options) (*Tracing, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracing{log: opts.Logger, exporter: opts.Exporter, queue: newQueue(opts.Logger, s),
+	routes := &Routes{}
+	t := &Tracing{log: opts.Logger, exporter: opts.Exporter, queue: newQueue(opts.Logger, s, routes), routes: routes,
 		sampler: newSampler(cfg.Tracing.Ratio()), cur: cfg.Tracing}
 	t.provider = sdktrace.NewTracerProvider(sdktrace.WithSampler(t.sampler), sdktrace.WithSpanProcessor(t.queue),
 		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeValueLengthLimit: 1024, AttributeCountLimit: 32,
