@@ -271,7 +271,7 @@ func TestTheDrainIsASpanWithItsSteps(t *testing.T) {
 	start := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	msg := lifecycle.TerminationMessage{Outcome: lifecycle.DrainCut, Drain: 10 * time.Second, CutConnections: 3,
 		Abandoned: []string{"identity_registry"},
-		Steps: lifecycle.DrainSteps{DrainDelay: 2 * time.Second, ListenerClosed: time.Millisecond, InFlight: 5 * time.Second, Bindings: 2999 * time.Millisecond}}
+		Steps:     lifecycle.DrainSteps{DrainDelay: 2 * time.Second, ListenerClosed: time.Millisecond, InFlight: 5 * time.Second, Bindings: 2999 * time.Millisecond}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	tr.Drained(ctx, start, msg)
