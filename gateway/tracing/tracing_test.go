@@ -355,3 +355,7 @@ func TestAReloadSwapsTheExporterAndARefusalKeepsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func lifecycleCompleted() lifecycle.TerminationMessage {
+	return lifecycle.TerminationMessage{Outcome: lifecycle.DrainCompleted, Drain: time.Second, Abandoned: []string{}}
+}
