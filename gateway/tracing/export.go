@@ -19,7 +19,7 @@ import (
 )
 
 // The environment variables whose values go in the resource, each when set (the
-// operator sets them from the downward API; docs/tracing.md, "The resource").
+// operator sets them from the downward API; docs/tracing.md, "What is recorded").
 const (
 	EnvPodName      = "FERROFED_POD_NAME"      // k8s.pod.name
 	EnvPodNamespace = "FERROFED_POD_NAMESPACE" // k8s.namespace.name
