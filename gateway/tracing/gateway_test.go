@@ -2,8 +2,11 @@ package tracing_test
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,5 +79,77 @@ func TestAWholeGatewayTracesItsRoutesAndItsDrain(t *testing.T) {
 		if n == "GET /health" || n == "GET /metrics" || n == "GET /health/readiness" || n == "GET /health/readiness/:check" {
 			t.Errorf("a probe or a scrape made a span: %q", names)
 		}
+	}
+}
+
+// A federated search over two members, one up and one down: the server span and a
+// "member call" client span per member under it, with the member's id and outcome,
+// and the member that answered got the traceparent of its own client span.
+func TestAFederatedSearchMakesAClientSpanPerMember(t *testing.T) {
+	var mu sync.Mutex
+	var traceparent string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		traceparent = r.Header.Get("Traceparent")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/fhir+json")
+		_, _ = w.Write([]byte(`{"resourceType":"Bundle","type":"searchset","entry":[]}`))
+	}))
+	defer up.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	mem := tracetest.NewInMemoryExporter()
+	g := gatewaytest.Start(t, "[tracing]\nendpoint = \"http://127.0.0.1:1\"\n"+
+		"[[registry.members]]\nid = \"m-up\"\nquery_endpoint = \""+up.URL+"/fhir\"\n"+
+		"[[registry.members]]\nid = \"m-down\"\nquery_endpoint = \"http://"+down+"/fhir\"\n",
+		gatewaytest.WithAssemble(assemble.WithSpanExporter(func(*config.Tracing) (sdktrace.SpanExporter, error) { return kept{mem}, nil })))
+	if code, body := g.Do(http.MethodGet, "/fhir/Patient?family=MARKER-NAME&birthdate=1970-01-01", "", nil); code != http.StatusOK {
+		t.Fatalf("search: %d %s", code, body)
+	}
+	g.Stop()
+	var server tracetest.SpanStub
+	calls := map[string]tracetest.SpanStub{}
+	for _, s := range mem.GetSpans() {
+		switch s.Name {
+		case "GET /fhir/:type":
+			server = s
+		case tracing.SpanMemberCall:
+			for _, kv := range s.Attributes {
+				if kv.Key == tracing.AttrMemberID {
+					calls[kv.Value.AsString()] = s
+				}
+			}
+		}
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.Emit(), "MARKER") || strings.Contains(kv.Value.Emit(), "1970") || strings.Contains(kv.Value.Emit(), "127.0.0.1") {
+				t.Errorf("span %q carries %s=%s", s.Name, kv.Key, kv.Value.Emit())
+			}
+		}
+	}
+	if !server.SpanContext.IsValid() || len(calls) != 2 {
+		t.Fatalf("server span %v, member calls %v", server.SpanContext.IsValid(), calls)
+	}
+	outcomes := map[string]string{}
+	for id, c := range calls {
+		if c.Parent.SpanID() != server.SpanContext.SpanID() {
+			t.Errorf("%s: not a child of the server span", id)
+		}
+		for _, kv := range c.Attributes {
+			if kv.Key == tracing.AttrMemberOutcome {
+				outcomes[id] = kv.Value.AsString()
+			}
+		}
+	}
+	if outcomes["m-up"] != "ok" || outcomes["m-down"] != "unreachable" {
+		t.Errorf("outcomes %v", outcomes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "00-" + server.SpanContext.TraceID().String() + "-" + calls["m-up"].SpanContext.SpanID().String() + "-01"; traceparent != want {
+		t.Errorf("the member got traceparent %q, want %q", traceparent, want)
 	}
 }

@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/capability", "gateway/config",
-		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/identity", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset", "gateway/smart"},
+		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/identity", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset", "gateway/smart", "gateway/tracing"},
 	"gateway/storedquery": {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health", "gateway/outbound"},
 	// The parts the data plane is built from (split out of gateway/federation).
 	"gateway/fhir":     {},
