@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -169,4 +170,42 @@ func TestWithTheCollectorDownSpansAreDroppedCountedAndMemoryBounded(t *testing.T
 			testutil.ToFloat64(tr.queue.dropped.WithLabelValues(DroppedExportFailed)),
 			testutil.ToFloat64(tr.queue.dropped.WithLabelValues(DroppedQueueFull)), n+5)
 	}
+}
+
+func TestAnHTTPSEndpointIsVerifiedWithTheCAFile(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewTLSServer(rc)
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pemOf(srv.Certificate().Raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, extra string
+		exports     int
+	}{{"without the CA", "", 0}, {"with the CA", "ca_file = \"" + ca + "\"\n", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc.mu.Lock()
+			rc.reqs = nil
+			rc.mu.Unlock()
+			tr, err := New(parse(t, "[tracing]\nendpoint = \""+srv.URL+"\"\n"+tc.extra), Options{Logger: logr.Discard()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = tr.Start()
+			serveReq(engine(tr), http.MethodGet, "/fhir/Patient/1", nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			tr.Drained(ctx, time.Now(), lifecycleCompleted())
+			rc.mu.Lock()
+			defer rc.mu.Unlock()
+			if len(rc.reqs) != tc.exports {
+				t.Fatalf("%d exports, want %d", len(rc.reqs), tc.exports)
+			}
+		})
+	}
+}
+
+func pemOf(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

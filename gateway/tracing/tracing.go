@@ -11,7 +11,6 @@ package tracing
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +52,10 @@ type Tracing struct {
 	tracer   trace.Tracer
 	routes   *Routes
 
-	mu  sync.Mutex
-	cur *config.Tracing
+	// swapMu orders the reloads' swaps; gen is the last reload applied, so that a
+	// swap overtaken by a later reload's is dropped rather than applied after it.
+	swapMu sync.Mutex
+	gen    atomic.Uint64
 }
 
 // New builds the part of cfg's [tracing] table, or returns nil when it is absent: its
@@ -72,7 +73,7 @@ func New(cfg *config.Config, opts Options) (*Tracing, error) {
 	}
 	routes := &Routes{}
 	t := &Tracing{log: opts.Logger, exporter: opts.Exporter, queue: newQueue(opts.Logger, s, routes), routes: routes,
-		sampler: newSampler(cfg.Tracing.Ratio()), cur: cfg.Tracing}
+		sampler: newSampler(cfg.Tracing.Ratio())}
 	t.provider = sdktrace.NewTracerProvider(sdktrace.WithSampler(t.sampler), sdktrace.WithSpanProcessor(t.queue),
 		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeValueLengthLimit: 1024, AttributeCountLimit: 32,
 			EventCountLimit: 32, LinkCountLimit: 0, AttributePerEventCountLimit: 8, AttributePerLinkCountLimit: 0}))
@@ -94,34 +95,37 @@ func (t *Tracing) Collectors() []prometheus.Collector {
 // Provider is the tracer provider (tests, and the parts that make spans of their own).
 func (t *Tracing) Provider() trace.TracerProvider { return t.provider }
 
-// PrepareReload builds the exporter of a changed [tracing] table (its ca_file read;
-// an error refuses the reload, the running exporter kept). The apply swaps the
+// PrepareReload builds the exporter of the reloaded [tracing] table (its ca_file read
+// again; an error refuses the reload, the running exporter kept). The apply swaps the
 // sampling ratio at once, and the sink once what was queued before went to the old
 // endpoint (within MaxReloadFlush, in the background). A table removed needs a
 // restart (server.RestartKeys): the running one is kept.
 func (t *Tracing) PrepareReload(cfg *config.Config) (func(), error) {
-	t.mu.Lock()
-	same := cfg.Tracing == nil || reflect.DeepEqual(*cfg.Tracing, *t.cur)
-	t.mu.Unlock()
-	if same {
+	if cfg.Tracing == nil {
 		return func() {}, nil
 	}
+	// Built again even when the table did not change: a rotated ca_file is read now,
+	// as every credential file is at a reload.
 	next, err := newSink(cfg.Tracing, t.exporter)
 	if err != nil {
 		return nil, err
 	}
 	tc := cfg.Tracing
 	return func() {
-		t.mu.Lock()
-		t.cur = tc
-		t.mu.Unlock()
 		t.sampler.set(tc.Ratio())
+		gen := t.gen.Add(1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), MaxReloadFlush)
 			defer cancel()
+			t.swapMu.Lock()
+			defer t.swapMu.Unlock()
+			if t.gen.Load() != gen {
+				_ = next.exporter.Shutdown(ctx) // a later reload's sink is the one to use
+				return
+			}
 			t.queue.swap(ctx, next)
 		}()
-		t.log.Info("Tracing: exporting to the reloaded endpoint", "endpoint", tc.Endpoint, "samplingRatio", tc.Ratio())
+		t.log.Info("Tracing: exporting with the reloaded [tracing]", "endpoint", tc.Endpoint, "samplingRatio", tc.Ratio())
 	}, nil
 }
 

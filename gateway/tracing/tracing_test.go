@@ -350,9 +350,16 @@ func TestAReloadSwapsTheExporterAndARefusalKeepsIt(t *testing.T) {
 	if got := m.spans(endpointB)[0].Resource.Attributes(); !slices.Contains(got, attribute.String("service.name", "gw-b")) {
 		t.Errorf("resource after the reload %v", got)
 	}
-	// The same table again: nothing rebuilt.
-	if _, err := tr.PrepareReload(parse(t, "[tracing]\nendpoint = \""+endpointB+"\"\nsampling_ratio = 1\nservice_name = \"gw-b\"\n")); err != nil {
+	// A reload that removes the table keeps the running exporter (a restart applies it).
+	apply, err = tr.PrepareReload(parse(t, ""))
+	if err != nil {
 		t.Fatal(err)
+	}
+	apply()
+	span("GET /kept")
+	flush(t, tr)
+	if b := names(m.spans(endpointB)); !slices.Equal(b, []string{"GET /after", "GET /kept"}) {
+		t.Fatalf("after removing the table: %q", b)
 	}
 }
 
