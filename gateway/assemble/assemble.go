@@ -21,6 +21,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // Gateway is a gateway put together from its configuration file: every file the
@@ -40,6 +41,7 @@ type Gateway struct {
 	queries   *storedquery.Queries
 	feed      *pmir.Feed
 	directory *mcsd.Directory
+	tracing   *tracing.Tracing
 	// parts are what the parts registered with the server, in order.
 	parts []server.Registration
 
@@ -103,15 +105,27 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Gateway, error) 
 	if err != nil {
 		return nil, err
 	}
+	// The traces ([tracing]): first, so that its server span wraps every part's
+	// routes, its files read here, its export worker started by Start.
+	if g.tracing, err = tracing.New(cfg, tracing.Options{Logger: log.WithName("tracing"), Exporter: sh.opts.exporter}); err != nil {
+		return nil, BuildError{fmt.Errorf("the tracing could not be built: %w", err)}
+	}
+	if g.tracing != nil {
+		parts = append([]server.Registration{{Name: "tracing", Trace: g.tracing.Middleware(), Reload: g.tracing.PrepareReload,
+			Collectors: g.tracing.Collectors(), Drained: g.tracing.Drained}}, parts...)
+	}
 	g.parts = parts
 	srv, err := server.New(cfg, log, append([]server.Option{server.WithRegistrations(parts...)}, sh.opts.server...)...)
 	if err != nil {
 		return nil, BuildError{fmt.Errorf("the server could not be built: %w", err)}
 	}
 	g.Server = srv
-	// Start order: the audit spools first (every other start's exchanges are
+	// Start order: the span export first, the audit spools (every other start's exchanges are
 	// audited), the directory (which first serves its cache file), the stored
 	// queries' drift check, the PMIR subscription last.
+	if g.tracing != nil {
+		g.starts = append(g.starts, g.tracing.Start)
+	}
 	if g.audit != nil {
 		g.starts = append(g.starts, g.audit.Start)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/bindings/mcsd"
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // Option changes what New builds beyond what a configuration file can say. serve and
@@ -22,7 +23,12 @@ type options struct {
 	directory  []func(*mcsd.Options)
 	federation []func(*federation.Options)
 	server     []server.Option
+	exporter   tracing.Exporter
 }
+
+// WithSpanExporter exports the spans of [tracing] through e instead of OTLP/HTTP (an
+// in-memory exporter); without [tracing] nothing is traced either way.
+func WithSpanExporter(e tracing.Exporter) Option { return func(o *options) { o.exporter = e } }
 
 // WithRecorder records every access and exchange through r instead of the audit
 // trail, which is still built when [audit] is present but records nothing of the others'.

@@ -7,7 +7,11 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/federation"
 	"github.com/ferrofed/ferrofed/gateway/server"
 	"github.com/ferrofed/ferrofed/gateway/storedquery"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
+
+// Tracing is the tracing part ([tracing]).
+func (g *Gateway) Tracing() *tracing.Tracing { return g.tracing }
 
 // The parts a test of a whole gateway reaches into (test/gatewaytest): to run a
 // refresh or a drift check now instead of waiting for its loop, or to read what a

@@ -64,6 +64,8 @@ type Config struct {
 	// StoredQueries is the [stored_queries] table (storedqueries.go); nil when absent:
 	// no store, no _query.
 	StoredQueries *StoredQueries `toml:"stored_queries"`
+	// Tracing is the [tracing] table (tracing.go); nil when absent: no spans.
+	Tracing *Tracing `toml:"tracing"`
 
 	// warnings are Parse's, for Warnings.
 	warnings []Problem
@@ -433,6 +435,7 @@ func (c *Config) applyDefaults() {
 	c.applyPatientDefaults()
 	c.PMIR.applyDefaults()
 	c.StoredQueries.applyDefaults()
+	c.Tracing.applyDefaults()
 	for i := range c.Registry.Members {
 		if c.Registry.Members[i].EndpointID == "" && c.Registry.Members[i].ID != "" {
 			c.Registry.Members[i].EndpointID = c.Registry.Members[i].ID + "-query"

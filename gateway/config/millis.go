@@ -82,6 +82,8 @@ var MillisecondKeys = []MillisecondKey{
 		Bounds: "how often the PMIR subscription is read back at the registry (ITI-94)"},
 	{Key: "pmir.timeout_ms", Default: fmt.Sprint(DefaultPMIRTimeoutMS), Min: 1, Max: MaxPMIRTimeoutMS,
 		Bounds: "one exchange with the PMIR registry: create, read, search or delete of the subscription"},
+	{Key: "tracing.timeout_ms", Default: fmt.Sprint(DefaultTracingTimeoutMS), Min: 1, Max: MaxTracingTimeoutMS,
+		Bounds: "one export of spans to the OTLP/HTTP receiver (a POST to `{endpoint}/v1/traces`)"},
 	{Key: "auth.issuers[].jwks_refresh_ms", Default: fmt.Sprint(DefaultJWKSRefreshMS), Min: 0, Max: MaxJWKSRefreshMS,
 		Bounds: "how often an issuer's jwks_url is fetched again (0: the default)"},
 	{Key: "registry.members[].timeout_ms", Default: "0 (the request's budget)", Min: 0, Max: MaxBudgetMS, MaxNote: "and at most server.request_timeout_ms",

@@ -92,17 +92,21 @@ func (c *Config) validate(opts Options) (ps, warnings []Problem) {
 	warnings = append(warnings, authWarnings...)
 	ps = append(ps, c.Federation.validate(opts)...)
 	ps = append(ps, c.validBounds()...)
-	ps = append(ps, c.Audit.validate(opts)...)
-	ps = append(ps, c.patientProblems(opts)...)
-	ps = append(ps, c.directoryProblems(opts)...)
-	ps = append(ps, c.pmirProblems(opts)...)
-	ps = append(ps, c.StoredQueries.validate(opts)...)
+	ps = append(ps, c.tableProblems(opts)...)
 	clearPs, clearWarnings := c.clearTextProblems()
 	ps = append(ps, clearPs...)
 	warnings = append(warnings, clearWarnings...)
 	sortProblems(ps)
 	sortProblems(warnings)
 	return ps, warnings
+}
+
+// tableProblems are the problems of the tables a configuration may leave out: the
+// audit trail, the patient-scoped bindings, the directory, the identity feed, the
+// stored queries and the traces.
+func (c *Config) tableProblems(opts Options) []Problem {
+	return slices.Concat(c.Audit.validate(opts), c.patientProblems(opts), c.directoryProblems(opts),
+		c.pmirProblems(opts), c.StoredQueries.validate(opts), c.tracingProblems(opts))
 }
 
 func basePathProblem(p string) string {

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // caller sends the gateway's requests to members and records what each one observed.
@@ -44,7 +46,31 @@ type exchange struct {
 // (calllimit.Calls.FanOut). It carries cs.Via.
 //
 // prefer is the client's Prefer header, sent on (nil for none).
+//
+// Under a recording span (docs/tracing.md) the call is a client span of its own,
+// "member call", with the member's id, its outcome, status and the bytes read, never
+// its URL; the member gets the span's traceparent. Without one it costs nothing.
 func (c *caller) get(ctx, client context.Context, m *member, url string, cs *calls, prefer []string) exchange {
+	ctx, span := tracing.Client(ctx, tracing.SpanMemberCall)
+	if !span.IsRecording() {
+		return c.send(ctx, client, m, url, cs, prefer)
+	}
+	defer span.End()
+	span.SetAttributes(tracing.AttrMemberID.String(m.id))
+	ex := c.send(ctx, client, m, url, cs, prefer)
+	outcome, _, _ := outbound.Classify(ex.call)
+	span.SetAttributes(tracing.AttrMemberOutcome.String(string(outcome)), tracing.AttrBodySize.Int(len(ex.body)))
+	if ex.call.Status != 0 {
+		span.SetAttributes(tracing.AttrStatusCode.Int(ex.call.Status))
+	}
+	if outcome != outbound.OK {
+		span.SetStatus(codes.Error, "")
+	}
+	return ex
+}
+
+// send is get's call itself.
+func (c *caller) send(ctx, client context.Context, m *member, url string, cs *calls, prefer []string) exchange {
 	start := time.Now()
 	var release func()
 	ok := false
@@ -72,6 +98,7 @@ func (c *caller) get(ctx, client context.Context, m *member, url string, cs *cal
 	}
 	req.Header.Set("Accept", fhir.MediaType)
 	req.Header["Via"] = cs.Via
+	tracing.Inject(ctx, req.Header)
 	if len(prefer) > 0 {
 		req.Header["Prefer"] = prefer
 	}

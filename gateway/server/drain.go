@@ -271,7 +271,7 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 	// container's termination message), then push the metrics the listener can no
 	// longer serve (metrics.push_url; bounded by pushTimeout, logged with its duration).
 	cfg := s.cfg.Load()
-	s.writeTerminationMessage(cfg.Server.TerminationMessagePath, lifecycle.TerminationMessage{
+	msg := lifecycle.TerminationMessage{
 		Outcome: outcome,
 		Drain:   stopped.Sub(initiated),
 		Steps: lifecycle.DrainSteps{
@@ -283,9 +283,35 @@ func (s *Server) drain(srv *http.Server, listenerClosed <-chan struct{}, cut con
 		CutConnections: cutConns,
 		Abandoned:      abandoned,
 		Audit:          s.auditSpools(),
-	})
-	s.pushMetrics(cfg, start)
+	}
+	s.writeTerminationMessage(cfg.Server.TerminationMessagePath, msg)
+	s.afterDrain(cfg, start, msg)
 	s.log.Info("Drained", "took", time.Since(start).String(), "outcome", outcome)
+}
+
+// afterDrain pushes what the closed listener can no longer serve, at once and within
+// one bound (pushTimeout): the metrics (metrics.push_url) and, alongside, each part's
+// Drained hook (the drain's span and the last spans). Running them side by side keeps
+// both within MaxPushTimeout, the room the termination headroom keeps for them.
+func (s *Server) afterDrain(cfg *config.Config, start time.Time, msg lifecycle.TerminationMessage) {
+	var wg sync.WaitGroup
+	var hooks []Registration
+	for _, p := range s.parts {
+		if p.Drained != nil {
+			hooks = append(hooks, p)
+		}
+	}
+	if len(hooks) > 0 {
+		timeout := max(pushTimeout(cfg.Server.TerminationGracePeriodSeconds, time.Since(start)), 0)
+		ctx, cancel := context.WithTimeoutCause(context.Background(), timeout,
+			fmt.Errorf("the push after the drain took its bound (%s)", timeout))
+		defer cancel()
+		for _, p := range hooks {
+			wg.Go(func() { p.Drained(ctx, start, msg) })
+		}
+	}
+	s.pushMetrics(cfg, start)
+	wg.Wait()
 }
 
 // stopReturnGrace is how long after the bindings budget a Stop may take to return once

@@ -12,9 +12,11 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
-// MaxPushTimeout bounds the metrics push at the end of the drain. It must fit in the
-// termination headroom the grace period leaves after the drain
-// (lifecycle.DefaultTerminationHeadroom, 5 s, by default) with room for the exit.
+// MaxPushTimeout bounds the metrics push at the end of the drain, and the parts'
+// Drained hooks run alongside it (the last spans, gateway/tracing) within the same
+// bound: side by side, they fit together in the termination headroom the grace
+// period leaves after the drain (lifecycle.DefaultTerminationHeadroom, 5 s, by
+// default) with room for the exit, and the operator's derivation needs no more.
 const MaxPushTimeout = 2 * time.Second
 
 // pushTimeout is how long the push at the end of the drain may take: MaxPushTimeout, or

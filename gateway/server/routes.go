@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,10 +64,14 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 		base.Group("", s.count(surfaceMetrics)).GET(cfg.Metrics.Path, gin.WrapH(mh))
 	}
 
-	operator := base.Group("/operator", s.count(surfaceOperator))
+	// The parts' Trace hooks come first: a request refused by a bound or the gate
+	// still has its span.
+	traces := s.traceHooks()
+	operator := base.Group("/operator", slices.Concat(traces, []gin.HandlerFunc{s.count(surfaceOperator)})...)
 	// The query limit and the shedding come before the gate and before any member is
 	// asked; health routes are in no such group: a flood never slows liveness down.
-	data := base.Group("", s.count(surfaceDataPlane), s.queryLimit(), s.shed(), health.Gate(s.state), s.requestTimeout())
+	data := base.Group("", slices.Concat(traces, []gin.HandlerFunc{s.count(surfaceDataPlane), s.queryLimit(), s.shed(),
+		health.Gate(s.state), s.requestTimeout()})...)
 	for _, p := range s.parts {
 		if p.Guard != nil {
 			data.Use(p.Guard)
@@ -99,6 +104,17 @@ func (s *Server) buildEngine(cfg *config.Config) (err error) {
 	s.front = &probeFront{s: s, engine: e, h: h, counted: healthCounted,
 		liveness: prefix + health.LivenessPath, readiness: prefix + health.ReadinessPath}
 	return nil
+}
+
+// traceHooks are the parts' Trace hooks, in order (none without [tracing]).
+func (s *Server) traceHooks() []gin.HandlerFunc {
+	var traces []gin.HandlerFunc
+	for _, p := range s.parts {
+		if p.Trace != nil {
+			traces = append(traces, p.Trace)
+		}
+	}
+	return traces
 }
 
 func notConfiguredHandler(c *gin.Context) {

@@ -37,6 +37,7 @@
 //	ferrofed_readiness_check_failures_total{check,reason} counter
 //	ferrofed_tls_certificate_expiry_seconds     gauge, NotAfter of the served certificate (Unix s), with TLS only
 //	ferrofed_tls_certificate_reloads_total{outcome} counter; outcome is loaded or failed
+//	ferrofed_tracing_spans_dropped_total{reason} counter, with [tracing] (gateway/tracing)
 //
 // plus the Go runtime and process collectors, and those the registrations carry (the
 // dependency states, the binding metrics).
@@ -113,6 +114,16 @@ type Registration struct {
 	Reload func(cfg *config.Config) (apply func(), err error)
 	// Collectors are the part's metrics, registered on the server's registry.
 	Collectors []prometheus.Collector
+	// Trace, when set, runs first on the data-plane and operator groups, in front of
+	// their counters, bounds, gate and guards (the server span of gateway/tracing):
+	// never on the probes, /metrics or an unknown route. Without it nothing is added
+	// to any request's path.
+	Trace gin.HandlerFunc
+	// Drained, when set, is told how the drain went once step 4 ended and the
+	// termination message was written (start is when it began), and runs alongside
+	// the metrics push within the same bound (pushTimeout), ctx's deadline: the
+	// tracing part records the drain's span and pushes its last spans.
+	Drained func(ctx context.Context, start time.Time, m lifecycle.TerminationMessage)
 }
 
 // Option tunes New.
@@ -318,6 +329,10 @@ func RestartKeys(old, new *config.Config) []string {
 		if !reflect.DeepEqual(t.old, t.new) {
 			keys = append(keys, t.key)
 		}
+	}
+	// The server spans' middleware is installed at start, or not at all.
+	if (old.Tracing == nil) != (new.Tracing == nil) {
+		keys = append(keys, "tracing (adding or removing the table)")
 	}
 	if memberBindingKeys(old) != memberBindingKeys(new) {
 		keys = append(keys, "registry.members[].identifier_system, home_community_id")

@@ -423,6 +423,8 @@ func TestRestartKeys(t *testing.T) {
 			c.PDQm = &config.PDQm{BindingService: config.BindingService{URL: "http://m/fhir"}}
 			c.Consent = &config.Consent{BindingService: config.BindingService{URL: "http://p"}, Protocol: "authzen"}
 		}, []string{"pdqm", "consent"}},
+		{"adding [tracing] needs a restart", func(c *config.Config) { c.Tracing = &config.Tracing{Endpoint: "http://otel:4318"} },
+			[]string{"tracing (adding or removing the table)"}},
 		{"a member's domain", func(c *config.Config) {
 			c.Registry.Members = []config.Member{{ID: "a", QueryEndpoint: "http://127.0.0.1:1/fhir", IdentifierSystem: "urn:oid:1"}}
 		}, []string{"registry.members (adding the first or removing the last)", "registry.members[].identifier_system, home_community_id"}},

@@ -28,11 +28,13 @@ var allowed = map[string][]string{
 	"gateway/healthcheck":  {"gateway/config", "gateway/health"},
 	"gateway/server":       {"gateway/config", "gateway/health", "gateway/lifecycle"},
 	"gateway/federation": {"gateway/auth", "gateway/bindings/audit", "gateway/bindings/patient", "gateway/calllimit", "gateway/capability", "gateway/config",
-		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/identity", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset", "gateway/smart"},
+		"gateway/dependencies", "gateway/fhir", "gateway/health", "gateway/identity", "gateway/outbound", "gateway/proxy", "gateway/scrub", "gateway/searchquery", "gateway/searchset", "gateway/smart", "gateway/tracing"},
 	"gateway/storedquery": {"gateway/bindings", "gateway/bindings/audit", "gateway/config", "gateway/federation", "gateway/health", "gateway/outbound"},
 	// The parts the data plane is built from (split out of gateway/federation).
-	"gateway/fhir":        {},
-	"gateway/outbound":    {"gateway/dependencies"},
+	"gateway/fhir":     {},
+	"gateway/outbound": {"gateway/dependencies", "gateway/tracing"},
+	// OpenTelemetry traces: the provider, the allow-list, the server spans, the drain's span.
+	"gateway/tracing":     {"gateway/config", "gateway/lifecycle"},
 	"gateway/proxy":       {"gateway/fhir", "gateway/scrub"},
 	"gateway/searchquery": {"gateway/fhir", "gateway/proxy"},
 	"gateway/calllimit":   {"gateway/config", "gateway/fhir", "gateway/proxy"},
@@ -48,7 +50,7 @@ var allowed = map[string][]string{
 	"internal/webhook":     {"api/v1alpha1", "internal/gatewayspec"},
 	// The composition root: every part of the gateway, made and put together.
 	"gateway/assemble": {"gateway/access", "gateway/auth", "gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
-		"gateway/bindings/pmir", "gateway/config", "gateway/dependencies", "gateway/federation", "gateway/server", "gateway/storedquery"},
+		"gateway/bindings/pmir", "gateway/config", "gateway/dependencies", "gateway/federation", "gateway/server", "gateway/storedquery", "gateway/tracing"},
 	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle", "internal/gatewayspec", "internal/webhook"},
 
 	// The bindings (gateway/bindings/<binding>/...).

@@ -1,0 +1,37 @@
+package tracing
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Client starts a client span named name (SpanMemberCall, SpanBindingPrefix + a
+// binding's key) under ctx's span, with the attributes of attrs the allow-list takes
+// (the others are dropped here, and would be by the exporter's filter). Without a
+// span in ctx (no [tracing], or a process that made none) it returns ctx and a span
+// that records nothing, allocating nothing. The caller ends the span.
+func Client(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.SpanContext().IsValid() {
+		return ctx, parent
+	}
+	return parent.TracerProvider().Tracer(scope).Start(ctx, name,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(keep(attrs)...))
+}
+
+// Inject sets traceparent (and tracestate) of ctx's span on h, so that the member's or
+// the service's own trace joins the gateway's; it sets nothing without a span, and
+// never baggage.
+func Inject(ctx context.Context, h http.Header) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	}
+}
+
+// Recording reports whether ctx's span records (so that a caller computes the
+// attributes of a child span only when they are kept).
+func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
