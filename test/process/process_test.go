@@ -76,7 +76,7 @@ func TestMain(m *testing.M) {
 }
 
 // freePort returns a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,7 +89,7 @@ func freePort(t *testing.T) int {
 // writeFile writes text to path. A configuration (*.toml) that names no issuer and
 // says nothing of auth.data_plane gets the table of clients: the tests of other
 // tables run the data plane as it ships, asking for a token.
-func writeFile(t *testing.T, path, text string) {
+func writeFile(t testing.TB, path, text string) {
 	t.Helper()
 	if strings.HasSuffix(path, ".toml") && !strings.Contains(text, "auth.issuers") && !strings.Contains(text, "data_plane") &&
 		!strings.Contains(text, "[auth]") {
@@ -145,13 +145,13 @@ type gateway struct {
 }
 
 // serve starts `ferrofed serve --config path` and waits until it printed its address.
-func serve(t *testing.T, path string) *gateway {
+func serve(t testing.TB, path string) *gateway {
 	t.Helper()
 	return serveCommand(t, exec.Command(binary, "serve", "--config", path))
 }
 
 // serveCommand starts cmd, a `ferrofed serve`, and waits until it printed its address.
-func serveCommand(t *testing.T, cmd *exec.Cmd) *gateway {
+func serveCommand(t testing.TB, cmd *exec.Cmd) *gateway {
 	t.Helper()
 	g := &gateway{cmd: cmd, stderr: &proctest.SyncBuffer{}, exited: make(chan struct{})}
 	g.cmd.Stderr = g.stderr
