@@ -8,9 +8,12 @@ import (
 	"io"
 	"net/http"
 
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // Member calls for the gateway's other parts (the stored queries, the access guard):
@@ -94,9 +97,14 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	// Under a span (an operator's request) the call is a client span "member call",
+	// with the member's id, outcome, status and bytes, and the member gets its
+	// traceparent: docs/tracing.md.
+	ctx, span := tracing.Client(ctx, tracing.SpanMemberCall, tracing.AttrMemberID.String(m.id))
 	tctx, sent := outbound.TraceSent(ctx)
 	req, err := http.NewRequestWithContext(tctx, method, m.url(path, ""), rd)
 	if err != nil {
+		span.End()
 		return MemberExchange{}, err
 	}
 	req.Header.Set("Accept", fhir.MediaType)
@@ -104,6 +112,7 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 		req.Header.Set("Content-Type", fhir.MediaType)
 	}
 	req.Header["Via"] = []string{"1.1 " + s.viaID(st)}
+	tracing.Inject(ctx, req.Header)
 	var ex MemberExchange
 	res, err := s.caller.client.Do(req)
 	if err == nil {
@@ -122,5 +131,15 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 		ex.Call.NotSent = !sent.Load()
 	}
 	ex.Outcome = s.caller.observe(m, ex.Call)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrMemberOutcome.String(string(ex.Outcome)), tracing.AttrBodySize.Int(len(ex.Body)))
+		if ex.Call.Status != 0 {
+			span.SetAttributes(tracing.AttrStatusCode.Int(ex.Call.Status))
+		}
+		if ex.Outcome != outbound.OK {
+			span.SetStatus(codes.Error, "")
+		}
+		span.End()
+	}
 	return ex, nil
 }

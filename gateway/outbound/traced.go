@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
@@ -24,17 +25,30 @@ type Traced struct {
 	// Attributes, when set, are the span's attributes for r (the member's id, the
 	// binding's key): the allow-list drops any other.
 	Attributes func(r *http.Request) []attribute.KeyValue
+	// Outcome, when set, is the attribute of the exchange's outcome, from whether an
+	// answer came back and its status (a binding's ferrofed.binding.outcome).
+	Outcome func(answered bool, status int) attribute.KeyValue
+	// Root, when set, is the provider a request sent without a span in its context
+	// starts a trace of its own from (a binding's exchange no request made: the
+	// directory's refresh, the audit delivery); nil leaves such a request untraced.
+	Root trace.TracerProvider
 }
 
 // RoundTrip sends r under a client span, which ends with the answer's head (its
 // status) or the error.
 func (t *Traced) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
+	root := t.Root != nil && !trace.SpanContextFromContext(ctx).IsValid()
 	var attrs []attribute.KeyValue
-	if t.Attributes != nil && tracing.Recording(ctx) {
+	if t.Attributes != nil && (root || tracing.Recording(ctx)) {
 		attrs = t.Attributes(r)
 	}
-	ctx, span := tracing.Client(ctx, t.Name, attrs...)
+	var span trace.Span
+	if root {
+		ctx, span = tracing.Root(ctx, t.Root, t.Name, attrs...)
+	} else {
+		ctx, span = tracing.Client(ctx, t.Name, attrs...)
+	}
 	if !span.SpanContext().IsValid() {
 		return t.Base.RoundTrip(r)
 	}
@@ -44,10 +58,19 @@ func (t *Traced) RoundTrip(r *http.Request) (*http.Response, error) {
 	tracing.Inject(ctx, r.Header)
 	res, err := t.Base.RoundTrip(r)
 	if err != nil {
+		if t.Outcome != nil {
+			span.SetAttributes(t.Outcome(false, 0))
+		}
 		span.SetStatus(codes.Error, "")
 		return nil, err
 	}
 	span.SetAttributes(tracing.AttrStatusCode.Int(res.StatusCode))
+	if t.Outcome != nil {
+		span.SetAttributes(t.Outcome(true, res.StatusCode))
+	}
+	if res.ContentLength >= 0 {
+		span.SetAttributes(tracing.AttrBodySize.Int64(res.ContentLength))
+	}
 	if res.StatusCode >= 500 {
 		span.SetStatus(codes.Error, "")
 	}

@@ -51,7 +51,7 @@ func TestTracedSendsTraceparentOfItsClientSpanAndNoBaggage(t *testing.T) {
 	for _, kv := range client.Attributes {
 		attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
 	}
-	if strings.Join(attrs, ",") != "ferrofed.member.id=m1,http.response.status_code=418" {
+	if strings.Join(attrs, ",") != "ferrofed.member.id=m1,http.response.status_code=418,http.response.body.size=0" {
 		t.Errorf("attributes %q", attrs)
 	}
 	if req.Header.Get("Traceparent") != "" {

@@ -13,12 +13,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // The report keys of the destinations, also their binding names.
@@ -350,7 +352,20 @@ func (d *destination) append(ctx context.Context, event []byte) error {
 	if sp == nil {
 		return fmt.Errorf("%s: %w", d.key, spool.ErrClosed)
 	}
-	if _, err := sp.Append(ctx, event); err != nil {
+	// The append (its write and sync) is a short internal span of the request's, with
+	// the destination's key and whether the event was stored: never the event.
+	sctx, span := tracing.Internal(ctx, tracing.SpanSpoolAppend, tracing.AttrBinding.String(d.key))
+	_, err := sp.Append(sctx, event)
+	if span.IsRecording() {
+		outcome := "stored"
+		if err != nil {
+			outcome = "failed"
+			span.SetStatus(codes.Error, "")
+		}
+		span.SetAttributes(tracing.AttrBindingOutcome.String(outcome))
+		span.End()
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", d.key, err)
 	}
 	return nil
