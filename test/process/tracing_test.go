@@ -152,7 +152,9 @@ func TestTracingAFederatedSearchIsOneTreeAndTheMembersJoinIt(t *testing.T) {
 		{id: "node-c", down: true},
 	}, "")
 	var page struct {
-		Meta struct{ Federation []struct{ ID, Outcome string } }
+		Meta struct {
+			Federation []struct{ ID, Outcome string }
+		}
 	}
 	get(t, tg.base+"/fhir/Patient?family=Smith", &page)
 	want := map[string]string{}
