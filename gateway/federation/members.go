@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
@@ -100,7 +101,10 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 	// Under a span (an operator's request) the call is a client span "member call",
 	// with the member's id, outcome, status and bytes, and the member gets its
 	// traceparent: docs/tracing.md.
-	ctx, span := tracing.Client(ctx, tracing.SpanMemberCall, tracing.AttrMemberID.String(m.id))
+	span := trace.SpanFromContext(ctx)
+	if tracing.Active(ctx) {
+		ctx, span = tracing.Client(ctx, tracing.SpanMemberCall, tracing.AttrMemberID.String(m.id))
+	}
 	tctx, sent := outbound.TraceSent(ctx)
 	req, err := http.NewRequestWithContext(tctx, method, m.url(path, ""), rd)
 	if err != nil {

@@ -94,10 +94,10 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 // context the request goes as it came (the client's trace headers with it) and the
 // span returned records nothing.
 func routedSpan(out *http.Request, m *member) trace.Span {
-	ctx, span := tracing.Client(out.Context(), tracing.SpanMemberCall, tracing.AttrMemberID.String(m.id))
-	if !span.SpanContext().IsValid() {
-		return span
+	if !tracing.Active(out.Context()) {
+		return trace.SpanFromContext(out.Context())
 	}
+	ctx, span := tracing.Client(out.Context(), tracing.SpanMemberCall, tracing.AttrMemberID.String(m.id))
 	// The request was built on ctx's parent: the span's context carries the trace
 	// (the httptrace hooks are on the parent, and still found through it).
 	*out = *out.WithContext(ctx)

@@ -65,6 +65,11 @@ func Inject(ctx context.Context, h http.Header) {
 	}
 }
 
+// Active reports whether ctx carries a span (sampled or not) a client span would be
+// made under: a caller tests it before it builds the span's attributes, so that
+// without [tracing] it allocates nothing.
+func Active(ctx context.Context) bool { return trace.SpanContextFromContext(ctx).IsValid() }
+
 // Recording reports whether ctx's span records (so that a caller computes the
 // attributes of a child span only when they are kept).
 func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }

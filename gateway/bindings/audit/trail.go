@@ -354,20 +354,20 @@ func (d *destination) append(ctx context.Context, event []byte) error {
 	}
 	// The append (its write and sync) is a short internal span of the request's, with
 	// the destination's key and whether the event was stored: never the event.
-	sctx, span := tracing.Internal(ctx, tracing.SpanSpoolAppend, tracing.AttrBinding.String(d.key))
-	_, err := sp.Append(sctx, event)
-	if span.IsRecording() {
-		outcome := "stored"
-		if err != nil {
-			outcome = "failed"
-			span.SetStatus(codes.Error, "")
+	if !tracing.Recording(ctx) {
+		if _, err := sp.Append(ctx, event); err != nil {
+			return fmt.Errorf("%s: %w", d.key, err)
 		}
-		span.SetAttributes(tracing.AttrBindingOutcome.String(outcome))
-		span.End()
+		return nil
 	}
-	if err != nil {
+	sctx, span := tracing.Internal(ctx, tracing.SpanSpoolAppend, tracing.AttrBinding.String(d.key))
+	defer span.End()
+	if _, err := sp.Append(sctx, event); err != nil {
+		span.SetAttributes(tracing.AttrBindingOutcome.String("failed"))
+		span.SetStatus(codes.Error, "")
 		return fmt.Errorf("%s: %w", d.key, err)
 	}
+	span.SetAttributes(tracing.AttrBindingOutcome.String("stored"))
 	return nil
 }
 
