@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferrofed/ferrofed/test/double"
+	"github.com/ferrofed/ferrofed/test/doubles/auditrepo"
 	"github.com/ferrofed/ferrofed/test/doubles/consentpdp"
 	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 	"github.com/ferrofed/ferrofed/test/doubles/members"
@@ -57,7 +58,7 @@ func startTraced(t *testing.T, col *otelcol.Collector, server string, specs []me
 		}
 		tg.urls[s.id] = url
 		fmt.Fprintf(&doc, "[[registry.members]]\nid = %q\nquery_endpoint = %q\n", s.id, url)
-		if extra != "" {
+		if strings.Contains(extra, "[resolver]") {
 			// What the patient-scoped bindings read of each member.
 			fmt.Fprintf(&doc, "identifier_system = \"urn:oid:1.2.3.%d\"\nhome_community_id = \"urn:oid:1.2.3.10%d\"\n", i+1, i+1)
 		}
@@ -290,7 +291,11 @@ func TestTracingNoPatientDataReachesTheCollector(t *testing.T) {
 	header := http.Header{"Baggage": {"patient=PHIBAGGAGEQZX"}, "X-Patient": {"PHIHEADERQZX"}}
 	// A gateway without the patient-scoped bindings sends every search to the members
 	// (federated and routed); one with them plans each patient-scoped search first.
-	plain := startTraced(t, col, "", []memberSpec{{id: "node-a"}, {id: "node-b"}}, "")
+	// Its audit trail goes to a repository: the spool's appends and the deliveries are
+	// spans too.
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	plain := startTraced(t, col, "", []memberSpec{{id: "node-a"}, {id: "node-b"}},
+		fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n", arr.URL, t.TempDir()))
 	for _, base := range []string{plain.base, tg.base} {
 		sendGet(t, base+"/fhir/Patient?"+query, clientToken, header)
 		sendGet(t, base+"/nodes/node-a/fhir/Patient?"+query, clientToken, header)
@@ -322,7 +327,8 @@ func TestTracingNoPatientDataReachesTheCollector(t *testing.T) {
 				binds++
 			}
 		}
-		return servers >= 18 && binds >= 4
+		return servers >= 18 && binds >= 4 && strings.Contains(otelcol.Names(spans), "binding audit_repository") &&
+			strings.Contains(otelcol.Names(spans), "audit spool append")
 	}, func() string { return otelcol.Names(spans) })
 	// The routed calls are traced too: a member call under a server span of the
 	// routed route.
@@ -445,6 +451,58 @@ func TestTracingTheDrainSpanIsPushedBeforeExit(t *testing.T) {
 	if !strings.Contains(tg.g.stderr.String(), "Pushed the last spans") {
 		t.Errorf("no push logged:\n%s", tg.g.stderr.String())
 	}
+}
+
+// With [audit] to a repository, an audited request's spool append is an internal span
+// of its server span, and the delivery of the events (no request made it) the root
+// client span "binding audit_repository" of a trace of its own, whose traceparent the
+// repository received.
+func TestTracingTheAuditSpoolAppendAndDelivery(t *testing.T) {
+	col := otelcol.Start(t)
+	arr := auditrepo.Start(t, auditrepo.Options{})
+	tg := startTraced(t, col, "", []memberSpec{{id: "node-a"}},
+		fmt.Sprintf("[audit]\ndestination = \"repository\"\nurl = %q\nspool_dir = %q\n", arr.URL, t.TempDir()))
+	if status := sendGet(t, tg.base+"/fhir/Patient?family=x", clientToken, nil); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	var spans []otelcol.Span
+	double.EventuallyWithin(t, 15*time.Second, "the audit's spans", func() bool {
+		spans = col.Spans(t)
+		names := otelcol.Names(spans)
+		return strings.Contains(names, "audit spool append") && strings.Contains(names, "binding audit_repository")
+	}, func() string { return otelcol.Names(spans) })
+	servers := map[string]bool{}
+	for _, s := range spans {
+		if s.Kind == "server" {
+			servers[s.SpanID] = true
+		}
+	}
+	var delivery otelcol.Span
+	for _, s := range spans {
+		switch s.Name {
+		case "audit spool append":
+			if s.Kind != "internal" || !servers[s.ParentID] || s.Attributes["ferrofed.binding"] != "audit_repository" ||
+				s.Attributes["ferrofed.binding.outcome"] != "stored" {
+				t.Errorf("spool append %+v", s)
+			}
+		case "binding audit_repository":
+			delivery = s
+		}
+	}
+	if delivery.Kind != "client" || delivery.ParentID != "" || delivery.Attributes["ferrofed.binding.outcome"] != "success" {
+		t.Errorf("delivery %+v", delivery)
+	}
+	found := false
+	for _, r := range arr.Log() {
+		if tp := r.Header.Get("Traceparent"); tp != "" {
+			tid, parent := traceparent(t, tp)
+			found = found || tid == delivery.TraceID && parent == delivery.SpanID
+		}
+	}
+	if !found {
+		t.Errorf("the repository never received the delivery span's traceparent")
+	}
+	t.Logf("the spans:\n%s", tree(spans))
 }
 
 // tree renders spans as the trees they form: name, kind and attributes, indented
