@@ -8,9 +8,6 @@ import (
 	"io"
 	"net/http"
 
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
@@ -98,17 +95,11 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	// Under a span (an operator's request) the call is a client span "member call",
-	// with the member's id, outcome, status and bytes, and the member gets its
-	// traceparent: docs/tracing.md.
-	span := trace.SpanFromContext(ctx)
-	if tracing.Active(ctx) {
-		ctx, span = tracing.Client(ctx, tracing.SpanMemberCall, tracing.AttrMemberID.String(m.id))
-	}
+	ctx, span := outbound.MemberSpan(ctx, m.id) // under an operator's request's span
 	tctx, sent := outbound.TraceSent(ctx)
 	req, err := http.NewRequestWithContext(tctx, method, m.url(path, ""), rd)
 	if err != nil {
-		span.End()
+		outbound.EndMemberSpan(span, outbound.Call{Broken: true, NotSent: true}, -1)
 		return MemberExchange{}, err
 	}
 	req.Header.Set("Accept", fhir.MediaType)
@@ -135,15 +126,6 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 		ex.Call.NotSent = !sent.Load()
 	}
 	ex.Outcome = s.caller.observe(m, ex.Call)
-	if span.IsRecording() {
-		span.SetAttributes(tracing.AttrMemberOutcome.String(string(ex.Outcome)), tracing.AttrBodySize.Int(len(ex.Body)))
-		if ex.Call.Status != 0 {
-			span.SetAttributes(tracing.AttrStatusCode.Int(ex.Call.Status))
-		}
-		if ex.Outcome != outbound.OK {
-			span.SetStatus(codes.Error, "")
-		}
-		span.End()
-	}
+	outbound.EndMemberSpan(span, ex.Call, int64(len(ex.Body)))
 	return ex, nil
 }

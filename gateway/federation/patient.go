@@ -15,7 +15,6 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
-	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // PatientFlow is the flow of patient-scoped searches: *patient.Flow.
@@ -69,11 +68,6 @@ func (s *Surface) planPatient(ctx context.Context, c *gin.Context, st *settings,
 	// The requester, as the audit trail names it: the verified token's (gateway/access).
 	pq.Issuer, pq.Subject = auth.PrincipalOf(c).Requester()
 	plan, scoped, err := s.opts.Patient.Plan(ctx, pq)
-	if scoped {
-		// The identity step (demographics, resolver, consent, localizer: their own
-		// client spans) ran: an event on the request's span, never the patient.
-		tracing.Event(ctx, tracing.EventIdentity)
-	}
 	var refusal *patient.Refusal
 	switch {
 	case errors.As(err, &refusal):

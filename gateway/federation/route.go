@@ -11,13 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
 	"github.com/ferrofed/ferrofed/gateway/proxy"
-	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // routedBase is where the client reached a member through the gateway, and what the
@@ -75,57 +71,17 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		return
 	}
 	proxy.RoutedHeaders(out, r, rb.prefix, rb.trusted, rb.calls.Via[len(rb.calls.Via)-1], length)
-	span := routedSpan(out, m)
+	span := outbound.MemberSpanOn(out, m.id) // the member's traceparent in place of the client's
 	res, err := c.client.Do(out)
 	if err != nil {
-		endRouted(span, outbound.Call{Broken: true, Expired: errors.Is(ctx.Err(), context.DeadlineExceeded),
+		outbound.EndMemberSpan(span, outbound.Call{Broken: true, Expired: errors.Is(ctx.Err(), context.DeadlineExceeded),
 			ClientGone: errors.Is(r.Context().Err(), context.Canceled), NotSent: !sent.Load()}, -1)
 		c.routeFailed(w, r, ctx, m, body, time.Since(start), !sent.Load(), err)
 		return
 	}
 	defer res.Body.Close()
-	defer endRouted(span, outbound.Call{Status: res.StatusCode}, res.ContentLength)
+	defer outbound.EndMemberSpan(span, outbound.Call{Status: res.StatusCode}, res.ContentLength)
 	c.passAnswer(w, r, ctx, m, res, rb)
-}
-
-// routedSpan makes the routed call out a client span "member call" under the
-// request's span (docs/tracing.md), with the member's id, and sends the member its
-// traceparent in place of the client's (and no baggage). Without a span in out's
-// context the request goes as it came (the client's trace headers with it) and the
-// span returned records nothing.
-func routedSpan(out *http.Request, m *member) trace.Span {
-	if !tracing.Active(out.Context()) {
-		return trace.SpanFromContext(out.Context())
-	}
-	ctx, span := tracing.Client(out.Context(), tracing.SpanMemberCall, tracing.AttrMemberID.String(m.id))
-	// The request was built on ctx's parent: the span's context carries the trace
-	// (the httptrace hooks are on the parent, and still found through it).
-	*out = *out.WithContext(ctx)
-	out.Header.Del("Baggage")
-	out.Header.Del("Traceparent")
-	out.Header.Del("Tracestate")
-	tracing.Inject(ctx, out.Header)
-	return span
-}
-
-// endRouted ends a routed call's span with its outcome (as meta.federation names it),
-// status and the bytes the member announced (size < 0: unknown).
-func endRouted(span trace.Span, call outbound.Call, size int64) {
-	if !span.IsRecording() {
-		return
-	}
-	outcome, _, _ := outbound.Classify(call)
-	span.SetAttributes(tracing.AttrMemberOutcome.String(string(outcome)))
-	if call.Status != 0 {
-		span.SetAttributes(tracing.AttrStatusCode.Int(call.Status))
-	}
-	if size >= 0 {
-		span.SetAttributes(tracing.AttrBodySize.Int64(size))
-	}
-	if outcome != outbound.OK {
-		span.SetStatus(codes.Error, "")
-	}
-	span.End()
 }
 
 // routedBody reads the client's body before the call takes its slots

@@ -165,9 +165,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		return res
 	}
 	res.entries = s.entries(out, failed)
-	// The merge's event on the request's span: how many matches the page took, never
-	// one of them (docs/tracing.md).
-	tracing.Event(ctx, tracing.EventMerge, tracing.AttrCount.Int(len(res.entries)))
+	tracing.Event(ctx, tracing.EventMerge, tracing.AttrCount.Int(len(res.entries))) // a count, never a match
 	switch {
 	case !s.first:
 		res.total = tokenTotal

@@ -131,8 +131,7 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 		searchquery.Refuse(c.Writer, err)
 		return nil, "", false
 	}
-	// The token read back: an event on the request's span, never the token.
-	tracing.Event(c.Request.Context(), tracing.EventPageToken)
+	tracing.Event(c.Request.Context(), tracing.EventPageToken) // never the token
 	srch.count, srch.sortRaw, srch.consent = t.Count, t.Sort, t.Consent
 	srch.sort, _ = searchquery.ParseSort(resourceType, t.Sort)
 	for _, tm := range t.Members {

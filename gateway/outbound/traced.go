@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"context"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -75,4 +76,54 @@ func (t *Traced) RoundTrip(r *http.Request) (*http.Response, error) {
 		span.SetStatus(codes.Error, "")
 	}
 	return res, nil
+}
+
+// MemberSpan starts a member call's client span "member call" under ctx's span, with
+// the member's id, never its URL (docs/tracing.md). Without a span in ctx (no
+// [tracing]) it returns ctx and a span that records nothing, allocating nothing. The
+// caller sends the span's traceparent (tracing.Inject) and ends it with EndMemberSpan.
+func MemberSpan(ctx context.Context, id string) (context.Context, trace.Span) {
+	if !tracing.Active(ctx) {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return tracing.Client(ctx, tracing.SpanMemberCall, tracing.AttrMemberID.String(id))
+}
+
+// MemberSpanOn is MemberSpan for a request built already (a routed call, whose
+// headers are the client's): under a span, out is sent with its context, and the
+// client's traceparent, tracestate and baggage are replaced by the span's
+// traceparent (and tracestate); without one, out goes as it came.
+func MemberSpanOn(out *http.Request, id string) trace.Span {
+	ctx, span := MemberSpan(out.Context(), id)
+	if !span.SpanContext().IsValid() {
+		return span
+	}
+	*out = *out.WithContext(ctx)
+	for _, h := range []string{"Baggage", "Traceparent", "Tracestate"} {
+		out.Header.Del(h)
+	}
+	tracing.Inject(ctx, out.Header)
+	return span
+}
+
+// EndMemberSpan ends a member call's span with the call's outcome (Classify: as
+// meta.federation names it), its status, and size, the bytes read or announced (< 0:
+// unknown); an outcome other than OK is an error status. It does nothing to a span
+// that does not record.
+func EndMemberSpan(span trace.Span, call Call, size int64) {
+	if !span.IsRecording() {
+		return
+	}
+	outcome, _, _ := Classify(call)
+	span.SetAttributes(tracing.AttrMemberOutcome.String(string(outcome)))
+	if call.Status != 0 {
+		span.SetAttributes(tracing.AttrStatusCode.Int(call.Status))
+	}
+	if size >= 0 {
+		span.SetAttributes(tracing.AttrBodySize.Int64(size))
+	}
+	if outcome != OK {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
 }
