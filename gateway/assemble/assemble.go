@@ -98,17 +98,22 @@ func New(cfg *config.Config, log logr.Logger, opts ...Option) (*Gateway, error) 
 		o(&sh.opts)
 	}
 	g := &Gateway{Config: cfg}
+	// The traces ([tracing]): built first, so that the bindings' clients trace the
+	// exchanges no request made from its provider, and its server span wraps every
+	// part's routes (registered first below); its files read here, its export worker
+	// started by Start.
+	if g.tracing, err = tracing.New(cfg, tracing.Options{Logger: log.WithName("tracing"), Exporter: sh.opts.exporter}); err != nil {
+		return nil, BuildError{fmt.Errorf("the tracing could not be built: %w", err)}
+	}
+	if g.tracing != nil {
+		sh.metrics.Tracer = g.tracing.Provider()
+	}
 	if err := g.buildBindings(&sh); err != nil {
 		return nil, err
 	}
 	parts, err := g.buildParts(sh)
 	if err != nil {
 		return nil, err
-	}
-	// The traces ([tracing]): first, so that its server span wraps every part's
-	// routes, its files read here, its export worker started by Start.
-	if g.tracing, err = tracing.New(cfg, tracing.Options{Logger: log.WithName("tracing"), Exporter: sh.opts.exporter}); err != nil {
-		return nil, BuildError{fmt.Errorf("the tracing could not be built: %w", err)}
 	}
 	if g.tracing != nil {
 		parts = append([]server.Registration{{Name: "tracing", Trace: g.tracing.Middleware(), Reload: g.tracing.PrepareReload,

@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // Limits of ClientOptions.
@@ -127,8 +130,21 @@ func NewClient(o ClientOptions) (*Client, error) {
 		}
 	}
 	c := &Client{name: o.Name, o: o}
+	// Every exchange is a client span "binding {key}" under the request's span (or the
+	// root of its own trace, for a binding's exchange no request made, when
+	// Metrics.Tracer is set), sending its traceparent: docs/tracing.md.
+	traced := &outbound.Traced{Base: tr, Name: tracing.SpanBindingPrefix + o.Name,
+		Attributes: func(*http.Request) []attribute.KeyValue {
+			return []attribute.KeyValue{tracing.AttrBinding.String(o.Name)}
+		},
+		Outcome: func(answered bool, status int) attribute.KeyValue {
+			return tracing.AttrBindingOutcome.String(Outcome(answered, status))
+		}}
+	if o.Metrics != nil && o.Metrics.Tracer != nil {
+		traced.Root = o.Metrics.Tracer
+	}
 	c.HTTP = &http.Client{
-		Transport: observed{base: tr, c: c},
+		Transport: observed{base: traced, c: c},
 		Timeout:   o.Timeout,
 		// A redirect is never followed: it would send the binding's credentials and
 		// payload to a server the table did not name.

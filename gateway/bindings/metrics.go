@@ -1,12 +1,20 @@
 package bindings
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+)
 
 // Metrics are the exchanges of every binding, one set per gateway. It is a
 // prometheus.Collector; register it once where the metrics are served.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// Tracer, when set ([tracing]), is the provider a binding's exchange that no
+	// request made (no span in its context: the directory's refresh, the audit
+	// delivery, the PMIR subscription) starts a trace of its own from. Set before the
+	// bindings' clients are built.
+	Tracer trace.TracerProvider
 }
 
 // NewMetrics makes the set.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"go.opentelemetry.io/otel/codes"
 
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
@@ -51,21 +50,9 @@ type exchange struct {
 // "member call", with the member's id, its outcome, status and the bytes read, never
 // its URL; the member gets the span's traceparent. Without one it costs nothing.
 func (c *caller) get(ctx, client context.Context, m *member, url string, cs *calls, prefer []string) exchange {
-	ctx, span := tracing.Client(ctx, tracing.SpanMemberCall)
-	if !span.IsRecording() {
-		return c.send(ctx, client, m, url, cs, prefer)
-	}
-	defer span.End()
-	span.SetAttributes(tracing.AttrMemberID.String(m.id))
+	ctx, span := outbound.MemberSpan(ctx, m.id)
 	ex := c.send(ctx, client, m, url, cs, prefer)
-	outcome, _, _ := outbound.Classify(ex.call)
-	span.SetAttributes(tracing.AttrMemberOutcome.String(string(outcome)), tracing.AttrBodySize.Int(len(ex.body)))
-	if ex.call.Status != 0 {
-		span.SetAttributes(tracing.AttrStatusCode.Int(ex.call.Status))
-	}
-	if outcome != outbound.OK {
-		span.SetStatus(codes.Error, "")
-	}
+	outbound.EndMemberSpan(span, ex.call, int64(len(ex.body)))
 	return ex
 }
 

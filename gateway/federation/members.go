@@ -11,6 +11,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/outbound"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // Member calls for the gateway's other parts (the stored queries, the access guard):
@@ -94,9 +95,11 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	ctx, span := outbound.MemberSpan(ctx, m.id) // under an operator's request's span
 	tctx, sent := outbound.TraceSent(ctx)
 	req, err := http.NewRequestWithContext(tctx, method, m.url(path, ""), rd)
 	if err != nil {
+		outbound.EndMemberSpan(span, outbound.Call{Broken: true, NotSent: true}, -1)
 		return MemberExchange{}, err
 	}
 	req.Header.Set("Accept", fhir.MediaType)
@@ -104,6 +107,7 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 		req.Header.Set("Content-Type", fhir.MediaType)
 	}
 	req.Header["Via"] = []string{"1.1 " + s.viaID(st)}
+	tracing.Inject(ctx, req.Header)
 	var ex MemberExchange
 	res, err := s.caller.client.Do(req)
 	if err == nil {
@@ -122,5 +126,6 @@ func (s *Surface) CallMember(ctx context.Context, id, method, path string, body 
 		ex.Call.NotSent = !sent.Load()
 	}
 	ex.Outcome = s.caller.observe(m, ex.Call)
+	outbound.EndMemberSpan(span, ex.Call, int64(len(ex.Body)))
 	return ex, nil
 }

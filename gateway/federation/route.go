@@ -71,12 +71,16 @@ func (c *caller) route(w http.ResponseWriter, r *http.Request, m *member, path s
 		return
 	}
 	proxy.RoutedHeaders(out, r, rb.prefix, rb.trusted, rb.calls.Via[len(rb.calls.Via)-1], length)
+	span := outbound.MemberSpanOn(out, m.id) // the member's traceparent in place of the client's
 	res, err := c.client.Do(out)
 	if err != nil {
+		outbound.EndMemberSpan(span, outbound.Call{Broken: true, Expired: errors.Is(ctx.Err(), context.DeadlineExceeded),
+			ClientGone: errors.Is(r.Context().Err(), context.Canceled), NotSent: !sent.Load()}, -1)
 		c.routeFailed(w, r, ctx, m, body, time.Since(start), !sent.Load(), err)
 		return
 	}
 	defer res.Body.Close()
+	defer outbound.EndMemberSpan(span, outbound.Call{Status: res.StatusCode}, res.ContentLength)
 	c.passAnswer(w, r, ctx, m, res, rb)
 }
 

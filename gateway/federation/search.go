@@ -16,6 +16,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/proxy"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
 	"github.com/ferrofed/ferrofed/gateway/searchset"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // maxRounds bounds how many times one page asks its members again to fill itself
@@ -164,6 +165,7 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		return res
 	}
 	res.entries = s.entries(out, failed)
+	tracing.Event(ctx, tracing.EventMerge, tracing.AttrCount.Int(len(res.entries))) // a count, never a match
 	switch {
 	case !s.first:
 		res.total = tokenTotal
@@ -174,6 +176,9 @@ func (s *search) run(ctx context.Context, budget time.Duration, strictHandling b
 		return res
 	}
 	s.link(&res, key)
+	if res.next != "" {
+		tracing.Event(ctx, tracing.EventPageToken)
+	}
 	return res
 }
 

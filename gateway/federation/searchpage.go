@@ -13,6 +13,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/calllimit"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/searchquery"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // handleSearch answers one page of a federated search of resourceType with the raw
@@ -130,6 +131,7 @@ func continueSearch(c *gin.Context, st *settings, srch *search, q searchquery.Qu
 		searchquery.Refuse(c.Writer, err)
 		return nil, "", false
 	}
+	tracing.Event(c.Request.Context(), tracing.EventPageToken) // never the token
 	srch.count, srch.sortRaw, srch.consent = t.Count, t.Sort, t.Consent
 	srch.sort, _ = searchquery.ParseSort(resourceType, t.Sort)
 	for _, tm := range t.Members {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
@@ -51,7 +52,7 @@ func TestTracedSendsTraceparentOfItsClientSpanAndNoBaggage(t *testing.T) {
 	for _, kv := range client.Attributes {
 		attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
 	}
-	if strings.Join(attrs, ",") != "ferrofed.member.id=m1,http.response.status_code=418" {
+	if strings.Join(attrs, ",") != "ferrofed.member.id=m1,http.response.status_code=418,http.response.body.size=0" {
 		t.Errorf("attributes %q", attrs)
 	}
 	if req.Header.Get("Traceparent") != "" {
@@ -72,5 +73,45 @@ func TestTracedWithoutASpanSendsTheRequestAsItIs(t *testing.T) {
 	res.Body.Close()
 	if got.Get("Traceparent") != "" {
 		t.Errorf("traceparent %q without a span", got.Get("Traceparent"))
+	}
+}
+
+// A routed request carries the client's headers: under a span they give way to the
+// member call's traceparent, without baggage; without one they go as they came. The
+// span ends with the outcome, status and bytes.
+func TestMemberSpanOnReplacesTheClientsTraceHeaders(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
+	client := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, traced := range []bool{true, false} {
+		ctx := context.Background()
+		var server interface{ End(...trace.SpanEndOption) }
+		if traced {
+			ctx, server = tp.Tracer("t").Start(ctx, "GET /nodes/:node/fhir/*path")
+		}
+		out, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://member.invalid/fhir/Patient?family=x", nil)
+		out.Header.Set("Traceparent", client)
+		out.Header.Set("Baggage", "patient=1")
+		span := MemberSpanOn(out, "m1")
+		EndMemberSpan(span, Call{Status: 200}, 42)
+		tp0 := out.Header.Get("Traceparent")
+		if !traced {
+			if tp0 != client || out.Header.Get("Baggage") == "" || span.IsRecording() {
+				t.Errorf("untraced: traceparent %q, baggage %q", tp0, out.Header.Get("Baggage"))
+			}
+			continue
+		}
+		server.End()
+		spans := mem.GetSpans()
+		if len(spans) != 2 || spans[0].Name != tracing.SpanMemberCall || !strings.Contains(tp0, spans[0].SpanContext.SpanID().String()) || out.Header.Get("Baggage") != "" {
+			t.Fatalf("traced: traceparent %q, baggage %q, spans %d", tp0, out.Header.Get("Baggage"), len(spans))
+		}
+		var attrs []string
+		for _, kv := range spans[0].Attributes {
+			attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+		}
+		if a := strings.Join(attrs, ","); a != "ferrofed.member.id=m1,ferrofed.member.outcome=ok,http.response.status_code=200,http.response.body.size=42" {
+			t.Errorf("attributes %s", a)
+		}
 	}
 }

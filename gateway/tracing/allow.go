@@ -31,6 +31,13 @@ const (
 	AttrMemberOutcome = attribute.Key("ferrofed.member.outcome")
 	// AttrBinding is a binding exchange's report key (demographics, resolver, ...).
 	AttrBinding = attribute.Key("ferrofed.binding")
+	// AttrBindingOutcome is a binding exchange's outcome as ferrofed_binding_requests_total
+	// labels it (success, redirect, client_error, server_error, no_answer), or a spool
+	// append's (stored, failed).
+	AttrBindingOutcome = attribute.Key("ferrofed.binding.outcome")
+	// AttrCount is an event's count (the members a merge took answers from, the
+	// identities a step resolved): a number, never a value.
+	AttrCount = attribute.Key("ferrofed.count")
 	// The drain's (lifecycle.TerminationMessage).
 	AttrDrainOutcome        = attribute.Key("ferrofed.drain.outcome")
 	AttrDrainCutConnections = attribute.Key("ferrofed.drain.cut_connections")
@@ -42,6 +49,7 @@ const (
 var allowedAttributes = map[attribute.Key]bool{
 	AttrMethod: true, AttrRoute: true, AttrStatusCode: true, AttrScheme: true, AttrBodySize: true,
 	AttrQueryParameters: true, AttrMemberID: true, AttrMemberOutcome: true, AttrBinding: true,
+	AttrBindingOutcome: true, AttrCount: true,
 	AttrDrainOutcome: true, AttrDrainCutConnections: true, AttrDrainAbandoned: true, AttrDrainBudgetMS: true,
 }
 
@@ -56,17 +64,27 @@ const (
 	SpanMemberCall = "member call"
 	// SpanBindingPrefix starts a binding exchange's client span: "binding " + its key.
 	SpanBindingPrefix = "binding "
+	// SpanSpoolAppend is the internal span of an audit event's append to a spool (its
+	// write and sync), with the destination's key and the outcome.
+	SpanSpoolAppend = "audit spool append"
 )
 
 // allowedSpanNames are the fixed span names; a server span's name is checked by
 // serverSpanName, a binding's by its prefix and key syntax.
 var allowedSpanNames = map[string]bool{
 	SpanDrain: true, SpanDrainDelay: true, SpanDrainListenerClosed: true, SpanDrainInFlight: true,
-	SpanDrainBindings: true, SpanMemberCall: true,
+	SpanDrainBindings: true, SpanMemberCall: true, SpanSpoolAppend: true,
 }
 
-// allowedEvents are the event names a span may carry (the page-token, merge and
-// identity steps, later); none carries free text.
+// Event names: the page-token, merge and identity steps of a search, on its server
+// span; none carries free text, at most AttrCount.
+const (
+	EventPageToken = "page_token"
+	EventMerge     = "merge"
+	EventIdentity  = "identity"
+)
+
+// allowedEvents are the event names a span may carry.
 var allowedEvents = map[string]bool{"page_token": true, "merge": true, "identity": true}
 
 // redactedName replaces a span name the allow-list does not know.

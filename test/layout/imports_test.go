@@ -54,9 +54,9 @@ var allowed = map[string][]string{
 	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle", "internal/gatewayspec", "internal/webhook"},
 
 	// The bindings (gateway/bindings/<binding>/...).
-	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/outbound", "gateway/scrub"},
+	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/outbound", "gateway/scrub", "gateway/tracing"},
 	"gateway/bindings/audit": {"gateway/bindings", "gateway/bindings/audit/deliver", "gateway/bindings/audit/spool", "gateway/lifecycle",
-		"gateway/config", "gateway/dependencies"},
+		"gateway/config", "gateway/dependencies", "gateway/tracing"},
 	"gateway/bindings/audit/spool":   {"gateway/dependencies"},
 	"gateway/bindings/audit/deliver": {"gateway/bindings/audit/spool"},
 	"gateway/bindings/pixm":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
@@ -65,7 +65,7 @@ var allowed = map[string][]string{
 	"gateway/bindings/xcpd":          {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 	"gateway/bindings/pmir":          {"gateway/auth", "gateway/bindings", "gateway/config", "gateway/dependencies", "gateway/fhir"},
 	"gateway/bindings/patient": {"gateway/bindings", "gateway/bindings/authzen", "gateway/bindings/pdqm", "gateway/bindings/pixm",
-		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies", "gateway/fhir", "gateway/scrub", "gateway/smart"},
+		"gateway/bindings/xcpd", "gateway/config", "gateway/dependencies", "gateway/fhir", "gateway/scrub", "gateway/smart", "gateway/tracing"},
 	"gateway/bindings/mcsd": {"gateway/bindings", "gateway/config", "gateway/dependencies"},
 }
 

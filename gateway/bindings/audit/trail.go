@@ -13,12 +13,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/ferrofed/ferrofed/gateway/bindings"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/deliver"
 	"github.com/ferrofed/ferrofed/gateway/bindings/audit/spool"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // The report keys of the destinations, also their binding names.
@@ -290,9 +292,7 @@ func (t *Trail) Begin(a Access) (wait func(ctx context.Context) error) {
 	return func(ctx context.Context) error {
 		for i, d := range t.dests {
 			if errs[i] == nil {
-				if _, err := tickets[i].Wait(ctx); err != nil {
-					errs[i] = fmt.Errorf("%s: %w", d.key, err)
-				}
+				errs[i] = d.wait(ctx, tickets[i])
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -350,9 +350,42 @@ func (d *destination) append(ctx context.Context, event []byte) error {
 	if sp == nil {
 		return fmt.Errorf("%s: %w", d.key, spool.ErrClosed)
 	}
-	if _, err := sp.Append(ctx, event); err != nil {
+	// The append (its write and sync) is a short internal span of the request's, with
+	// the destination's key and whether the event was stored: never the event.
+	if !tracing.Recording(ctx) {
+		if _, err := sp.Append(ctx, event); err != nil {
+			return fmt.Errorf("%s: %w", d.key, err)
+		}
+		return nil
+	}
+	sctx, span := tracing.Internal(ctx, tracing.SpanSpoolAppend, tracing.AttrBinding.String(d.key))
+	defer span.End()
+	if _, err := sp.Append(sctx, event); err != nil {
+		span.SetAttributes(tracing.AttrBindingOutcome.String("failed"))
+		span.SetStatus(codes.Error, "")
 		return fmt.Errorf("%s: %w", d.key, err)
 	}
+	span.SetAttributes(tracing.AttrBindingOutcome.String("stored"))
+	return nil
+}
+
+// wait waits for the ticket of an event queued for d's spool: the append's internal
+// span (as append's) when ctx's span records.
+func (d *destination) wait(ctx context.Context, tk spool.Ticket) error {
+	if !tracing.Recording(ctx) {
+		if _, err := tk.Wait(ctx); err != nil {
+			return fmt.Errorf("%s: %w", d.key, err)
+		}
+		return nil
+	}
+	sctx, span := tracing.Internal(ctx, tracing.SpanSpoolAppend, tracing.AttrBinding.String(d.key))
+	defer span.End()
+	if _, err := tk.Wait(sctx); err != nil {
+		span.SetAttributes(tracing.AttrBindingOutcome.String("failed"))
+		span.SetStatus(codes.Error, "")
+		return fmt.Errorf("%s: %w", d.key, err)
+	}
+	span.SetAttributes(tracing.AttrBindingOutcome.String("stored"))
 	return nil
 }
 

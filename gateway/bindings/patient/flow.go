@@ -62,6 +62,7 @@ import (
 	"github.com/ferrofed/ferrofed/gateway/dependencies"
 	"github.com/ferrofed/ferrofed/gateway/fhir"
 	"github.com/ferrofed/ferrofed/gateway/scrub"
+	"github.com/ferrofed/ferrofed/gateway/tracing"
 )
 
 // The steps, as excluded_by names them.
@@ -264,6 +265,9 @@ func (f *Flow) Plan(ctx context.Context, q Query) (plan Plan, scoped bool, err e
 	if err != nil || !scoped {
 		return Plan{}, scoped, err
 	}
+	// The identity step on the request's span: an event, the bindings' exchanges its
+	// client spans beside it; never the patient (docs/tracing.md).
+	tracing.Event(ctx, tracing.EventIdentity)
 	plan.Scope = s
 	// One registry's keys for the whole plan, even when a directory's registry is
 	// swapped in meanwhile.
