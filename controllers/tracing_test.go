@@ -22,7 +22,9 @@ type fixedReconciler struct {
 	err error
 }
 
-func (f fixedReconciler) Reconcile(context.Context, ctrl.Request) (ctrl.Result, error) { return f.res, f.err }
+func (f fixedReconciler) Reconcile(context.Context, ctrl.Request) (ctrl.Result, error) {
+	return f.res, f.err
+}
 
 // TestAReconcileIsOneSpanNamingTheGatewayAndItsOutcome: the span's name, its
 // attributes (which Gateway, the result, the requeue, the error's class), and nothing
