@@ -2,18 +2,52 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/controllers"
 	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
+
+// reconcileSpans keeps the operator's reconcile spans of the Gateways named "traced"
+// (the suite's manager has a tracer provider with it), and drops every other one.
+var reconcileSpans = &spanKeeper{name: "traced"}
+
+type spanKeeper struct {
+	name  string
+	mu    sync.Mutex
+	spans []sdktrace.ReadOnlySpan
+}
+
+func (k *spanKeeper) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (k *spanKeeper) OnEnd(s sdktrace.ReadOnlySpan) {
+	if slices.Contains(s.Attributes(), controllers.AttrGateway.String(k.name)) {
+		k.mu.Lock()
+		k.spans = append(k.spans, s)
+		k.mu.Unlock()
+	}
+}
+func (k *spanKeeper) Shutdown(context.Context) error   { return nil }
+func (k *spanKeeper) ForceFlush(context.Context) error { return nil }
+
+func (k *spanKeeper) kept() []sdktrace.ReadOnlySpan {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.spans)
+}
 
 // withTracing sets spec.tracing: endpoint, then mutate.
 func withTracing(endpoint string, mutate func(*ferrofedv1alpha1.Tracing)) func(*ferrofedv1alpha1.Gateway) {
@@ -155,6 +189,27 @@ func TestTracingGatewayGetsTheResourceEnvAndItsMounts(t *testing.T) {
 	if !ro[gatewayspec.TracingHeadersDir] || !ro[gatewayspec.TracingCADir] {
 		t.Errorf("mounts %v, want %s and %s read-only", ro, gatewayspec.TracingHeadersDir, gatewayspec.TracingCADir)
 	}
+
+	// The operator's own span of those reconciles: the Gateway's name and namespace
+	// and the result, nothing of its spec.
+	eventually(t, 10*time.Second, "a reconcile span of Gateway traced", func() error {
+		for _, s := range reconcileSpans.kept() {
+			if s.Name() != controllers.SpanReconcileGateway {
+				continue
+			}
+			attrs := map[attribute.Key]string{}
+			for _, kv := range s.Attributes() {
+				attrs[kv.Key] = kv.Value.Emit()
+				if strings.Contains(kv.Value.Emit(), "otel.observability") {
+					t.Errorf("the reconcile span carries the spec's endpoint in %s", kv.Key)
+				}
+			}
+			if attrs[controllers.AttrNamespace] == key.Namespace && attrs[controllers.AttrResult] != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("spans kept: %d, none a reconcile of %s with a result", len(reconcileSpans.kept()), key)
+	})
 
 	// Without tracing: the same variables, no tracing volume.
 	plainKey := types.NamespacedName{Namespace: "reconcile", Name: "untraced"}
