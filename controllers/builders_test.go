@@ -157,7 +157,7 @@ operator_scope = "ferrofed.operator"
 			Timeout:       dur("2s"),
 			HeadersSecret: &ferrofedv1alpha1.SecretKeySelector{Name: "otel-token", Key: "headers"},
 			CASecret:      &ferrofedv1alpha1.SecretKeyRef{Name: "otel-ca", Key: "ca.crt"},
-			ServiceName:   "ferrofed-edge",
+			ServiceName:   ptr.To("ferrofed-edge"),
 		}
 	},
 	"inline-config-merged": func(g *ferrofedv1alpha1.Gateway) {

@@ -62,7 +62,7 @@ func TestAReconcileIsOneSpanNamingTheGatewayAndItsOutcome(t *testing.T) {
 			}
 			got := map[string]string{}
 			for _, kv := range spans[0].Attributes {
-				got[string(kv.Key)] = kv.Value.Emit()
+				got[string(kv.Key)] = kv.Value.String()
 			}
 			want := map[string]string{"k8s.namespace.name": "clinical", "ferrofed.gateway.name": "edge"}
 			for k, v := range tc.want {

@@ -181,7 +181,7 @@ type Tracing struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[ -~]*[!-~][ -~]*$')",message="spec.tracing.serviceName must be printable ASCII and not only spaces"
-	ServiceName string `json:"serviceName,omitempty"`
+	ServiceName *string `json:"serviceName,omitempty"`
 }
 
 // SecretKeySelector names one key of a Secret in the Gateway's namespace; both are

@@ -155,7 +155,7 @@ func Owned(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan) config.Owned {
 // operator mounts their Secrets' keys at. A samplingRatio the CRD's rule refuses is
 // left out here (Validate refuses it).
 func TracingOwned(t *ferrofedv1alpha1.Tracing) *config.Tracing {
-	out := &config.Tracing{Endpoint: t.Endpoint, ServiceName: t.ServiceName}
+	out := &config.Tracing{Endpoint: t.Endpoint, ServiceName: ptr.Deref(t.ServiceName, "")}
 	if t.SamplingRatio != nil {
 		if r, err := strconv.ParseFloat(*t.SamplingRatio, 64); err == nil {
 			out.SamplingRatio = &r

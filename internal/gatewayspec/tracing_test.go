@@ -23,7 +23,7 @@ func TestSpecTracingRendersTheTracingTable(t *testing.T) {
 		{"every field renders its key, the Secrets at their mounts", &ferrofedv1alpha1.Tracing{
 			Endpoint: "https://collector.example.org/otlp", SamplingRatio: ptr.To("0.25"), Timeout: d("2500ms"),
 			HeadersSecret: &ferrofedv1alpha1.SecretKeySelector{Name: "otel", Key: "headers.txt"},
-			CASecret:      &ferrofedv1alpha1.SecretKeyRef{Name: "otel-ca", Key: "bundle.pem"}, ServiceName: "ferrofed-edge"},
+			CASecret:      &ferrofedv1alpha1.SecretKeyRef{Name: "otel-ca", Key: "bundle.pem"}, ServiceName: ptr.To("ferrofed-edge")},
 			[]string{"endpoint = 'https://collector.example.org/otlp'", "sampling_ratio = 0.25", "timeout_ms = 2500",
 				"headers_file = '" + TracingHeadersFile + "'", "ca_file = '" + TracingCAFile + "'", "service_name = 'ferrofed-edge'"}, nil},
 		{"a ratio of 0 is rendered, not left out", &ferrofedv1alpha1.Tracing{Endpoint: "http://c:4318", SamplingRatio: ptr.To("0")},
@@ -129,8 +129,8 @@ func TestSpecTracingGoTwins(t *testing.T) {
 		{"a CA with an https endpoint", ok(&ferrofedv1alpha1.Tracing{CASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca"}}), "", ""},
 		{"a CA with an http endpoint", &ferrofedv1alpha1.Tracing{Endpoint: "http://c:4318", CASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "ca"}},
 			"spec.tracing.caSecret", tracingCANeedsHTTPS},
-		{"a service name of spaces", ok(&ferrofedv1alpha1.Tracing{ServiceName: "   "}), "spec.tracing.serviceName", tracingServiceNameMessage},
-		{"a service name with a newline", ok(&ferrofedv1alpha1.Tracing{ServiceName: "a\nb"}), "spec.tracing.serviceName", tracingServiceNameMessage},
+		{"a service name of spaces", ok(&ferrofedv1alpha1.Tracing{ServiceName: ptr.To("   ")}), "spec.tracing.serviceName", tracingServiceNameMessage},
+		{"a service name with a newline", ok(&ferrofedv1alpha1.Tracing{ServiceName: ptr.To("a\nb")}), "spec.tracing.serviceName", tracingServiceNameMessage},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestEveryTracingKeyIsOneTheGatewayReads(t *testing.T) {
 	// The rendered table goes through the gateway's own parser: a key spelled wrong in
 	// config.Tracing's tags would be refused as unknown.
 	tr := TracingOwned(&ferrofedv1alpha1.Tracing{Endpoint: "https://c.example", SamplingRatio: ptr.To("0.5"), Timeout: d("1s"),
-		HeadersSecret: &ferrofedv1alpha1.SecretKeySelector{Name: "h", Key: "k"}, CASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "c"}, ServiceName: "s"})
+		HeadersSecret: &ferrofedv1alpha1.SecretKeySelector{Name: "h", Key: "k"}, CASecret: &ferrofedv1alpha1.SecretKeyRef{Name: "c"}, ServiceName: ptr.To("s")})
 	want := config.Tracing{Endpoint: "https://c.example", SamplingRatio: ptr.To(0.5), TimeoutMS: ptr.To[int64](1000),
 		HeadersFile: TracingHeadersFile, CAFile: TracingCAFile, ServiceName: "s"}
 	if tr.Endpoint != want.Endpoint || *tr.SamplingRatio != *want.SamplingRatio || *tr.TimeoutMS != *want.TimeoutMS ||

@@ -383,8 +383,8 @@ func validateTracing(t *ferrofedv1alpha1.Tracing) field.ErrorList {
 	if t.CASecret != nil && !strings.HasPrefix(t.Endpoint, "https://") {
 		errs = append(errs, field.Invalid(path.Child("caSecret"), t.CASecret.Name, tracingCANeedsHTTPS))
 	}
-	if t.ServiceName != "" && !tracingServiceNameRE.MatchString(t.ServiceName) {
-		errs = append(errs, field.Invalid(path.Child("serviceName"), t.ServiceName, tracingServiceNameMessage))
+	if n := t.ServiceName; n != nil && (len(*n) > config.MaxTracingServiceNameBytes || !tracingServiceNameRE.MatchString(*n)) {
+		errs = append(errs, field.Invalid(path.Child("serviceName"), *n, tracingServiceNameMessage))
 	}
 	return errs
 }

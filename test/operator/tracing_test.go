@@ -70,7 +70,7 @@ var tracingCases = []struct {
 }{
 	{"an http endpoint", withTracing("http://otel-collector.observability:4318", nil), true, ""},
 	{"every field set", withTracing("https://collector.example.org/otlp", func(t *ferrofedv1alpha1.Tracing) {
-		t.SamplingRatio, t.Timeout, t.ServiceName = ptr.To("0.25"), dur("2500ms"), "ferrofed-edge"
+		t.SamplingRatio, t.Timeout, t.ServiceName = ptr.To("0.25"), dur("2500ms"), ptr.To("ferrofed-edge")
 		t.HeadersSecret = &ferrofedv1alpha1.SecretKeySelector{Name: "otel", Key: "headers"}
 		t.CASecret = &ferrofedv1alpha1.SecretKeyRef{Name: "otel-ca"}
 	}), true, ""},
@@ -92,7 +92,7 @@ var tracingCases = []struct {
 	{"a CA with an http endpoint", withTracing("http://c:4318", func(t *ferrofedv1alpha1.Tracing) {
 		t.CASecret = &ferrofedv1alpha1.SecretKeyRef{Name: "otel-ca"}
 	}), false, "spec.tracing.caSecret needs an https spec.tracing.endpoint"},
-	{"a service name of spaces", withTracing("http://c:4318", func(t *ferrofedv1alpha1.Tracing) { t.ServiceName = "  " }), false,
+	{"a service name of spaces", withTracing("http://c:4318", func(t *ferrofedv1alpha1.Tracing) { t.ServiceName = ptr.To("  ") }), false,
 		"spec.tracing.serviceName must be printable ASCII"},
 }
 
@@ -199,8 +199,8 @@ func TestTracingGatewayGetsTheResourceEnvAndItsMounts(t *testing.T) {
 			}
 			attrs := map[attribute.Key]string{}
 			for _, kv := range s.Attributes() {
-				attrs[kv.Key] = kv.Value.Emit()
-				if strings.Contains(kv.Value.Emit(), "otel.observability") {
+				attrs[kv.Key] = kv.Value.String()
+				if strings.Contains(kv.Value.String(), "otel.observability") {
 					t.Errorf("the reconcile span carries the spec's endpoint in %s", kv.Key)
 				}
 			}
