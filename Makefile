@@ -112,11 +112,12 @@ helm: ## Print the path of the helm the chart tests use (bin/helm), building it 
 	@echo $(BIN)/helm
 
 .PHONY: lint-chart
-lint-chart: ## Run helm lint --strict on charts/ferrofed (with cert-manager and with the webhook off too).
+lint-chart: ## Run helm lint --strict on charts/ferrofed (with cert-manager, with the webhook off and with the operator's tracing too).
 	@hack/tools.sh helm >/dev/null
 	$(BIN)/helm lint --strict charts/ferrofed
 	$(BIN)/helm lint --strict charts/ferrofed --set certManager.enabled=true
 	$(BIN)/helm lint --strict charts/ferrofed --set webhook.enabled=false
+	$(BIN)/helm lint --strict charts/ferrofed --set tracing.endpoint=https://otel.example:4318 --set tracing.headersSecret.name=otel-token --set tracing.caSecret.name=otel-ca
 
 .PHONY: check-examples
 check-examples: ## Fail when an example's grace period does not outlast its drain (the release checks).

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ferrofed/ferrofed/controllers"
+	"github.com/ferrofed/ferrofed/gateway/config"
 )
 
 // operatorOptions are the flags of `ferrofed operator`.
@@ -26,6 +28,7 @@ type operatorOptions struct {
 	maxConcurrent int
 	allowedImages []string
 	namespaces    []string
+	tracing       operatorTracing
 	zap           zap.Options
 }
 
@@ -54,6 +57,12 @@ names, else the in-cluster configuration.`,
 	f.StringSliceVar(&o.namespaces, "watch-namespaces", nil,
 		"namespaces to watch and write in (a namespace-scoped install, with Roles); empty watches the whole cluster")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "Gateways reconciled at once")
+	f.StringVar(&o.tracing.endpoint, "tracing-endpoint", "", `OTLP/HTTP base URL the operator exports a span per reconcile to ({endpoint}/v1/traces); empty traces nothing`)
+	f.Float64Var(&o.tracing.ratio, "tracing-sampling-ratio", 1, "share of reconciles traced, from 0 to 1 (parent-based)")
+	f.DurationVar(&o.tracing.timeout, "tracing-timeout", config.DefaultTracingTimeoutMS*time.Millisecond, "bound of one export")
+	f.StringVar(&o.tracing.headersFile, "tracing-headers-file", "", "file of `Name: value` lines sent with every export (read again at each export)")
+	f.StringVar(&o.tracing.caFile, "tracing-ca-file", "", "PEM CA bundle an https --tracing-endpoint is verified with (default: the system's roots)")
+	f.StringVar(&o.tracing.serviceName, "tracing-service-name", defaultOperatorServiceName, "service.name of the operator's spans")
 	gfs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	o.zap.BindFlags(gfs)
 	f.AddGoFlagSet(gfs)
@@ -94,14 +103,25 @@ func runOperator(o operatorOptions) error {
 	if err != nil {
 		return err
 	}
+	tp, flushSpans, err := o.tracing.provider(ctrl.Log.WithName("tracing"))
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
-	if _, err := controllers.Setup(mgr, controllers.Options{
+	setup := controllers.Options{
 		Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent, AllowedImages: o.allowedImages,
-	}); err != nil {
+	}
+	if tp != nil {
+		setup.TracerProvider = tp
+	}
+	if _, err := controllers.Setup(mgr, setup); err != nil {
 		return err
 	}
+	// The manager returns once every reconcile has ended: the spans are all queued, and
+	// pushed within operatorTracingShutdownWait.
+	defer flushSpans()
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

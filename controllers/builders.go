@@ -186,7 +186,8 @@ func podTemplate(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []b
 		WithStartupProbe(startup).
 		WithReadinessProbe(readiness).
 		WithLivenessProbe(liveness).
-		WithSecurityContext(containerSecurityContext())
+		WithSecurityContext(containerSecurityContext()).
+		WithEnv(resourceEnv(gw)...)
 	if res := resources(gw.Spec.Resources); res != nil {
 		container.WithResources(res)
 	} else {
@@ -207,6 +208,21 @@ func podTemplate(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []b
 		WithLabels(Labels(gw)).
 		WithAnnotations(map[string]string{AnnotationConfigHash: configHash}).
 		WithSpec(pod)
+}
+
+// resourceEnv are the variables the gateway puts in its spans' resource
+// (gateway/tracing, config.EnvPodName...): the pod's name and namespace from the downward API, and the
+// Gateway's name. Set on every gateway container, traced or not: they cost nothing
+// without [tracing], and an inline [tracing] gets them too.
+func resourceEnv(gw *ferrofedv1alpha1.Gateway) []*corev1ac.EnvVarApplyConfiguration {
+	fieldRef := func(path string) *corev1ac.EnvVarSourceApplyConfiguration {
+		return corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath(path))
+	}
+	return []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName(config.EnvPodName).WithValueFrom(fieldRef("metadata.name")),
+		corev1ac.EnvVar().WithName(config.EnvPodNamespace).WithValueFrom(fieldRef("metadata.namespace")),
+		corev1ac.EnvVar().WithName(config.EnvGatewayName).WithValue(gw.Name),
+	}
 }
 
 // scheduling gives pod the Gateway's node selector, tolerations and affinity.
@@ -283,6 +299,22 @@ func podVolumes(gw *ferrofedv1alpha1.Gateway, rendered []byte, withSpool bool) (
 		name := fmt.Sprintf("secret-mount-%d", i)
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(name).WithMountPath(sm.MountPath).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(sm.SecretName)))
+	}
+	// spec.tracing's Secrets: only the key named, under a fixed file name, read-only,
+	// like the client CA (tracing.headers_file, tracing.ca_file).
+	if tr := gw.Spec.Tracing; tr != nil {
+		if h := tr.HeadersSecret; h != nil {
+			mounts = append(mounts, corev1ac.VolumeMount().WithName("tracing-headers").WithMountPath(gatewayspec.TracingHeadersDir).WithReadOnly(true))
+			volumes = append(volumes, corev1ac.Volume().WithName("tracing-headers").WithSecret(corev1ac.SecretVolumeSource().
+				WithSecretName(h.Name).
+				WithItems(corev1ac.KeyToPath().WithKey(h.Key).WithPath(gatewayspec.TracingHeadersFileName))))
+		}
+		if ca := tr.CASecret; ca != nil {
+			mounts = append(mounts, corev1ac.VolumeMount().WithName("tracing-ca").WithMountPath(gatewayspec.TracingCADir).WithReadOnly(true))
+			volumes = append(volumes, corev1ac.Volume().WithName("tracing-ca").WithSecret(corev1ac.SecretVolumeSource().
+				WithSecretName(ca.Name).
+				WithItems(corev1ac.KeyToPath().WithKey(ca.KeyOrDefault()).WithPath(gatewayspec.TracingCAFileName))))
+		}
 	}
 	if tls := gw.Spec.TLS; tls != nil {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("tls").WithMountPath(gatewayspec.TLSDir).WithReadOnly(true))

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/gateway/config"
 	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 	"github.com/ferrofed/ferrofed/test/doubles/issuer"
 )
@@ -147,6 +148,17 @@ audience = "ferrofed"
 jwks_file = "/etc/ferrofed/secrets/issuers/clinic/jwks.json"
 operator_scope = "ferrofed.operator"
 `)}
+	},
+	// spec.tracing with both Secrets: [tracing] rendered, only the named keys mounted.
+	"tracing-with-headers-and-ca": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Tracing = &ferrofedv1alpha1.Tracing{
+			Endpoint:      "https://otel-collector.observability.svc:4318",
+			SamplingRatio: ptr.To("0.1"),
+			Timeout:       dur("2s"),
+			HeadersSecret: &ferrofedv1alpha1.SecretKeySelector{Name: "otel-token", Key: "headers"},
+			CASecret:      &ferrofedv1alpha1.SecretKeyRef{Name: "otel-ca", Key: "ca.crt"},
+			ServiceName:   ptr.To("ferrofed-edge"),
+		}
 	},
 	"inline-config-merged": func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Config = configWithIssuer(`
@@ -411,5 +423,72 @@ func TestSecretMountsAreWholeSecretsReadOnly(t *testing.T) {
 	want := map[string]string{"member-a": "/etc/ferrofed/secrets/member-a", "token": "/etc/ferrofed/secrets/tokens/b"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("secret mounts %v, want %v", got, want)
+	}
+}
+
+func TestTracingMountsOnlyTheNamedKeysReadOnly(t *testing.T) {
+	gw := gateway(func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Tracing = &ferrofedv1alpha1.Tracing{Endpoint: "https://c.example",
+			HeadersSecret: &ferrofedv1alpha1.SecretKeySelector{Name: "otel", Key: "token-headers"},
+			CASecret:      &ferrofedv1alpha1.SecretKeyRef{Name: "otel-ca", Key: "bundle.pem"}}
+	})
+	dep, rendered := renderedDeployment(t, gw)
+	got := map[string]string{}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		var items []string
+		for _, it := range v.Secret.Items {
+			items = append(items, it.Key+"->"+it.Path)
+		}
+		got[v.Name+":"+v.Secret.SecretName] = strings.Join(items, ",")
+	}
+	want := map[string]string{"tracing-headers:otel": "token-headers->" + gatewayspec.TracingHeadersFileName,
+		"tracing-ca:otel-ca": "bundle.pem->" + gatewayspec.TracingCAFileName, "page-token:edge-page-token": "key->key"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Secret volumes %v, want %v", got, want)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = m
+	}
+	for name, dir := range map[string]string{"tracing-headers": gatewayspec.TracingHeadersDir, "tracing-ca": gatewayspec.TracingCADir} {
+		if m, ok := mounts[name]; !ok || m.MountPath != dir || !m.ReadOnly {
+			t.Errorf("mount %s = %+v, want read-only at %s", name, m, dir)
+		}
+	}
+	for _, w := range []string{"headers_file = '" + gatewayspec.TracingHeadersFile + "'", "ca_file = '" + gatewayspec.TracingCAFile + "'"} {
+		if !strings.Contains(string(rendered), w) {
+			t.Errorf("rendered file lacks %q:\n%s", w, rendered)
+		}
+	}
+}
+
+// TestResourceEnvIsOnEveryGatewayContainer: the downward-API variables are set with
+// tracing and without (an inline [tracing] reads them too).
+func TestResourceEnvIsOnEveryGatewayContainer(t *testing.T) {
+	for name, mutate := range map[string]func(*ferrofedv1alpha1.Gateway){
+		"without tracing": nil,
+		"with spec.tracing": func(g *ferrofedv1alpha1.Gateway) {
+			g.Spec.Tracing = &ferrofedv1alpha1.Tracing{Endpoint: "http://c:4318"}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dep, _ := renderedDeployment(t, gateway(mutate))
+			got := map[string]string{}
+			for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+				switch {
+				case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
+					got[e.Name] = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+				default:
+					got[e.Name] = e.Value
+				}
+			}
+			want := map[string]string{config.EnvPodName: "fieldRef:metadata.name", config.EnvPodNamespace: "fieldRef:metadata.namespace", config.EnvGatewayName: "edge"}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("env %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,8 @@ type GatewayReconciler struct {
 	AllowedImages []string
 	// PodReader reads retiring pods' metrics; nil uses NewPodReader().
 	PodReader *http.Client
+	// TracerProvider, when set, gets a span per reconcile (controllers/tracing.go).
+	TracerProvider trace.TracerProvider
 
 	// drained holds the drains of deleted pods, read from their final status when the
 	// watch saw it, until the Gateway's next status patch records them.
@@ -744,7 +747,7 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podGone), builder.WithPredicates(deletedOnly)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
-		Complete(r)
+		Complete(traced(r, r.TracerProvider))
 }
 
 // statusChanged passes updates whose status differs, unless the update is the

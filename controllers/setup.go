@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -149,6 +150,9 @@ type Options struct {
 	// recorder (the suite counts writes with them); nil leaves the manager's.
 	WrapClient   func(client.Client) client.Client
 	WrapRecorder func(events.EventRecorder) events.EventRecorder
+	// TracerProvider, when set, makes a span of every reconcile of a Gateway
+	// (SpanReconcileGateway); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Setup registers the GatewayReconciler with mgr, the Gateway validating webhook on
@@ -159,7 +163,7 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 		return nil, err
 	}
 	r := &GatewayReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder(FieldOwner), AllowedImages: o.AllowedImages}
+		Recorder: mgr.GetEventRecorder(FieldOwner), AllowedImages: o.AllowedImages, TracerProvider: o.TracerProvider}
 	if o.WrapClient != nil {
 		r.Client = o.WrapClient(r.Client)
 	}

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 )
@@ -104,3 +106,9 @@ func (s *GatewaySpec) SpoolClaimStorage() (resource.Quantity, bool) {
 	q, ok := s.Audit.Spool.VolumeClaimTemplate.Spec.Resources.Requests["storage"]
 	return q, ok
 }
+
+// Bounds of spec.tracing, the gateway's own (gateway/config, [tracing]).
+const (
+	// MaxTracingTimeout bounds spec.tracing.timeout (tracing.timeout_ms's maximum).
+	MaxTracingTimeout = 60 * time.Second
+)

@@ -116,6 +116,89 @@ type GatewaySpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(o, o.mountPath == m.mountPath))",message="spec.secretMounts: two entries have the same mountPath"
 	SecretMounts []SecretMount `json:"secretMounts,omitempty"`
+
+	// tracing exports the gateway's OpenTelemetry traces over OTLP/HTTP: the operator
+	// renders it as the [tracing] table of ferrofed.toml and mounts the Secrets it
+	// names (docs/tracing.md, "On Kubernetes"). Set, the configuration may not hold a
+	// [tracing] table of its own. Default: unset, no tracing (unless the configuration
+	// has a [tracing] table).
+	// +optional
+	Tracing *Tracing `json:"tracing,omitempty"`
+}
+
+// Tracing is what the operator renders as [tracing] (docs/tracing.md).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.caSecret) || self.endpoint.startsWith('https://')",message="spec.tracing.caSecret needs an https spec.tracing.endpoint: the CA verifies the collector's certificate",fieldPath=".caSecret"
+type Tracing struct {
+	// endpoint is the OTLP/HTTP receiver's base URL, http or https, without
+	// credentials, query or fragment (a collector's token goes in headersSecret):
+	// spans are posted to {endpoint}/v1/traces, so the URL must not end in
+	// /v1/traces itself. Rendered as tracing.endpoint. Required; at most 2048 characters.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^/?#@[:space:]]+(/[^?#[:space:]]*)?$') && !self.matches('/v1/traces/?$')",message="spec.tracing.endpoint must be an http or https base URL with a host and no credentials, query, fragment or whitespace, not ending in /v1/traces (the gateway appends it)"
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// samplingRatio is the share of new traces kept, a decimal string from "0" to "1"
+	// with at most 6 decimals ("0.25"); a string, since CRDs avoid floats. It is
+	// parent-based: a caller's sampled traceparent is always kept, an unsampled one
+	// never. Rendered as tracing.sampling_ratio. Default: unset, the gateway's 1.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0([.][0-9]{1,6})?|1([.]0{1,6})?)$')",message="spec.tracing.samplingRatio must be a decimal string from 0 to 1 with at most 6 decimals, e.g. 0.25"
+	SamplingRatio *string `json:"samplingRatio,omitempty"`
+
+	// timeout bounds one export (one POST to {endpoint}/v1/traces): greater than 0s,
+	// at most 60s, a whole number of milliseconds. Rendered as tracing.timeout_ms.
+	// Default: unset, the gateway's 5s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+h)?([0-9]+m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('60s')",message="spec.tracing.timeout must be greater than 0s and at most 60s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// headersSecret names a Secret in the Gateway's namespace and the key in it that
+	// holds the headers sent with every export, one `Name: value` per line (e.g.
+	// "Authorization: Bearer ..."). Only that key is mounted, read-only, and rendered
+	// as tracing.headers_file; the gateway reads it again at each export, so a rotated
+	// Secret is used once the kubelet has updated the file. Default: unset, no headers.
+	// +optional
+	HeadersSecret *SecretKeySelector `json:"headersSecret,omitempty"`
+
+	// caSecret names a Secret in the Gateway's namespace and the key in it (default
+	// "ca.crt") that holds the PEM CA certificates the https endpoint is verified
+	// with. Only that key is mounted, read-only, and rendered as tracing.ca_file. Only
+	// with an https endpoint. Default: unset, the system's roots.
+	// +optional
+	CASecret *SecretKeyRef `json:"caSecret,omitempty"`
+
+	// serviceName is the service.name of every span's resource, rendered as
+	// tracing.service_name: printable ASCII, at most 128 characters, not only spaces.
+	// Default: unset, the gateway's "ferrofed".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[ -~]*[!-~][ -~]*$')",message="spec.tracing.serviceName must be printable ASCII and not only spaces"
+	ServiceName *string `json:"serviceName,omitempty"`
+}
+
+// SecretKeySelector names one key of a Secret in the Gateway's namespace; both are
+// required.
+type SecretKeySelector struct {
+	// name of the Secret. Required.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// key in the Secret. Required; at most 253 characters of letters, digits, "-",
+	// "_", ".".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
 }
 
 // Audit is what the operator gives the gateway's audit spools.

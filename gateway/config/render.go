@@ -26,7 +26,10 @@ type Owned struct {
 	// StoredQueries holds the directory the operator mounts the StoredQuery ConfigMap
 	// at (stored_queries.dir); its other fields stay the user's.
 	StoredQueries StoredQueries
-	Fields        map[string]string
+	// Tracing, when set, is the whole [tracing] table (the Gateway's spec.tracing):
+	// Fields must then reserve "tracing", so that a [tracing] of the user's is refused.
+	Tracing *Tracing
+	Fields  map[string]string
 }
 
 // Render writes the ferrofed.toml of owned merged with user, the rest of the
@@ -47,6 +50,7 @@ func Render(owned Owned, user []byte) ([]byte, error) {
 		"federation":     table(reflect.ValueOf(owned.Federation)),
 		"audit":          table(reflect.ValueOf(owned.Audit)),
 		"stored_queries": table(reflect.ValueOf(owned.StoredQueries)),
+		"tracing":        tracingTable(owned.Tracing),
 	} {
 		for _, key := range flatKeys(name, t) {
 			if !reserves(owned.Fields, key) {
@@ -69,6 +73,14 @@ func Render(owned Owned, user []byte) ([]byte, error) {
 		return nil, fmt.Errorf("encode ferrofed.toml: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// tracingTable is owned's [tracing], empty when unset.
+func tracingTable(t *Tracing) map[string]any {
+	if t == nil {
+		return map[string]any{}
+	}
+	return table(reflect.ValueOf(*t))
 }
 
 // table is the TOML table of a struct of this package's schema: each field under its

@@ -33,6 +33,16 @@ const (
 	TracingPath = "/v1/traces"
 )
 
+// The environment variables gateway/tracing reads into the spans' resource, each when
+// set; the operator sets all three on every gateway container (the pod's name and
+// namespace from the downward API, the Gateway's name). Here so that the operator's
+// builders and the gateway name them alike.
+const (
+	EnvPodName      = "FERROFED_POD_NAME"
+	EnvPodNamespace = "FERROFED_POD_NAMESPACE"
+	EnvGatewayName  = "FERROFED_GATEWAY_NAME"
+)
+
 // Tracing is the [tracing] table.
 type Tracing struct {
 	// Endpoint is the OTLP/HTTP receiver's base URL (http or https; no credentials,

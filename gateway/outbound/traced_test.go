@@ -50,7 +50,7 @@ func TestTracedSendsTraceparentOfItsClientSpanAndNoBaggage(t *testing.T) {
 	}
 	var attrs []string
 	for _, kv := range client.Attributes {
-		attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+		attrs = append(attrs, string(kv.Key)+"="+kv.Value.String())
 	}
 	if strings.Join(attrs, ",") != "ferrofed.member.id=m1,http.response.status_code=418,http.response.body.size=0" {
 		t.Errorf("attributes %q", attrs)

@@ -101,7 +101,7 @@ func AllowedSpanName(name string, routes *Routes) bool {
 		return true
 	}
 	if key, ok := strings.CutPrefix(name, SpanBindingPrefix); ok {
-		return key != "" && len(key) <= 64 && strings.IndexFunc(key, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z') }) < 0
+		return key != "" && len(key) <= 64 && strings.IndexFunc(key, func(r rune) bool { return r != '_' && (r < 'a' || r > 'z') }) < 0
 	}
 	return routes.known(name)
 }

@@ -21,9 +21,9 @@ import (
 // The environment variables whose values go in the resource, each when set (the
 // operator sets them from the downward API; docs/tracing.md, "What is recorded").
 const (
-	EnvPodName      = "FERROFED_POD_NAME"      // k8s.pod.name
-	EnvPodNamespace = "FERROFED_POD_NAMESPACE" // k8s.namespace.name
-	EnvGatewayName  = "FERROFED_GATEWAY_NAME"  // ferrofed.gateway.name
+	EnvPodName      = config.EnvPodName      // k8s.pod.name
+	EnvPodNamespace = config.EnvPodNamespace // k8s.namespace.name
+	EnvGatewayName  = config.EnvGatewayName  // ferrofed.gateway.name
 )
 
 // maxResourceValueBytes bounds a resource value read from the environment (a

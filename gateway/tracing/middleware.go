@@ -102,6 +102,6 @@ func queryNames(raw string) []string {
 
 func parameterName(s string) bool {
 	return s != "" && len(s) <= maxParameterNameBytes && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.:", r))
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("_-.:", r)
 	}) < 0
 }

@@ -150,11 +150,11 @@ func TestServerSpansAreNamedByRouteAndCarryNoValue(t *testing.T) {
 	}
 	for k, v := range map[attribute.Key]string{AttrMethod: "GET", AttrRoute: "/fhir/:type/:id", AttrScheme: "http"} {
 		if got, _ := attr(read, k); got.AsString() != v {
-			t.Errorf("%s = %q, want %q", k, got.Emit(), v)
+			t.Errorf("%s = %q, want %q", k, got.String(), v)
 		}
 	}
 	if got, _ := attr(read, AttrStatusCode); got.AsInt64() != 200 {
-		t.Errorf("status %v", got.Emit())
+		t.Errorf("status %v", got.String())
 	}
 	if got, _ := attr(read, AttrQueryParameters); !slices.Equal(got.AsStringSlice(), []string{"(other)", "birthdate", "family"}) {
 		t.Errorf("parameter names %q", got.AsStringSlice())
@@ -173,7 +173,7 @@ func TestServerSpansAreNamedByRouteAndCarryNoValue(t *testing.T) {
 func attrString(kvs []attribute.KeyValue) string {
 	var b strings.Builder
 	for _, kv := range kvs {
-		b.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + " ")
+		b.WriteString(string(kv.Key) + "=" + kv.Value.String() + " ")
 	}
 	return b.String()
 }
@@ -288,10 +288,10 @@ func TestTheDrainIsASpanWithItsSteps(t *testing.T) {
 		t.Errorf("drain %s..%s %v", d.StartTime, d.EndTime, d.Status)
 	}
 	if v, _ := attr(d, AttrDrainCutConnections); v.AsInt64() != 3 {
-		t.Errorf("cut %v", v.Emit())
+		t.Errorf("cut %v", v.String())
 	}
 	if v, _ := attr(d, AttrDrainAbandoned); !slices.Equal(v.AsStringSlice(), []string{"identity_registry"}) {
-		t.Errorf("abandoned %v", v.Emit())
+		t.Errorf("abandoned %v", v.String())
 	}
 	at := start
 	for _, step := range []struct {

@@ -48,7 +48,22 @@ const (
 	// mounts the ConfigMap StoredQueriesConfigMapName there (read-only) and renders it as
 	// stored_queries.dir when the Gateway's configuration has a [stored_queries] table.
 	StoredQueriesDir = ConfigDir + "/stored-queries"
+	// TracingHeadersDir holds the key of spec.tracing.headersSecret, mounted as
+	// TracingHeadersFileName whatever its key is called in the Secret, and rendered as
+	// tracing.headers_file.
+	TracingHeadersDir      = ConfigDir + "/tracing-headers"
+	TracingHeadersFileName = "headers"
+	TracingHeadersFile     = TracingHeadersDir + "/" + TracingHeadersFileName
+	// TracingCADir holds the key of spec.tracing.caSecret, mounted as
+	// TracingCAFileName, and rendered as tracing.ca_file.
+	TracingCADir      = ConfigDir + "/tracing-ca"
+	TracingCAFileName = "ca.crt"
+	TracingCAFile     = TracingCADir + "/" + TracingCAFileName
 )
+
+// tracingField is the field an inline [tracing] is refused in favour of when
+// spec.tracing is set: "tracing: is set by the Gateway from spec.tracing; ...".
+const tracingField = "spec.tracing"
 
 // PageTokenSecretName is the Secret of a Gateway's page-token key.
 func PageTokenSecretName(gatewayName string) string { return gatewayName + "-page-token" }
@@ -124,7 +139,38 @@ func Owned(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan) config.Owned {
 		}
 	}
 	// Every replica reads one key, so that a next link made by one is accepted by all.
-	return config.Owned{Server: server, Federation: config.Federation{PageTokenKeyFile: PageTokenKeyFile}, Fields: ownedFields}
+	owned := config.Owned{Server: server, Federation: config.Federation{PageTokenKeyFile: PageTokenKeyFile}, Fields: ownedFields}
+	if s.Tracing != nil {
+		owned.Tracing = TracingOwned(s.Tracing)
+		owned.Fields = make(map[string]string, len(ownedFields)+1)
+		for k, v := range ownedFields {
+			owned.Fields[k] = v
+		}
+		owned.Fields["tracing"] = tracingField
+	}
+	return owned
+}
+
+// TracingOwned is the [tracing] table of spec.tracing: its files at the paths the
+// operator mounts their Secrets' keys at. A samplingRatio the CRD's rule refuses is
+// left out here (Validate refuses it).
+func TracingOwned(t *ferrofedv1alpha1.Tracing) *config.Tracing {
+	out := &config.Tracing{Endpoint: t.Endpoint, ServiceName: ptr.Deref(t.ServiceName, "")}
+	if t.SamplingRatio != nil {
+		if r, err := strconv.ParseFloat(*t.SamplingRatio, 64); err == nil {
+			out.SamplingRatio = &r
+		}
+	}
+	if t.Timeout != nil {
+		out.TimeoutMS = ptr.To(t.Timeout.Milliseconds())
+	}
+	if t.HeadersSecret != nil {
+		out.HeadersFile = TracingHeadersFile
+	}
+	if t.CASecret != nil {
+		out.CAFile = TracingCAFile
+	}
+	return out
 }
 
 // ParseRendered runs the gateway's own `config check` (config.Parse, without the checks

@@ -3,6 +3,7 @@ package gatewayspec
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ func Validate(g *ferrofedv1alpha1.Gateway) (field.ErrorList, []string) {
 	plan := Plan(s)
 	errs := validateMilliseconds(s)
 	errs = append(errs, validateTLS(s.TLS)...)
+	errs = append(errs, validateTracing(s.Tracing)...)
 	errs = append(errs, validateAuditAndMounts(s)...)
 	errs = append(errs, ValidateLifecycle(s)...)
 	cfgPath := field.NewPath("spec", "config")
@@ -331,4 +333,58 @@ func validateTLS(t *ferrofedv1alpha1.TLS) field.ErrorList {
 		return field.ErrorList{field.Invalid(path, *t.HealthcheckIdentitySecret, identityWithoutClientCAMessage)}
 	}
 	return nil
+}
+
+// The CEL rules on spec.tracing, word for word, and their expressions (RE2 both sides).
+const (
+	tracingEndpointMessage    = "spec.tracing.endpoint must be an http or https base URL with a host and no credentials, query, fragment or whitespace, not ending in /v1/traces (the gateway appends it)"
+	tracingRatioMessage       = "spec.tracing.samplingRatio must be a decimal string from 0 to 1 with at most 6 decimals, e.g. 0.25"
+	tracingTimeoutMessage     = "spec.tracing.timeout must be greater than 0s and at most 60s"
+	tracingCANeedsHTTPS       = "spec.tracing.caSecret needs an https spec.tracing.endpoint: the CA verifies the collector's certificate"
+	tracingServiceNameMessage = "spec.tracing.serviceName must be printable ASCII and not only spaces"
+)
+
+var (
+	tracingEndpointRE      = regexp.MustCompile(`^https?://[^/?#@[:space:]]+(/[^?#[:space:]]*)?$`)
+	tracingEndpointTraces  = regexp.MustCompile(`/v1/traces/?$`)
+	tracingRatioRE         = regexp.MustCompile(`^(0([.][0-9]{1,6})?|1([.]0{1,6})?)$`)
+	tracingServiceNameRE   = regexp.MustCompile(`^[ -~]*[!-~][ -~]*$`)
+	tracingEndpointMaxSize = 2048
+)
+
+// validateTracing is the Go twin of spec.tracing's CEL rules (and of its required
+// endpoint), each refusal naming its field; the rendered [tracing] then goes through
+// `config check` with the rest.
+func validateTracing(t *ferrofedv1alpha1.Tracing) field.ErrorList {
+	if t == nil {
+		return nil
+	}
+	path := field.NewPath("spec", "tracing")
+	var errs field.ErrorList
+	switch {
+	case t.Endpoint == "":
+		errs = append(errs, field.Required(path.Child("endpoint"), "spec.tracing.endpoint is required: the OTLP/HTTP receiver's base URL"))
+	case len(t.Endpoint) > tracingEndpointMaxSize:
+		errs = append(errs, field.TooLong(path.Child("endpoint"), "<value omitted>", tracingEndpointMaxSize))
+	case !tracingEndpointRE.MatchString(t.Endpoint) || tracingEndpointTraces.MatchString(t.Endpoint):
+		errs = append(errs, field.Invalid(path.Child("endpoint"), t.Endpoint, tracingEndpointMessage))
+	}
+	if r := t.SamplingRatio; r != nil && !tracingRatioRE.MatchString(*r) {
+		errs = append(errs, field.Invalid(path.Child("samplingRatio"), *r, tracingRatioMessage))
+	}
+	if d := t.Timeout; d != nil {
+		switch {
+		case d.Duration <= 0 || d.Duration > ferrofedv1alpha1.MaxTracingTimeout:
+			errs = append(errs, field.Invalid(path.Child("timeout"), d.Duration.String(), tracingTimeoutMessage))
+		case !wholeMilliseconds(d.Duration):
+			errs = append(errs, field.Invalid(path.Child("timeout"), d.Duration.String(), "spec.tracing.timeout must be a whole number of milliseconds"))
+		}
+	}
+	if t.CASecret != nil && !strings.HasPrefix(t.Endpoint, "https://") {
+		errs = append(errs, field.Invalid(path.Child("caSecret"), t.CASecret.Name, tracingCANeedsHTTPS))
+	}
+	if n := t.ServiceName; n != nil && (len(*n) > config.MaxTracingServiceNameBytes || !tracingServiceNameRE.MatchString(*n)) {
+		errs = append(errs, field.Invalid(path.Child("serviceName"), *n, tracingServiceNameMessage))
+	}
+	return errs
 }

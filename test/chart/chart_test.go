@@ -40,6 +40,8 @@ func TestChartRendersAsTheGoldenFiles(t *testing.T) {
 		{"cert-manager", []string{"certManager.enabled=true"}},
 		{"webhook-disabled", []string{"webhook.enabled=false"}},
 		{"namespaces", []string{"scope=namespaces", "watchNamespaces={clinical,research}", "allowedImages={registry.example.org/ferrofed/*}"}},
+		{"operator-tracing", []string{"tracing.endpoint=https://otel-collector.observability.svc:4318", "tracing.headersSecret.name=otel-token",
+			"tracing.caSecret.name=otel-ca", "tracing.caSecret.key=bundle.pem"}},
 	} {
 		t.Run("with values "+tc.name+" the chart renders as testdata/"+tc.name+".yaml", func(t *testing.T) {
 			args := []string{"template", release, chartDir(t), "--namespace", namespace}

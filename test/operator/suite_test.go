@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -229,6 +230,8 @@ func startManager(ctx context.Context, operatorConfig *rest.Config, wh *envtest.
 		AllowedImages: allowedImages,
 		WrapClient:    func(c client.Client) client.Client { return &countingClient{Client: c} },
 		WrapRecorder:  func(r events.EventRecorder) events.EventRecorder { return countingRecorder{r} },
+		// The reconciles of the Gateways tracedGateways names are kept (tracing_test.go).
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(reconcileSpans)),
 	})
 	if err != nil {
 		close(stopped)

@@ -143,18 +143,18 @@ func Parse(data []byte) ([]Span, error) {
 		}
 		var req request
 		if err := json.Unmarshal(line, &req); err != nil {
-			return nil, fmt.Errorf("line %d: %v", n, err)
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		for _, rs := range req.ResourceSpans {
 			resource, err := attributes(rs.Resource.Attributes)
 			if err != nil {
-				return nil, fmt.Errorf("line %d: resource: %v", n, err)
+				return nil, fmt.Errorf("line %d: resource: %w", n, err)
 			}
 			for _, ss := range rs.ScopeSpans {
 				for _, w := range ss.Spans {
 					s, err := w.span(resource, ss.Scope.Name)
 					if err != nil {
-						return nil, fmt.Errorf("line %d: span %q: %v", n, w.Name, err)
+						return nil, fmt.Errorf("line %d: span %q: %w", n, w.Name, err)
 					}
 					spans = append(spans, s)
 				}
@@ -178,7 +178,7 @@ func (w wireSpan) span(resource map[string]any, scope string) (Span, error) {
 	for _, e := range w.Events {
 		attrs, err := attributes(e.Attributes)
 		if err != nil {
-			return Span{}, fmt.Errorf("event %q: %v", e.Name, err)
+			return Span{}, fmt.Errorf("event %q: %w", e.Name, err)
 		}
 		s.Events = append(s.Events, Event{Name: e.Name, Time: e.Time.time(), Attributes: attrs})
 	}
@@ -197,7 +197,7 @@ func attributes(kvs []keyValue) (map[string]any, error) {
 	for _, kv := range kvs {
 		v, err := kv.Value.value()
 		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %v", kv.Key, err)
+			return nil, fmt.Errorf("attribute %s: %w", kv.Key, err)
 		}
 		m[kv.Key] = v
 	}
