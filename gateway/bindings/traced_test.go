@@ -53,7 +53,7 @@ func TestTheClientTracesEachExchange(t *testing.T) {
 		}
 		var attrs []string
 		for _, kv := range s.Attributes {
-			attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			attrs = append(attrs, string(kv.Key)+"="+kv.Value.String())
 		}
 		if a := strings.Join(attrs, ","); a != "ferrofed.binding=demographics,http.response.status_code=418,ferrofed.binding.outcome=client_error,http.response.body.size=0" {
 			t.Errorf("attributes %s", a)

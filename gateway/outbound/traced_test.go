@@ -108,7 +108,7 @@ func TestMemberSpanOnReplacesTheClientsTraceHeaders(t *testing.T) {
 		}
 		var attrs []string
 		for _, kv := range spans[0].Attributes {
-			attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			attrs = append(attrs, string(kv.Key)+"="+kv.Value.String())
 		}
 		if a := strings.Join(attrs, ","); a != "ferrofed.member.id=m1,ferrofed.member.outcome=ok,http.response.status_code=200,http.response.body.size=42" {
 			t.Errorf("attributes %s", a)

@@ -80,8 +80,12 @@ func BenchmarkSIGTERMWithSpansPendingAndASlowCollector(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					io.Copy(io.Discard, res.Body)
+					_, err = io.Copy(io.Discard, res.Body)
 					res.Body.Close()
+					if err != nil {
+						b.Error(err)
+						return
+					}
 					if res.StatusCode != http.StatusOK {
 						b.Errorf("search answered %d", res.StatusCode)
 						return
@@ -113,7 +117,9 @@ func BenchmarkSIGTERMWithSpansPendingAndASlowCollector(b *testing.B) {
 		if i := strings.Index(log, `"Could not push the last spans`); i >= 0 {
 			rest := log[i:]
 			if j := strings.Index(rest, `"spans":`); j >= 0 {
-				fmt.Sscanf(rest[j+len(`"spans":`):], "%d", &n)
+				if _, err := fmt.Sscanf(rest[j+len(`"spans":`):], "%d", &n); err != nil {
+					b.Fatalf("the unpushed spans' log line has no count: %v", err)
+				}
 			}
 		}
 		notPushed += n
