@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -554,4 +555,74 @@ func tree(spans []otelcol.Span) string {
 		walk(r, 0)
 	}
 	return b.String()
+}
+
+// TestTracingAReloadMovesTheSpansAndACollectorDownDropsThemCounted: the shipped binary
+// traces to one real collector; a SIGHUP with [tracing] pointed at a second one moves the
+// next request's spans there (none reach the first any more); with the second collector
+// killed, the gateway serves as before and counts what it could not push in
+// ferrofed_tracing_spans_dropped_total.
+func TestTracingAReloadMovesTheSpansAndACollectorDownDropsThemCounted(t *testing.T) {
+	first, second := otelcol.Start(t), otelcol.Start(t)
+	tg := startTraced(t, first, "", []memberSpec{{id: "node-a"}}, "")
+	if s := sendGet(t, tg.base+"/fhir/Patient?family=one", clientToken, nil); s != http.StatusOK {
+		t.Fatalf("search answered %d", s)
+	}
+	first.WaitSpans(t, 2, 15*time.Second)
+	before := len(first.Spans(t))
+
+	config, err := os.ReadFile(tg.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, tg.path, strings.Replace(string(config), first.Endpoint(), second.Endpoint(), 1))
+	if err := tg.g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	tg.g.waitLog(t, "Reloaded configuration")
+	if s := sendGet(t, tg.base+"/fhir/Patient?family=two", clientToken, nil); s != http.StatusOK {
+		t.Fatalf("search answered %d", s)
+	}
+	spans := second.WaitSpans(t, 2, 15*time.Second)
+	if spans[0].Name == "" || !strings.Contains(tree(spans), "member call") {
+		t.Fatalf("the second collector got %s", tree(spans))
+	}
+	time.Sleep(1500 * time.Millisecond) // one more export interval
+	if n := len(first.Spans(t)); n != before {
+		t.Fatalf("the first collector got %d span(s) after the reload, had %d", n, before)
+	}
+
+	second.Kill()
+	for range 20 {
+		if s := sendGet(t, tg.base+"/fhir/Patient?family=three", clientToken, nil); s != http.StatusOK {
+			t.Fatalf("with the collector down a search answered %d", s)
+		}
+	}
+	double.Eventually(t, "the spans the dead collector could not take counted dropped", func() bool {
+		return droppedSpans(t, tg.base) >= 40 // 20 searches, a server and a member span each
+	})
+}
+
+// droppedSpans sums ferrofed_tracing_spans_dropped_total over its reasons.
+func droppedSpans(t *testing.T, base string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, "ferrofed_tracing_spans_dropped_total"); ok {
+			var v float64
+			if _, err := fmt.Sscanf(rest[strings.LastIndexByte(rest, ' ')+1:], "%g", &v); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
 }
