@@ -180,7 +180,9 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	}
 	ready := healthz.Ping
 	if o.Webhook {
-		hook := webhook.GatewayValidator{AllowedImages: o.AllowedImages}
+		// A referenced ConfigMap is read by name from the apiserver (get on configmaps,
+		// which the controller has already), for the warnings of its content.
+		hook := webhook.GatewayValidator{AllowedImages: o.AllowedImages, ConfigMaps: mgr.GetAPIReader()}
 		mgr.GetWebhookServer().Register(webhook.WebhookPath, timedWebhook(hook))
 		ready = mgr.GetWebhookServer().StartedChecker()
 	}

@@ -23,11 +23,29 @@ import (
 // the recorded drains', the audit spool's and those of `config check` (an open data
 // plane among them).
 //
-// A referenced ConfigMap is not read here (admission has no business reading other
-// objects); the controller checks it, with the same functions, before any rollout. Of
-// the Gateway it reads the name, the spec and status.drains only: the webhook decodes
-// nothing else (internal/webhook's admittedGateway).
+// A referenced ConfigMap is not read here: for a spec.config.configMapRef Validate is
+// ValidateReferenced with nothing read, so the warnings of its content are not given
+// (and nothing of it is refused). Of the Gateway it reads the name, the spec and
+// status.drains only: the webhook decodes nothing else (internal/webhook's
+// admittedGateway).
 func Validate(g *ferrofedv1alpha1.Gateway) (field.ErrorList, []string) {
+	return ValidateReferenced(g, nil)
+}
+
+// ReadConfig reads the configuration a spec.config.configMapRef names: the value of
+// key in the ConfigMap name of the Gateway's namespace, or why it could not be read.
+type ReadConfig func(name, key string) ([]byte, error)
+
+// ValidateReferenced is Validate, and for a Gateway whose configuration is a
+// spec.config.configMapRef the warnings of that configuration, read with read (nil:
+// not read) once the spec has no problem of its own: the same warnings as of an inline
+// configuration (the audit spool's, the final sync's budget, `config check`'s such as
+// an open data plane), computed by the same functions (checkUser). Nothing of a
+// referenced configuration is refused at admission: the ConfigMap can change after it
+// and the controller checks it before any rollout (condition ConfigValid). A
+// configuration that could not be read draws one warning saying why; one that does
+// not pass `config check`, one warning with its problems.
+func ValidateReferenced(g *ferrofedv1alpha1.Gateway, read ReadConfig) (field.ErrorList, []string) {
 	s := &g.Spec
 	plan := Plan(s)
 	errs := validateMilliseconds(s)
@@ -49,23 +67,63 @@ func Validate(g *ferrofedv1alpha1.Gateway) (field.ErrorList, []string) {
 		// The rendered configuration would only restate these problems in TOML keys.
 		return errs, warnings
 	}
+	if c := s.Config; c != nil && c.ConfigMapRef != nil {
+		return errs, append(warnings, referencedWarnings(s, plan, c.ConfigMapRef, read)...)
+	}
 	var user []byte
 	if s.Config != nil && s.Config.Inline != nil {
 		user = []byte(*s.Config.Inline)
 	}
+	more, err := checkUser(s, plan, user)
+	if err != nil {
+		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
+	}
+	return errs, append(warnings, more...)
+}
+
+// checkUser renders and checks the user's configuration user (inline, or of a
+// configMapRef) with the spec: its problems, and its warnings, those of `config
+// check` (configWarnings) and of the audit spools it configures (auditWarnings), the
+// latter even with problems. The one place both kinds of configuration are warned of.
+func checkUser(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte) ([]string, error) {
 	// Before go-toml decodes it (MountsOf, Render): a document of many unknown keys is
 	// refused in one pass over it, as the rendered file's check would refuse it.
 	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil {
-		return append(errs, configErrors(cfgPath.Child("inline"), err)...), warnings
+		return nil, err
 	}
 	m := config.MountsOf(user)
-	if _, cfg, err := renderAndCheck(s, plan, user, m); err != nil {
-		errs = append(errs, configErrors(cfgPath.Child("inline"), err)...)
-	} else {
-		warnings = append(warnings, configWarnings(cfg)...)
+	var warnings []string
+	_, cfg, err := renderAndCheck(s, plan, user, m)
+	if err == nil {
+		warnings = configWarnings(cfg)
 	}
-	warnings = append(warnings, auditWarnings(s, plan, m.AuditSpools)...)
-	return errs, warnings
+	return append(warnings, auditWarnings(s, plan, m.AuditSpools)...), err
+}
+
+// referencedWarnings are the warnings of the configuration ref names, read with read
+// (nil: not read, no warning): checkUser's, or one saying why it could not be read or
+// checked. Never a refusal.
+func referencedWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, ref *ferrofedv1alpha1.ConfigMapKeyRef, read ReadConfig) []string {
+	if read == nil {
+		return nil
+	}
+	key := ref.Key
+	if key == "" {
+		key = ferrofedv1alpha1.DefaultConfigMapKey
+	}
+	where := fmt.Sprintf("spec.config.configMapRef (ConfigMap %s, key %q)", ref.Name, key)
+	user, err := read(ref.Name, key)
+	if err != nil {
+		return []string{fmt.Sprintf("%s could not be read for warnings: %v; "+
+			"the warnings of its content (the audit spool, spec.lifecycle.bindingsDrainTimeout, an open data plane) are not given, and the Gateway's ConfigValid condition says whether the operator can use it",
+			where, err)}
+	}
+	warnings, err := checkUser(s, plan, user)
+	if err != nil {
+		warnings = append([]string{fmt.Sprintf("%s does not pass config check, so the operator rolls out nothing of it (condition ConfigValid=False, reason %s): %s",
+			where, ferrofedv1alpha1.ReasonInvalidConfig, ConfigMessage(err))}, warnings...)
+	}
+	return warnings
 }
 
 // configWarnings are the warnings of `config check` on the rendered file, which the
@@ -92,8 +150,8 @@ const PersistentSpoolSyncThreshold = 2 * time.Second
 // spool loses with its pod.
 func auditWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, spools int) []string {
 	if spools == 0 {
-		// A referenced ConfigMap is not read here: its [audit] is not known.
-		if s.PersistentSpool() && (s.Config == nil || s.Config.ConfigMapRef == nil) {
+		// Only called with the configuration known (checkUser): its [audit] is.
+		if s.PersistentSpool() {
 			return []string{"spec.audit.spool.volumeClaimTemplate is set but the configuration has no [audit] table with destination \"repository\": " +
 				"every replica gets a claim with no spool in it, and a claim's hand-over (ferrofed audit drain) fails without one, keeping the claim; remove the template, or add the table"}
 		}

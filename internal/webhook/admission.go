@@ -36,6 +36,7 @@ type reviewIn struct {
 	Request    *struct {
 		UID       types.UID               `json:"uid"`
 		Kind      metav1.GroupVersionKind `json:"kind"`
+		Namespace string                  `json:"namespace"`
 		Operation admissionv1.Operation   `json:"operation"`
 		Object    *admittedGateway        `json:"object"`
 	} `json:"request"`
@@ -43,11 +44,13 @@ type reviewIn struct {
 
 // admittedGateway is what the webhook decodes of a reviewed Gateway: what
 // gatewayspec.Validate reads (the name for a refusal, the spec, and the recorded drains
-// for their warning), and whether it is being deleted (ValidateUpdate), and nothing of the rest, such as the managed fields the apiserver
-// sends along.
+// for their warning), its namespace (where a spec.config.configMapRef is read), and
+// whether it is being deleted (ValidateUpdate), and nothing of the rest, such as the
+// managed fields the apiserver sends along.
 type admittedGateway struct {
 	Metadata struct {
 		Name              string       `json:"name"`
+		Namespace         string       `json:"namespace"`
 		DeletionTimestamp *metav1.Time `json:"deletionTimestamp"`
 	} `json:"metadata"`
 	Spec   ferrofedv1alpha1.GatewaySpec `json:"spec"`
@@ -59,7 +62,7 @@ type admittedGateway struct {
 // gateway is the Gateway of a that gatewayspec.Validate sees.
 func (a *admittedGateway) gateway() *ferrofedv1alpha1.Gateway {
 	g := &ferrofedv1alpha1.Gateway{Spec: a.Spec}
-	g.Name, g.Status.Drains = a.Metadata.Name, a.Status.Drains
+	g.Name, g.Namespace, g.Status.Drains = a.Metadata.Name, a.Metadata.Namespace, a.Status.Drains
 	g.DeletionTimestamp = a.Metadata.DeletionTimestamp
 	return g
 }
@@ -105,6 +108,9 @@ func (v GatewayValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	uid = in.Request.UID
+	if o := in.Request.Object; o != nil && o.Metadata.Namespace == "" {
+		o.Metadata.Namespace = in.Request.Namespace // the review's, where the object's is not set
+	}
 	resp := v.reviewWithin(r.Context(), reviewBudget(r), in.Request.Operation, in.Request.Kind, in.Request.Object)
 	buf.Reset() // the body is read: the buffer takes the answer
 	writeReviewVia(w, buf, uid, resp)
