@@ -2,6 +2,7 @@ package gatewayspec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -452,4 +453,92 @@ func TestPersistentSpoolWarnings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReferencedConfigWarnings: a configMapRef's content, read, draws the warnings its
+// inline twin draws (the same text), never a refusal; one that cannot be read draws one
+// warning saying why, and one that does not pass config check one naming its problem;
+// nothing is read from a Gateway refused for its spec.
+func TestReferencedConfigWarnings(t *testing.T) {
+	const member = "[[registry.members]]\nid = 'a'\nquery_endpoint = 'https://a.example/fhir'\n"
+	emptyDir := func(*ferrofedv1alpha1.Gateway) {}
+	claim := func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Audit = claimTemplate("1Gi", corev1.ReadWriteOnce)
+		g.Spec.Lifecycle.BindingsDrainTimeout = d("1500ms")
+	}
+	tests := []struct {
+		name    string
+		toml    string // the ConfigMap's content; "" with readErr
+		readErr error
+		spec    func(*ferrofedv1alpha1.Gateway)
+		want    []string
+		notWant []string
+	}{
+		{"an [audit] repository with an emptyDir spool", issuer.WithRemote(repositoryAudit), nil, emptyDir,
+			[]string{"the audit spool is an emptyDir (spec.audit.spool, 1Gi)"}, []string{"could not be read", "config check"}},
+		{"a persistent spool and a 1500ms bindingsDrainTimeout", issuer.WithRemote(repositoryAudit), nil, claim,
+			[]string{"spec.lifecycle.bindingsDrainTimeout (1.5s) leaves less than 2s for the audit spool's final sync"}, []string{"emptyDir"}},
+		{"a persistent spool and no [audit] repository", issuer.WithRemote(member), nil, claim,
+			[]string{"no [audit] table with destination \"repository\""}, nil},
+		{"an open data plane", member + "[auth]\ndata_plane = 'open'\n", nil, emptyDir,
+			[]string{`spec.config: auth.data_plane: is "open"`}, nil},
+		{"a missing ConfigMap", "", errors.New("ConfigMap cm does not exist in namespace ns"), emptyDir,
+			[]string{`spec.config.configMapRef (ConfigMap cm, key "ferrofed.toml") could not be read for warnings: ConfigMap cm does not exist in namespace ns`}, []string{"emptyDir"}},
+		{"a key the spec owns", issuer.WithRemote("[server]\nlisten = '0.0.0.0:9000'\n"), nil, emptyDir,
+			[]string{"does not pass config check", "server.listen: is set by the Gateway from spec.port"}, nil},
+		{"no issuer", member, nil, emptyDir, []string{"does not pass config check", "auth.data_plane"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i", Replicas: ptr.To(int32(2)),
+				Config: &ferrofedv1alpha1.GatewayConfig{ConfigMapRef: &ferrofedv1alpha1.ConfigMapKeyRef{Name: "cm"}}}}
+			tt.spec(g)
+			var read []string
+			errs, warnings := ValidateReferenced(g, func(name, key string) ([]byte, error) {
+				read = append(read, name+"/"+key)
+				return []byte(tt.toml), tt.readErr
+			})
+			if len(errs) > 0 {
+				t.Fatalf("refused: %v", errs.ToAggregate())
+			}
+			if len(read) != 1 || read[0] != "cm/ferrofed.toml" {
+				t.Errorf("read %q, want cm/ferrofed.toml once", read)
+			}
+			all := strings.Join(warnings, "\n")
+			for _, w := range tt.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("warnings %q, want %q", all, w)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(all, w) {
+					t.Errorf("warnings %q, want none with %q", all, w)
+				}
+			}
+			if tt.readErr == nil {
+				// The same warnings as the same configuration inline.
+				inline := g.DeepCopy()
+				inline.Spec.Config = &ferrofedv1alpha1.GatewayConfig{Inline: ptr.To(tt.toml)}
+				if _, iw := Validate(inline); !strings.Contains(all, strings.Join(iw, "\n")) {
+					t.Errorf("warnings %q, want the inline twin's %q", all, iw)
+				}
+			}
+		})
+	}
+	t.Run("not read when the spec is refused", func(t *testing.T) {
+		g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i",
+			Config: &ferrofedv1alpha1.GatewayConfig{ConfigMapRef: &ferrofedv1alpha1.ConfigMapKeyRef{Name: "cm", Key: "k"}}}}
+		g.Spec.Lifecycle.RequestTimeout = d("1500us")
+		errs, _ := ValidateReferenced(g, func(string, string) ([]byte, error) { t.Error("read"); return nil, nil })
+		if len(errs) == 0 {
+			t.Error("a sub-millisecond requestTimeout admitted")
+		}
+	})
+	t.Run("nothing read, nothing said of the content", func(t *testing.T) {
+		g := &ferrofedv1alpha1.Gateway{Spec: ferrofedv1alpha1.GatewaySpec{Image: "i",
+			Config: &ferrofedv1alpha1.GatewayConfig{ConfigMapRef: &ferrofedv1alpha1.ConfigMapKeyRef{Name: "cm"}}}}
+		if errs, warnings := Validate(g); len(errs) > 0 || len(warnings) > 0 {
+			t.Errorf("Validate of a configMapRef: %v, warnings %q; want neither", errs, warnings)
+		}
+	})
 }
