@@ -120,11 +120,21 @@ func referencedWarnings(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, re
 	}
 	warnings, err := checkUser(s, plan, user)
 	if err != nil {
+		msg := ConfigMessage(err)
+		if lines := strings.Split(msg, "\n"); len(lines) > 1+MaxReferencedWarningProblems {
+			// A warning is a line of a client's output: the condition lists the rest.
+			msg = strings.Join(lines[:1+MaxReferencedWarningProblems], "\n") +
+				fmt.Sprintf("\n  and %d more problem(s), in the ConfigValid condition", len(lines)-1-MaxReferencedWarningProblems)
+		}
 		warnings = append([]string{fmt.Sprintf("%s does not pass config check, so the operator rolls out nothing of it (condition ConfigValid=False, reason %s): %s",
-			where, ferrofedv1alpha1.ReasonInvalidConfig, ConfigMessage(err))}, warnings...)
+			where, ferrofedv1alpha1.ReasonInvalidConfig, msg)}, warnings...)
 	}
 	return warnings
 }
+
+// MaxReferencedWarningProblems is the most problems of a referenced configuration its
+// warning lists.
+const MaxReferencedWarningProblems = 10
 
 // configWarnings are the warnings of `config check` on the rendered file, which the
 // gateway logs at every start and reload (an open data plane, a token sent in clear

@@ -487,6 +487,8 @@ func TestReferencedConfigWarnings(t *testing.T) {
 		{"a key the spec owns", issuer.WithRemote("[server]\nlisten = '0.0.0.0:9000'\n"), nil, emptyDir,
 			[]string{"does not pass config check", "server.listen: is set by the Gateway from spec.port"}, nil},
 		{"no issuer", member, nil, emptyDir, []string{"does not pass config check", "auth.data_plane"}, nil},
+		{"twelve unknown keys", issuer.WithRemote("[health]\n" + twelveUnknown()), nil, emptyDir,
+			[]string{"does not pass config check", "health.k7: unknown key", "and 2 more problem(s), in the ConfigValid condition"}, []string{"health.k8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -541,4 +543,12 @@ func TestReferencedConfigWarnings(t *testing.T) {
 			t.Errorf("Validate of a configMapRef: %v, warnings %q; want neither", errs, warnings)
 		}
 	})
+}
+
+func twelveUnknown() string {
+	var b strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&b, "k%d = 1\n", i)
+	}
+	return b.String()
 }

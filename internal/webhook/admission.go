@@ -144,8 +144,10 @@ var beforeReview func(context.Context)
 // and when budget passes first the answer is a refusal naming why (code 504, reason
 // Timeout), given while the apiserver still waits, instead of the apiserver's own
 // timeout, which failurePolicy turns into a refusal naming nothing. What the review
-// still does is bounded by the bytes it reads (ferrofedv1alpha1.MaxInlineConfigBytes, MaxReviewBytes),
-// and a validation linear in them (gateway/config's BenchmarkParseProblemAtTheEnd).
+// still does is bounded by the bytes it reads (ferrofedv1alpha1.MaxInlineConfigBytes, MaxReviewBytes,
+// and of a referenced ConfigMap MaxReferencedConfigBytes, read within
+// ConfigMapReadTimeout), and a validation linear in them (gateway/config's
+// BenchmarkParseProblemAtTheEnd; a 1 MiB configuration of 13,000 members, about 150 ms).
 func (v GatewayValidator) reviewWithin(ctx context.Context, budget time.Duration, op admissionv1.Operation, kind metav1.GroupVersionKind, a *admittedGateway) admissionv1.AdmissionResponse {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
