@@ -442,10 +442,7 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 				return err
 			}
 		}
-		reader := r.APIReader
-		if reader == nil {
-			reader = r.Client
-		}
+		reader := r.reader()
 		err = reader.Get(ctx, key, live)
 	}
 	switch {

@@ -50,10 +50,7 @@ func (r *GatewayReconciler) tellReleaseRefused(gw *ferrofedv1alpha1.Gateway, pre
 // resourceVersion as preconditions: a claim replaced, or its annotation removed, since is
 // not deleted. deleted reports whether the claim is gone (or going).
 func (r *GatewayReconciler) releaseClaim(ctx context.Context, gw *ferrofedv1alpha1.Gateway, name string, uid types.UID, p handOverPlan, size int64) (deleted bool, err error) {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.reader()
 	claim := &corev1.PersistentVolumeClaim{}
 	switch err := reader.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: name}, claim); {
 	case apierrors.IsNotFound(err):

@@ -206,10 +206,7 @@ func (r *GatewayReconciler) recreateStatefulSet(ctx context.Context, gw *ferrofe
 	desired := typedStatefulSet(o.desired)
 	// Read again around the cache: one that has not seen an earlier re-create's delete
 	// yet must not delete (and tell) twice.
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.reader()
 	live := &appsv1.StatefulSet{}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(gw), live); apierrors.IsNotFound(err) {
 		return applyProblem{ferrofedv1alpha1.ReasonStatefulSetRecreating, fmt.Sprintf("StatefulSet %s is gone; it is created again from the Gateway.", gw.Name)}
