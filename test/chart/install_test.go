@@ -327,11 +327,18 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, 
 // run runs a command with extra environment and fails the test when it fails.
 func run(t *testing.T, env []string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
+	out, err := output(env, name, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
+}
+
+// output runs a command and returns its combined output and error, for the callers
+// that wait for a command to succeed.
+func output(env []string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
