@@ -13,6 +13,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,9 +69,7 @@ type polledGateway struct {
 	// told is the summary last sent on Events, and when.
 	told      *ferrofedv1alpha1.DependenciesStatus
 	toldAt    time.Time
-	toldWhy   string
 	toldAudit bool
-	notReady  string
 }
 
 // pollTarget is one pod to poll.
@@ -155,14 +154,12 @@ func (p *DependencyPoller) targets(ctx context.Context) ([]pollTarget, error) {
 	}
 	var out []pollTarget
 	live := map[types.NamespacedName]map[string]bool{}
-	reasons := map[types.NamespacedName]string{}
 	for i := range gws.Items {
 		gw := &gws.Items[i]
 		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
 		live[key] = map[string]bool{}
 		if gw.Spec.ClientCertificatesRequired() {
-			reasons[key] = "The Gateway's listener requires client certificates, which the operator does not present: its pods are not polled."
-			continue
+			continue // never polled (Summary)
 		}
 		for _, pod := range byGateway[key] {
 			if !podReady(pod) || pod.Status.PodIP == "" {
@@ -172,11 +169,8 @@ func (p *DependencyPoller) targets(ctx context.Context) ([]pollTarget, error) {
 			out = append(out, pollTarget{gateway: key, pod: pod.Name, base: podBase(gw, pod.Status.PodIP),
 				audience: gatewayspec.OperatorAudience(gw.Namespace, gw.Name), offset: p.offset(string(pod.UID))})
 		}
-		if len(live[key]) == 0 {
-			reasons[key] = "No pod of the Gateway is ready: nothing is polled."
-		}
 	}
-	p.forget(live, reasons)
+	p.forget(live)
 	slices.SortFunc(out, func(a, b pollTarget) int { return int(a.offset - b.offset) })
 	return out, nil
 }
@@ -207,7 +201,7 @@ func podBase(gw *ferrofedv1alpha1.Gateway, ip string) string {
 	if gw.Spec.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(int(gw.Spec.PortOrDefault()))) + path.Clean("/"+gw.Spec.BasePathOrDefault())
+	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(int(gw.Spec.PortOrDefault()))) + strings.TrimSuffix(path.Clean("/"+gw.Spec.BasePathOrDefault()), "/")
 }
 
 // poll reads one pod's readiness answer and dependency report.
@@ -216,7 +210,7 @@ func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
 	var ready struct {
 		Phase string `json:"phase"`
 	}
-	if body, err := p.get(ctx, path.Join(t.base, "health/readiness")+"?verbose=0", "", pollReadinessBytes, true); err == nil {
+	if body, err := p.get(ctx, t.base+"/health/readiness?verbose=0", "", pollReadinessBytes, true); err == nil {
 		if json.Unmarshal(body, &ready) == nil && slices.Contains([]string{"booting", "serving", "draining"}, ready.Phase) {
 			r.phase = ready.Phase
 		}
@@ -309,39 +303,29 @@ func (p *DependencyPoller) tellLocked(key types.NamespacedName, g *polledGateway
 	reports := slices.Collect(maps.Values(g.pods))
 	sum := summarize(reports)
 	_, auditBad := auditDegraded(reports)
-	if g.told != nil && equality.Semantic.DeepEqual(sum, g.told) && auditBad == g.toldAudit && g.toldWhy == g.notReady &&
-		time.Since(g.toldAt) < pollRefresh {
+	if g.told != nil && equality.Semantic.DeepEqual(sum, g.told) && auditBad == g.toldAudit && time.Since(g.toldAt) < pollRefresh {
 		return
 	}
 	gw := &ferrofedv1alpha1.Gateway{}
 	gw.Namespace, gw.Name = key.Namespace, key.Name
 	select {
 	case p.Events <- event.GenericEvent{Object: gw}:
-		g.told, g.toldAt, g.toldWhy, g.toldAudit = sum, time.Now(), g.notReady, auditBad
+		g.told, g.toldAt, g.toldAudit = sum, time.Now(), auditBad
 	default:
 	}
 }
 
 // forget drops the pods that are not live, and the Gateways gone, and tells each
-// Gateway whose polled pods or reason for none changed.
-func (p *DependencyPoller) forget(live map[types.NamespacedName]map[string]bool, reasons map[types.NamespacedName]string) {
+// Gateway that lost a polled pod.
+func (p *DependencyPoller) forget(live map[types.NamespacedName]map[string]bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gateways == nil {
-		p.gateways = map[types.NamespacedName]*polledGateway{}
-	}
-	for key := range p.gateways {
-		if _, ok := live[key]; !ok {
+	for key, g := range p.gateways {
+		pods, ok := live[key]
+		if !ok {
 			delete(p.gateways, key)
+			continue
 		}
-	}
-	for key, pods := range live {
-		g := p.gateways[key]
-		if g == nil {
-			g = &polledGateway{pods: map[string]podReport{}}
-			p.gateways[key] = g
-		}
-		g.notReady = reasons[key]
 		changed := false
 		for pod := range g.pods {
 			if !pods[pod] {
@@ -349,11 +333,14 @@ func (p *DependencyPoller) forget(live map[types.NamespacedName]map[string]bool,
 				changed = true
 			}
 		}
-		if changed || g.notReady != g.toldWhy {
+		if changed {
 			p.tellLocked(key, g)
 		}
 	}
 }
+
+// noReadyPod is why a Gateway without a ready pod (or not looked at yet) is not polled.
+const noReadyPod = "No pod of the Gateway is ready: nothing is polled."
 
 // pollSummary is what the reconcile of one Gateway writes from the polls.
 type pollSummary struct {
@@ -364,19 +351,16 @@ type pollSummary struct {
 	why string
 }
 
-// Summary is what the polls say of key.
-func (p *DependencyPoller) Summary(key types.NamespacedName) pollSummary {
-	if p == nil {
-		return pollSummary{why: "Polling is off (--dependency-poll-interval=0)."}
+// Summary is what the polls say of gw.
+func (p *DependencyPoller) Summary(gw *ferrofedv1alpha1.Gateway) pollSummary {
+	if gw.Spec.ClientCertificatesRequired() {
+		return pollSummary{why: "The Gateway's listener requires client certificates, which the operator does not present: its pods are not polled."}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	g := p.gateways[key]
-	if g == nil {
-		return pollSummary{why: "The Gateway's pods have not been polled yet."}
-	}
-	if len(g.pods) == 0 {
-		return pollSummary{why: g.notReady}
+	g := p.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]
+	if g == nil || len(g.pods) == 0 {
+		return pollSummary{why: noReadyPod}
 	}
 	reports := slices.Collect(maps.Values(g.pods))
 	d := summarize(reports)

@@ -597,7 +597,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	}
 	setAuditMetric(gw, st.Audit)
 	if r.Poller != nil {
-		polled := r.Poller.Summary(key)
+		polled := r.Poller.Summary(gw)
 		setDependencies(&st, gw.Generation, polled.deps, polled.reports, polled.why)
 	}
 	if failed {
@@ -659,6 +659,9 @@ func statusPatch(resourceVersion string, st ferrofedv1alpha1.GatewayStatus) ([]b
 	if status["audit"], err = auditPatch(st.Audit); err != nil {
 		return nil, err
 	}
+	if status["dependencies"], err = dependenciesPatch(st.Dependencies); err != nil {
+		return nil, err
+	}
 	return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": status})
 }
 
@@ -669,7 +672,20 @@ func auditPatch(a *ferrofedv1alpha1.AuditStatus) (any, error) {
 	if a == nil {
 		return nil, nil
 	}
-	data, err := json.Marshal(a)
+	return wholePatch(a, "claims", "claimsNotListed", "retiringPods")
+}
+
+// dependenciesPatch is status.dependencies written whole, as auditPatch.
+func dependenciesPatch(d *ferrofedv1alpha1.DependenciesStatus) (any, error) {
+	if d == nil {
+		return nil, nil
+	}
+	return wholePatch(d, "lastPollTime", "membersReachable", "keys", "keysNotListed", "pods")
+}
+
+// wholePatch is v as a JSON object with each of keys it leaves out set to null.
+func wholePatch(v any, keys ...string) (any, error) {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -677,7 +693,7 @@ func auditPatch(a *ferrofedv1alpha1.AuditStatus) (any, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"claims", "claimsNotListed", "retiringPods"} {
+	for _, k := range keys {
 		if _, ok := m[k]; !ok {
 			m[k] = nil
 		}

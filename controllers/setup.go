@@ -380,7 +380,14 @@ func trimPod(p *corev1.Pod) {
 			kept = append(kept, corev1.ContainerStatus{Name: cs.Name, State: corev1.ContainerState{Terminated: cs.State.Terminated}})
 		}
 	}
-	p.Status = corev1.PodStatus{ContainerStatuses: kept}
+	// The dependency polls read a pod's IP and whether it is ready (dependencypoll.go).
+	var ready []corev1.PodCondition
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	p.Status = corev1.PodStatus{ContainerStatuses: kept, PodIP: p.Status.PodIP, Conditions: ready}
 }
 
 // timedWebhook is h, each review it answers observed in webhookSeconds.
