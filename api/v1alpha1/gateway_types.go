@@ -612,11 +612,12 @@ type DependenciesStatus struct {
 	// +optional
 	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
 
-	// replicasPolled is how many ready pods were polled; replicasRead how many of
-	// them answered with a report.
+	// replicasPolled is how many ready pods were polled.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReplicasPolled int32 `json:"replicasPolled"`
+
+	// replicasRead is how many of them answered with a report.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReplicasRead int32 `json:"replicasRead"`
@@ -662,15 +663,23 @@ type DependencyKeyStatus struct {
 	// +kubebuilder:validation:Enum=up;down;failing;degraded;unknown
 	State string `json:"state,omitempty"`
 
-	// up, down, failing, degraded and unknown count the replicas reporting each state.
+	// up counts the replicas that report the key up.
 	// +optional
 	Up int32 `json:"up,omitempty"`
+
+	// down counts the replicas that report it down.
 	// +optional
 	Down int32 `json:"down,omitempty"`
+
+	// failing counts the replicas that report it failing.
 	// +optional
 	Failing int32 `json:"failing,omitempty"`
+
+	// degraded counts the replicas that report it degraded.
 	// +optional
 	Degraded int32 `json:"degraded,omitempty"`
+
+	// unknown counts the replicas that report it unknown.
 	// +optional
 	Unknown int32 `json:"unknown,omitempty"`
 }
@@ -683,11 +692,11 @@ type PolledPodStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 
-	// phase is the phase its readiness answer named (booting, serving, draining);
-	// empty when it could not be read.
+	// lifecycle is where its readiness answer said the gateway is: booting, serving or
+	// draining; empty when it could not be read.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
-	Phase string `json:"phase,omitempty"`
+	Lifecycle string `json:"lifecycle,omitempty"`
 
 	// notUp are the keys this pod does not report up, as "key=state", at most 16.
 	// +optional
