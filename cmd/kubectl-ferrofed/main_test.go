@@ -212,4 +212,3 @@ func TestTheCommandsAgainstAnAPIServer(t *testing.T) {
 		t.Errorf("status of a Gateway that does not exist: exit %d, %s", code, errOut.String())
 	}
 }
-
