@@ -224,12 +224,12 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: trimForCache,
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            owned,
-			&appsv1.StatefulSet{}:           owned,
-			&corev1.Service{}:               owned,
-			&policyv1.PodDisruptionBudget{}: owned,
+			&appsv1.Deployment{}:                     owned,
+			&appsv1.StatefulSet{}:                    owned,
+			&corev1.Service{}:                        owned,
+			&policyv1.PodDisruptionBudget{}:          owned,
 			&autoscalingv2.HorizontalPodAutoscaler{}: owned,
-			&corev1.Pod{}:                   owned, // the gateway pods and the hand-over Jobs' carry the label too
+			&corev1.Pod{}:                            owned, // the gateway pods and the hand-over Jobs' carry the label too
 			// The hand-over Jobs, and the spool claims (labelled through the
 			// StatefulSet's volumeClaimTemplate).
 			&batchv1.Job{}:                  owned,

@@ -225,6 +225,13 @@ func TestTheAutoscalerOwnsTheReplicas(t *testing.T) {
 		t.Errorf("minReplicas 2: the PodDisruptionBudget: %v", err)
 	}
 
+	// The Gateway's own /scale writes spec.replicas, which spec.autoscaling refuses.
+	gwScale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 4}}
+	if err := k8s.SubResource("scale").Update(ctx, gw, client.WithSubResourceBody(gwScale)); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "spec.replicas and spec.autoscaling are mutually exclusive") {
+		t.Errorf("kubectl scale of an autoscaled Gateway: %v, want it refused naming spec.replicas and spec.autoscaling", err)
+	}
+
 	// The autoscaler's stand-in scales to 5 through /scale.
 	dep := &appsv1.Deployment{}
 	if err := k8s.Get(ctx, key, dep); err != nil {
