@@ -39,10 +39,10 @@ type GatewaySpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// autoscaling, when set, has the operator own a HorizontalPodAutoscaler
-	// (autoscaling/v2) of the gateway's Deployment, which then sets its number of pods
-	// between minReplicas and maxReplicas; the operator stops setting the Deployment's
-	// replicas. Not with replicas, nor with a persistent audit spool
+	// autoscaling hands the number of gateway pods to a HorizontalPodAutoscaler
+	// (autoscaling/v2) of the gateway's Deployment that the operator owns, which sets
+	// it between minReplicas and maxReplicas; the operator then stops setting the
+	// Deployment's replicas. Not with replicas, nor with a persistent audit spool
 	// (spec.audit.spool.volumeClaimTemplate). Default: unset, spec.replicas pods.
 	// +optional
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`

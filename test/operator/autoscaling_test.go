@@ -145,7 +145,7 @@ func replicasManagers(t *testing.T, dep *appsv1.Deployment) []string {
 		if e.FieldsV1 == nil {
 			continue
 		}
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := fields.Spec["f:replicas"]; ok {
@@ -268,8 +268,11 @@ func TestTheAutoscalerOwnsTheReplicas(t *testing.T) {
 	reconciled(ctx, t, key)
 	deploymentReplicas(ctx, t, key, 3, "autoscaling off gives the Deployment spec.replicas", nil)
 	eventually(t, settle, "the HorizontalPodAutoscaler deleted", func() error {
-		if _, err := hpaOf(ctx, key); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("get: %v, want NotFound", err)
+		switch _, err := hpaOf(ctx, key); {
+		case err == nil:
+			return fmt.Errorf("it still exists")
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("get: %w, want NotFound", err)
 		}
 		return nil
 	})
