@@ -111,6 +111,9 @@ func (s *GatewaySpec) SpoolSizeLimit() resource.Quantity {
 // MaxSecretMounts is spec.secretMounts' MaxItems.
 const MaxSecretMounts = 16
 
+// MaxTopologySpreadConstraints is spec.topologySpreadConstraints' MaxItems.
+const MaxTopologySpreadConstraints = 8
+
 // PersistentSpool reports whether the spools live in a claim per replica
 // (spec.audit.spool.volumeClaimTemplate): the gateway then runs as a StatefulSet.
 func (s *GatewaySpec) PersistentSpool() bool {

@@ -20,9 +20,6 @@ const (
 	spreadConstraintMessage       = "spec.topologySpreadConstraints: every constraint needs maxSkew of at least 1 and whenUnsatisfiable DoNotSchedule or ScheduleAnyway"
 )
 
-// MaxTopologySpreadConstraints bounds spec.topologySpreadConstraints (its MaxItems).
-const MaxTopologySpreadConstraints = 8
-
 // validateAutoscaling is the Go twin of the CEL rules and bounds of spec.autoscaling
 // and spec.topologySpreadConstraints, each refusal naming its fields.
 func validateAutoscaling(s *ferrofedv1alpha1.GatewaySpec) field.ErrorList {
@@ -79,8 +76,8 @@ func requested(r corev1.ResourceRequirements, name corev1.ResourceName) bool {
 // validateSpread is the Go twin of spec.topologySpreadConstraints' bound and rule.
 func validateSpread(cs []corev1.TopologySpreadConstraint) field.ErrorList {
 	path := field.NewPath("spec", "topologySpreadConstraints")
-	if len(cs) > MaxTopologySpreadConstraints {
-		return field.ErrorList{field.TooMany(path, len(cs), MaxTopologySpreadConstraints)}
+	if len(cs) > ferrofedv1alpha1.MaxTopologySpreadConstraints {
+		return field.ErrorList{field.TooMany(path, len(cs), ferrofedv1alpha1.MaxTopologySpreadConstraints)}
 	}
 	for i, c := range cs {
 		if c.MaxSkew < 1 || (c.WhenUnsatisfiable != corev1.DoNotSchedule && c.WhenUnsatisfiable != corev1.ScheduleAnyway) {
