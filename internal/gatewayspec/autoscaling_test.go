@@ -60,10 +60,16 @@ func TestAutoscalingGoTwins(t *testing.T) {
 			s.Autoscaling, s.Resources.Requests = auto(1, 2), mem
 			s.Autoscaling.TargetMemoryUtilizationPercentage = ptr.To[int32](80)
 		}, nil},
-		{"8 spread constraints", func(s *ferrofedv1alpha1.GatewaySpec) { s.TopologySpreadConstraints = spread(8, 1, corev1.DoNotSchedule) }, nil},
-		{"9 spread constraints", func(s *ferrofedv1alpha1.GatewaySpec) { s.TopologySpreadConstraints = spread(9, 1, corev1.DoNotSchedule) },
+		{"8 spread constraints", func(s *ferrofedv1alpha1.GatewaySpec) {
+			s.TopologySpreadConstraints = spread(8, 1, corev1.DoNotSchedule)
+		}, nil},
+		{"9 spread constraints", func(s *ferrofedv1alpha1.GatewaySpec) {
+			s.TopologySpreadConstraints = spread(9, 1, corev1.DoNotSchedule)
+		},
 			[]string{"spec.topologySpreadConstraints"}},
-		{"maxSkew 0", func(s *ferrofedv1alpha1.GatewaySpec) { s.TopologySpreadConstraints = spread(2, 0, corev1.ScheduleAnyway) },
+		{"maxSkew 0", func(s *ferrofedv1alpha1.GatewaySpec) {
+			s.TopologySpreadConstraints = spread(2, 0, corev1.ScheduleAnyway)
+		},
 			[]string{"spec.topologySpreadConstraints[0]"}},
 		{"an unknown whenUnsatisfiable", func(s *ferrofedv1alpha1.GatewaySpec) { s.TopologySpreadConstraints = spread(1, 1, "Never") },
 			[]string{"spec.topologySpreadConstraints[0]"}},
