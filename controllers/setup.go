@@ -210,7 +210,9 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 //     counters and managedSum, the digest of its applied-config annotation and of
 //     the fields FieldOwner's apply holds (what the reconciler compares with the
 //     desired apply configuration, see managed.go), not its
-//     spec, labels, annotations or managedFields; a Gateway loses its managedFields and kubectl's
+//     spec, labels, annotations or managedFields (a Deployment keeps spec.replicas,
+//     and whether a manager other than FieldOwner's apply holds it: replicasSeed);
+//     a Gateway loses its managedFields and kubectl's
 //     last-applied-configuration; a pod keeps what its drain is read from; a spool
 //     claim keeps only its AnnotationReleaseQuarantine of its annotations; a
 //     ConfigMap's metadata (the only part watched) loses its annotations and
