@@ -13,7 +13,7 @@ import (
 // (api/v1alpha1/gateway_types.go): the webhook refuses with the same messages.
 const (
 	replicasAndAutoscalingMessage = "spec.replicas and spec.autoscaling are mutually exclusive: with spec.autoscaling the HorizontalPodAutoscaler sets the number of pods between minReplicas and maxReplicas; remove spec.replicas, or spec.autoscaling"
-	autoscalingSpoolClaimMessage  = "spec.autoscaling is not supported with spec.audit.spool.volumeClaimTemplate: every scale-down would hand a replica's spool claim to a hand-over Job, which the next scale-up would race for the claim; set spec.replicas, or keep the emptyDir spool"
+	autoscalingSpoolClaimMessage  = "spec.autoscaling is not supported with spec.audit.spool.volumeClaimTemplate: the operator picks the spool claims to hand over and delete by spec.replicas, and every scale-down of an autoscaler would hand one over (a Job, then a new volume at the next scale-up); set spec.replicas, or keep the emptyDir spool"
 	autoscalingCPURequestMessage  = "spec.autoscaling's CPU target (targetCPUUtilizationPercentage, 80 when no target is set) is a share of the CPU request: spec.resources sets no cpu in requests or limits; add spec.resources.requests.cpu, or leave spec.resources empty for the operator's default requests"
 	autoscalingMemRequestMessage  = "spec.autoscaling.targetMemoryUtilizationPercentage is a share of the memory request: spec.resources sets no memory in requests or limits; add spec.resources.requests.memory, or leave spec.resources empty for the operator's default requests"
 	maxBelowMinMessage            = "spec.autoscaling.maxReplicas must be at least spec.autoscaling.minReplicas"

@@ -88,7 +88,7 @@ var autoscalingCases = []struct {
 	{"a memory target of 101", withAutoscaling(1, 3, func(a *ferrofedv1alpha1.Autoscaling) { a.TargetMemoryUtilizationPercentage = ptr.To[int32](101) }), false,
 		"spec.autoscaling.targetMemoryUtilizationPercentage"},
 	{"autoscaling with a persistent spool", all(inline(auditRepository), spoolClaim("1Gi", corev1.ReadWriteOnce), withAutoscaling(2, 4, nil)), false,
-		"spec.autoscaling is not supported with spec.audit.spool.volumeClaimTemplate: every scale-down would hand a replica's spool claim to a hand-over Job, which the next scale-up would race for the claim; set spec.replicas, or keep the emptyDir spool"},
+		"spec.autoscaling is not supported with spec.audit.spool.volumeClaimTemplate: the operator picks the spool claims to hand over and delete by spec.replicas, and every scale-down of an autoscaler would hand one over (a Job, then a new volume at the next scale-up); set spec.replicas, or keep the emptyDir spool"},
 	{"the default CPU target with resources requesting memory only", all(withAutoscaling(1, 3, nil), withResources(memory, nil)), false,
 		"spec.autoscaling's CPU target (targetCPUUtilizationPercentage, 80 when no target is set) is a share of the CPU request: spec.resources sets no cpu in requests or limits; add spec.resources.requests.cpu, or leave spec.resources empty for the operator's default requests"},
 	{"a CPU target with a cpu limit only (the request's default)", all(withAutoscaling(1, 3, nil), withResources(nil, cpu)), true, ""},
