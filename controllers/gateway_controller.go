@@ -47,7 +47,8 @@ import (
 const configMapRefIndex = "spec.config.configMapRef.name"
 
 // GatewayReconciler makes the ConfigMap, Deployment, Service, PodDisruptionBudget and
-// HorizontalPodAutoscaler of each Gateway match its spec, and reports what it did in the Gateway's status.
+// HorizontalPodAutoscaler of each Gateway match its spec, and reports what it did in
+// the Gateway's status.
 //
 // An unchanged Gateway costs no write: before applying an object, the reconciler
 // extracts from the live object (the cache) the fields FieldOwner manages, with their
@@ -333,9 +334,9 @@ const createOnlyVersion = "1"
 // ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
 // mount it), then the workload (a Deployment into dep, or with a persistent spool a
 // StatefulSet into sts), the Service, with more than one replica at the least the
-// PodDisruptionBudget, and with spec.autoscaling the HorizontalPodAutoscaler (deleted,
-// without it, before the workload is applied). The workload of the other spool mode is deleted when otherGoes
-// (otherWorkloadGoes), and left alone until then.
+// PodDisruptionBudget, and with spec.autoscaling the HorizontalPodAutoscaler (without
+// it, deleted before the workload is applied). The workload of the other spool mode
+// is deleted when otherGoes (otherWorkloadGoes), and left alone until then.
 func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment, sts *appsv1.StatefulSet, otherGoes bool) ([]ownedObject, error) {
 	cm := ownedObject{kind: "ConfigMap", live: &corev1.ConfigMap{}, uncached: true} // see ManagerOptions' client options
 	deployment := ownedObject{kind: "Deployment", live: dep}
