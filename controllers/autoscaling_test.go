@@ -129,7 +129,7 @@ func TestReplicasSeed(t *testing.T) {
 	ours := []metav1.ManagedFieldsEntry{{Manager: FieldOwner, Operation: metav1.ManagedFieldsOperationApply,
 		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{},"f:selector":{}}}`)}}
 	live := func(n int32, managed []metav1.ManagedFieldsEntry) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ManagedFields: managed}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(n)}}
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ManagedFields: managed, ResourceVersion: "41"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(n)}}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -154,6 +154,8 @@ func TestReplicasSeed(t *testing.T) {
 				t.Errorf("no seed, want %d replicas", tc.want)
 			case seed != nil && *seed.Spec.Replicas != tc.want:
 				t.Errorf("seed of %d replicas, want %d", *seed.Spec.Replicas, tc.want)
+			case seed != nil && ptr.Deref(seed.ResourceVersion, "") != "41":
+				t.Errorf("seed with resourceVersion %q, want the live one's, 41 (a precondition)", ptr.Deref(seed.ResourceVersion, ""))
 			}
 		})
 	}

@@ -507,12 +507,16 @@ const ReplicasOwner = "ferrofed-operator-replicas"
 // Gateway before the operator applies it without replicas, or nil when nothing needs
 // handing over: when no manager but FieldOwner holds spec.replicas (replicasHeld), it
 // applies the live count brought within [minReplicas, maxReplicas], which the
-// autoscaler then takes over with its first change.
+// autoscaler then takes over with its first change. It carries live's resourceVersion
+// as a precondition: read from a cache behind the apiserver (the autoscaler has
+// scaled meanwhile), it is refused with a Conflict instead of setting an older count.
 func replicasSeed(gw *ferrofedv1alpha1.Gateway, live *appsv1.Deployment) *appsv1ac.DeploymentApplyConfiguration {
 	a := gw.Spec.Autoscaling
 	if a == nil || live == nil || replicasHeld(live) {
 		return nil
 	}
 	n := min(max(ptr.Deref(live.Spec.Replicas, 1), a.MinReplicas), a.MaxReplicas)
-	return appsv1ac.Deployment(gw.Name, gw.Namespace).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(n))
+	return appsv1ac.Deployment(gw.Name, gw.Namespace).
+		WithResourceVersion(live.ResourceVersion).
+		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(n))
 }

@@ -535,7 +535,11 @@ func (r *GatewayReconciler) seedReplicas(ctx context.Context, gw *ferrofedv1alph
 	if seed == nil {
 		return nil
 	}
-	if err := r.Apply(ctx, seed, client.FieldOwner(ReplicasOwner), client.ForceOwnership); err != nil {
+	switch err := r.Apply(ctx, seed, client.FieldOwner(ReplicasOwner), client.ForceOwnership); {
+	case apierrors.IsConflict(err):
+		// The Deployment changed since it was read: the retry reads it again.
+		return fmt.Errorf("hand spec.replicas of %s %s over to the autoscaler: %w", o.kind, gw.Name, err)
+	case err != nil:
 		return r.applyFailed(gw, o.kind, gw.Name, fmt.Errorf("hand spec.replicas over to the autoscaler: %w", err))
 	}
 	return fromApplyResponse(seed, o.live)
