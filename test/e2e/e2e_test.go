@@ -68,6 +68,7 @@ func TestEndToEnd(t *testing.T) {
 		{"a Gateway with 2 replicas becomes Ready through the derived probes", s.gatewayReady},
 		{"the Deployment's terminationGracePeriodSeconds is the formula", s.gracePeriod},
 		{"the dependency report, asked through the Service with a token, shows the members up", s.dependencyReport},
+		{"the operator reads its pods: a member's pod deleted turns MembersReachable False naming it, and True once it is back; kubectl ferrofed status shows it", s.membersReachable},
 		{"rolling restarts under load drop no request and every pod drains on its own", s.rolloutsUnderLoad},
 		{"a pod deleted with --grace-period=1 is killed mid-drain, and the Gateway's status says so", s.killedMidDrain},
 		{"with drainDelay 0 the same rollouts drop requests (negative control), and still every drain completes", s.negativeControl},
@@ -124,6 +125,8 @@ func (s *e2e) installChart(t *testing.T) {
 	args := []string{"upgrade", "--install", releaseName, filepath.Join(cfg.repoRoot, "charts", "ferrofed"),
 		"--namespace", cfg.operatorNS, "--create-namespace", "--kubeconfig", cfg.kubeconfig,
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		// The operator reads its pods every pollInterval (membersReachable).
+		"--set", "dependencyPoll.interval=" + pollInterval.String(),
 		"--wait", "--timeout", "4m"}
 	t.Logf("helm %s", strings.Join(args, " "))
 	start := time.Now()

@@ -166,7 +166,7 @@ func hasFlag(bin, flag string) bool {
 	return strings.Contains(string(out), flag)
 }
 
-func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster) *operator {
+func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster, extra ...string) *operator {
 	args := []string{"operator", "--enable-webhook=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error"}
 	if addr := os.Getenv("FERROFED_BENCH_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr) // see heapProfile
@@ -179,6 +179,7 @@ func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster) *o
 	if wh := c.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
 		args = append(args, "--enable-webhook=true", "--webhook-port="+strconv.Itoa(wh.LocalServingPort), "--webhook-cert-dir="+wh.LocalServingCertDir)
 	}
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
 	// FERROFED_OPERATOR_ENV: more variables for the operator only (GODEBUG=gctrace=1,
