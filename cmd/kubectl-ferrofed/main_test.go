@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -131,7 +132,7 @@ func TestGoldenOutputs(t *testing.T) {
 					err = writeCheck(&out, data)
 				}
 			}
-			if err != nil && err != errRefused { // run prints the others, as here
+			if err != nil && !errors.Is(err, errRefused) { // run prints the others, as here
 				out.WriteString("Error: " + err.Error() + "\n")
 			}
 			if code := exitCode(err); code != c.code {
@@ -146,7 +147,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case err == errRefused:
+	case errors.Is(err, errRefused):
 		return 1
 	}
 	return 2

@@ -145,7 +145,7 @@ func writeDrains(w io.Writer, gw *ferrofedv1alpha1.Gateway) error {
 func writeReport(w io.Writer, gw *ferrofedv1alpha1.Gateway, pod string) error {
 	d := gw.Status.Dependencies
 	if d == nil {
-		return fmt.Errorf("Gateway %s/%s has no status.dependencies: the operator has read no report of its pods (see its MembersReachable condition)", gw.Namespace, gw.Name)
+		return fmt.Errorf("no status.dependencies in Gateway %s/%s: the operator has read no report of its pods (see its MembersReachable condition)", gw.Namespace, gw.Name)
 	}
 	states := map[string]string{}
 	for _, k := range d.Keys {
