@@ -76,7 +76,10 @@ func TestChartWithMonitoringInstalls(t *testing.T) {
 	})
 
 	run(t, kubeEnv, kubectl, "create", "namespace", "grafana")
-	mustHelm(t, kubeEnv, append([]string{"install", release, chartDir(t), "--namespace", namespace}, args...)...)
+	notes := mustHelm(t, kubeEnv, append([]string{"install", release, chartDir(t), "--namespace", namespace}, args...)...)
+	if !strings.Contains(notes, "ClusterRole "+release+"-metrics-reader") || strings.Contains(notes, "those targets fail") {
+		t.Errorf("the install's notes do not ask for the metrics-reader binding, or warn of a gatewayTLSConfig that is set:\n%s", notes)
+	}
 
 	t.Run("helm installed the ServiceMonitors, the PrometheusRule and the dashboard, as rendered", func(t *testing.T) {
 		rendered := map[string]map[string]any{}
