@@ -29,6 +29,7 @@ type operatorOptions struct {
 	allowedImages []string
 	namespaces    []string
 	tracing       operatorTracing
+	poll          controllers.PollOptions
 	zap           zap.Options
 }
 
@@ -57,6 +58,11 @@ names, else the in-cluster configuration.`,
 	f.StringSliceVar(&o.namespaces, "watch-namespaces", nil,
 		"namespaces to watch and write in (a namespace-scoped install, with Roles); empty watches the whole cluster")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "Gateways reconciled at once")
+	f.DurationVar(&o.poll.Interval, "dependency-poll-interval", controllers.DefaultDependencyPollInterval,
+		"how often each ready gateway pod's readiness and dependency report are read (at least 1s; 0 turns polling off)")
+	f.IntVar(&o.poll.Concurrency, "dependency-poll-concurrency", controllers.DefaultDependencyPollConcurrency, "polls under way at once, over every Gateway")
+	f.StringVar(&o.poll.Namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "the operator's namespace, where its issuer key Secret is kept (default $POD_NAMESPACE)")
+	f.StringVar(&o.poll.SecretName, "issuer-secret", controllers.DefaultIssuerSecret, "the Secret of the operator's issuer key, made once")
 	f.StringVar(&o.tracing.endpoint, "tracing-endpoint", "", `OTLP/HTTP base URL the operator exports a span per reconcile to ({endpoint}/v1/traces); empty traces nothing`)
 	f.Float64Var(&o.tracing.ratio, "tracing-sampling-ratio", 1, "share of reconciles traced, from 0 to 1 (parent-based)")
 	f.DurationVar(&o.tracing.timeout, "tracing-timeout", config.DefaultTracingTimeoutMS*time.Millisecond, "bound of one export")
@@ -112,7 +118,7 @@ func runOperator(o operatorOptions) error {
 		return fmt.Errorf("start manager: %w", err)
 	}
 	setup := controllers.Options{
-		Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent, AllowedImages: o.allowedImages,
+		Webhook: o.enableWebhook, MaxConcurrentReconciles: o.maxConcurrent, AllowedImages: o.allowedImages, Poll: o.poll,
 	}
 	if tp != nil {
 		setup.TracerProvider = tp

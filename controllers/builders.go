@@ -5,6 +5,7 @@
 package controllers
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -72,12 +73,17 @@ func ConfigHash(rendered []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ConfigMap holds the rendered ferrofed.toml.
-func ConfigMap(gw *ferrofedv1alpha1.Gateway, rendered []byte) *corev1ac.ConfigMapApplyConfiguration {
+// ConfigMap holds the rendered ferrofed.toml and, when the operator polls the pods,
+// its issuer's public key set (jwks, "" for none).
+func ConfigMap(gw *ferrofedv1alpha1.Gateway, rendered []byte, jwks string) *corev1ac.ConfigMapApplyConfiguration {
+	data := map[string]string{gatewayspec.ConfigFileName: string(rendered)}
+	if jwks != "" {
+		data[gatewayspec.OperatorJWKSKey] = jwks
+	}
 	return corev1ac.ConfigMap(gw.Name, gw.Namespace).
 		WithLabels(Labels(gw)).
 		WithOwnerReferences(ownerReference(gw)).
-		WithData(map[string]string{gatewayspec.ConfigFileName: string(rendered)})
+		WithData(data)
 }
 
 // probePath joins the base path and a health route: "/" + "health" is "/health".
@@ -261,6 +267,11 @@ func podVolumes(gw *ferrofedv1alpha1.Gateway, rendered []byte, withSpool bool) (
 			WithReadOnly(true),
 		// The root filesystem is read-only; /tmp is the process's scratch space.
 		corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+	}
+	// The operator's key set, where its [[auth.issuers]] entry reads it.
+	if bytes.Contains(rendered, []byte(gatewayspec.OperatorJWKSFile)) {
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("config").WithMountPath(gatewayspec.OperatorJWKSFile).
+			WithSubPath(gatewayspec.OperatorJWKSKey).WithReadOnly(true))
 	}
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(gw.Name)),

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 	"github.com/ferrofed/ferrofed/gateway/lifecycle"
@@ -66,6 +67,9 @@ type GatewayReconciler struct {
 	PodReader *http.Client
 	// TracerProvider, when set, gets a span per reconcile (controllers/tracing.go).
 	TracerProvider trace.TracerProvider
+	// Poller, when set, reads the pods' dependency reports: its issuer is rendered into
+	// every Gateway, and the status carries what it read (dependencypoll.go).
+	Poller *DependencyPoller
 
 	// drained holds the drains of deleted pods, read from their final status when the
 	// watch saw it, until the Gateway's next status patch records them.
@@ -152,7 +156,7 @@ func (r *GatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-	owned, err := ownedObjects(gw, rolloutPlan, rendered, dep, sts, r.otherWorkloadGoes(ctx, gw, persistent))
+	owned, err := ownedObjects(gw, rolloutPlan, rendered, r.operatorJWKS(), dep, sts, r.otherWorkloadGoes(ctx, gw, persistent))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -327,14 +331,14 @@ const createOnlyVersion = "1"
 // StatefulSet into sts), the Service and, with more than one replica, the
 // PodDisruptionBudget. The workload of the other spool mode is deleted when otherGoes
 // (otherWorkloadGoes), and left alone until then.
-func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, dep *appsv1.Deployment, sts *appsv1.StatefulSet, otherGoes bool) ([]ownedObject, error) {
+func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, jwks string, dep *appsv1.Deployment, sts *appsv1.StatefulSet, otherGoes bool) ([]ownedObject, error) {
 	cm := ownedObject{kind: "ConfigMap", live: &corev1.ConfigMap{}, uncached: true} // see ManagerOptions' client options
 	deployment := ownedObject{kind: "Deployment", live: dep}
 	statefulSet := ownedObject{kind: "StatefulSet", live: sts}
 	svc := ownedObject{kind: "Service", live: &corev1.Service{}}
 	pdb := ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}}
 	err := errors.Join(
-		build(&cm, func() *corev1ac.ConfigMapApplyConfiguration { return ConfigMap(gw, rendered) }),
+		build(&cm, func() *corev1ac.ConfigMapApplyConfiguration { return ConfigMap(gw, rendered, jwks) }),
 		build(&svc, func() *corev1ac.ServiceApplyConfiguration { return Service(gw, rendered) }))
 	var workloads []ownedObject
 	if gw.Spec.PersistentSpool() {
@@ -407,7 +411,13 @@ func (r *GatewayReconciler) renderConfig(ctx context.Context, gw *ferrofedv1alph
 		}
 		user = []byte(data)
 	}
-	rendered, err := gatewayspec.RenderAndCheck(&gw.Spec, plan, user)
+	var rendered []byte
+	var err error
+	if r.Poller != nil {
+		rendered, err = gatewayspec.RenderForPolling(&gw.Spec, plan, user, gatewayspec.OperatorIssuer(gw.Namespace, gw.Name), r.Poller.Issuer.KeyID())
+	} else {
+		rendered, err = gatewayspec.RenderAndCheck(&gw.Spec, plan, user)
+	}
 	if err != nil {
 		return configOutcome{reason: ferrofedv1alpha1.ReasonInvalidConfig, message: gatewayspec.ConfigMessage(err)}, nil
 	}
@@ -587,6 +597,10 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 		setAuditCondition(&st, gw.Generation)
 	}
 	setAuditMetric(gw, st.Audit)
+	if r.Poller != nil {
+		polled := r.Poller.Summary(gw)
+		setDependencies(&st, gw.Generation, polled.deps, polled.reports, polled.why)
+	}
 	if failed {
 		st.ObservedGeneration = gw.Status.ObservedGeneration
 	}
@@ -594,6 +608,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 		return nil
 	}
 	wasInvalid := !conditionTrue(gw.Status, ferrofedv1alpha1.ConditionConfigValid) && len(gw.Status.Conditions) > 0
+	before := gw.Status.Conditions
 	// The whole status goes in the patch, zeros included (a diff would leave out a
 	// replicas: 0 that was never written). The resourceVersion makes it conditional:
 	// st was computed from the cached Gateway, and a cache that has not seen this
@@ -622,6 +637,7 @@ func (r *GatewayReconciler) patchStatus(ctx context.Context, gw *ferrofedv1alpha
 	for _, d := range drained {
 		r.tellDrain(gw, d)
 	}
+	r.tellDependencies(gw, before, st.Conditions)
 	r.ownWrites.Store(key, ownWrite{resourceVersion: gw.ResourceVersion, status: sum}) // the patch's answer: its event needs no reconcile
 	if !o.valid() && !wasInvalid {
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, o.reason, "Render", "Refused the configuration: %s", eventNote(o.message))
@@ -644,6 +660,9 @@ func statusPatch(resourceVersion string, st ferrofedv1alpha1.GatewayStatus) ([]b
 	if status["audit"], err = auditPatch(st.Audit); err != nil {
 		return nil, err
 	}
+	if status["dependencies"], err = dependenciesPatch(st.Dependencies); err != nil {
+		return nil, err
+	}
 	return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": status})
 }
 
@@ -654,7 +673,20 @@ func auditPatch(a *ferrofedv1alpha1.AuditStatus) (any, error) {
 	if a == nil {
 		return nil, nil
 	}
-	data, err := json.Marshal(a)
+	return wholePatch(a, "claims", "claimsNotListed", "retiringPods")
+}
+
+// dependenciesPatch is status.dependencies written whole, as auditPatch.
+func dependenciesPatch(d *ferrofedv1alpha1.DependenciesStatus) (any, error) {
+	if d == nil {
+		return nil, nil
+	}
+	return wholePatch(d, "lastPollTime", "membersReachable", "keys", "keysNotListed", "pods")
+}
+
+// wholePatch is v as a JSON object with each of keys it leaves out set to null.
+func wholePatch(v any, keys ...string) (any, error) {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -662,7 +694,7 @@ func auditPatch(a *ferrofedv1alpha1.AuditStatus) (any, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"claims", "claimsNotListed", "retiringPods"} {
+	for _, k := range keys {
 		if _, ok := m[k]; !ok {
 			m[k] = nil
 		}
@@ -729,7 +761,12 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 		UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }}
 	// ConfigMaps are watched as metadata only (no data in memory): the owned one and
 	// every one a Gateway references, which the reconciler then reads by name.
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Poller != nil {
+		// A Gateway whose polled reports changed: its status says so.
+		b = b.WatchesRawSource(source.Channel(r.Poller.Events, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		For(&ferrofedv1alpha1.Gateway{}, builder.WithPredicates(gatewayChanged)).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(notCreated)).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(notCreated)).

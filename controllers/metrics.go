@@ -72,3 +72,45 @@ func setAuditMetric(gw client.Object, st *ferrofedv1alpha1.AuditStatus) {
 	}
 	auditUndelivered.WithLabelValues(label).Set(float64(st.UndeliveredRecords))
 }
+
+// pollCollector exposes the polls at each scrape, from the poller's memory:
+// ferrofed_operator_dependency_state{namespace,gateway,key,state} is how many replicas
+// report the key in that state (states no replica reports have no series), and
+// ferrofed_operator_dependency_polls_total counts the polls.
+type pollCollector struct{ p *DependencyPoller }
+
+var (
+	dependencyStateDesc = prometheus.NewDesc("ferrofed_operator_dependency_state",
+		"Replicas of a Gateway whose last dependency report has the key in the state.", []string{"namespace", "gateway", "key", "state"}, nil)
+	dependencyPollsDesc = prometheus.NewDesc("ferrofed_operator_dependency_polls_total",
+		"Polls of the gateway pods' readiness and dependency report.", nil, nil)
+)
+
+func (c pollCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- dependencyStateDesc
+	ch <- dependencyPollsDesc
+}
+
+func (c pollCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(dependencyPollsDesc, prometheus.CounterValue, float64(c.p.Polls()))
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	for key, g := range c.p.gateways {
+		counts := map[[2]string]int{}
+		for _, r := range g.pods {
+			for k, s := range r.states {
+				counts[[2]string{k, s}]++
+			}
+		}
+		for ks, n := range counts {
+			ch <- prometheus.MustNewConstMetric(dependencyStateDesc, prometheus.GaugeValue, float64(n), key.Namespace, key.Name, ks[0], ks[1])
+		}
+	}
+}
+
+var pollRegistered sync.Once
+
+// registerPollMetrics registers the poll collector of the first poller (one per process).
+func registerPollMetrics(p *DependencyPoller) {
+	pollRegistered.Do(func() { metrics.Registry.MustRegister(pollCollector{p}) })
+}

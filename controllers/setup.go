@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"cmp"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -153,6 +156,21 @@ type Options struct {
 	// TracerProvider, when set, makes a span of every reconcile of a Gateway
 	// (SpanReconcileGateway); nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// Poll, when its Interval is not 0, has the operator read its pods' dependency
+	// reports (docs/operator.md, "The operator reads its pods").
+	Poll PollOptions
+}
+
+// PollOptions are the flags of the dependency polls.
+type PollOptions struct {
+	// Interval is how often each ready pod is read; 0 turns polling off.
+	Interval time.Duration
+	// Concurrency bounds the polls under way at once; 0 is DefaultDependencyPollConcurrency.
+	Concurrency int
+	// Namespace and SecretName are where the operator's issuer key is kept.
+	Namespace, SecretName string
+	// HTTP, when set, is the client the polls use (tests).
+	HTTP *http.Client
 }
 
 // Setup registers the GatewayReconciler with mgr, the Gateway validating webhook on
@@ -171,6 +189,16 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 		r.Recorder = o.WrapRecorder(r.Recorder)
 	}
 	registerMetrics()
+	if o.Poll.Interval > 0 && o.Poll.Namespace == "" {
+		// A local run (out of the cluster, without POD_NAMESPACE) keeps working as before.
+		mgr.GetLogger().Info("Dependency polling is off: no --operator-namespace (nor POD_NAMESPACE) to keep the issuer key in")
+	} else if o.Poll.Interval > 0 {
+		p, err := newPoller(mgr, o.Poll)
+		if err != nil {
+			return nil, err
+		}
+		r.Poller = p
+	}
 	if err := r.SetupWithManager(mgr, o.MaxConcurrentReconciles); err != nil {
 		return nil, fmt.Errorf("set up the Gateway controller: %w", err)
 	}
@@ -193,6 +221,28 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 		return nil, fmt.Errorf("add the readyz check: %w", err)
 	}
 	return r, nil
+}
+
+// newPoller loads (or makes) the operator's issuer key and adds the poller to mgr.
+func newPoller(mgr ctrl.Manager, o PollOptions) (*DependencyPoller, error) {
+	if o.Interval < time.Second {
+		return nil, fmt.Errorf("--dependency-poll-interval %s: at least 1s, or 0 to turn polling off", o.Interval)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Secrets are read around the cache (ManagerOptions), so this works before the
+	// manager starts.
+	is, err := LoadIssuer(ctx, mgr.GetClient(), o.Namespace, cmp.Or(o.SecretName, DefaultIssuerSecret))
+	if err != nil {
+		return nil, err
+	}
+	p := &DependencyPoller{Reader: mgr.GetClient(), Issuer: is, Interval: o.Interval,
+		Concurrency: cmp.Or(o.Concurrency, DefaultDependencyPollConcurrency), HTTP: o.HTTP, Events: make(chan event.GenericEvent, 1024)}
+	if err := mgr.Add(p); err != nil {
+		return nil, fmt.Errorf("add the dependency poller: %w", err)
+	}
+	registerPollMetrics(p)
+	return p, nil
 }
 
 // The metrics endpoint of `ferrofed operator` authenticates and authorizes its callers.
@@ -330,7 +380,14 @@ func trimPod(p *corev1.Pod) {
 			kept = append(kept, corev1.ContainerStatus{Name: cs.Name, State: corev1.ContainerState{Terminated: cs.State.Terminated}})
 		}
 	}
-	p.Status = corev1.PodStatus{ContainerStatuses: kept}
+	// The dependency polls read a pod's IP and whether it is ready (dependencypoll.go).
+	var ready []corev1.PodCondition
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	p.Status = corev1.PodStatus{ContainerStatuses: kept, PodIP: p.Status.PodIP, Conditions: ready}
 }
 
 // timedWebhook is h, each review it answers observed in webhookSeconds.

@@ -42,7 +42,7 @@ func TestGoldenStoredQueries(t *testing.T) {
 		t.Fatalf("left out %v", left)
 	}
 	var out bytes.Buffer
-	for _, obj := range []any{ConfigMap(gw, rendered), cm, Deployment(gw, gatewayspec.Plan(&gw.Spec), rendered)} {
+	for _, obj := range []any{ConfigMap(gw, rendered, ""), cm, Deployment(gw, gatewayspec.Plan(&gw.Spec), rendered)} {
 		data, err := yaml.Marshal(obj)
 		if err != nil {
 			t.Fatal(err)

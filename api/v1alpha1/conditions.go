@@ -19,10 +19,36 @@ const (
 	// False, with the count, while an orphaned claim holds records not yet handed over
 	// or a hand-over Job failed; True otherwise; Unknown when the Gateway has no claims.
 	ConditionAuditDelivering = "AuditDelivering"
+	// ConditionMembersReachable is from the pods' dependency reports: True when every
+	// replica read reports every member endpoint up, False naming the endpoints a
+	// replica reports down or failing, Unknown when no report was read.
+	ConditionMembersReachable = "MembersReachable"
+	// ConditionBindingsHealthy is from the same reports: True when every replica read
+	// reports every binding up, False naming the others, Unknown when none was read.
+	ConditionBindingsHealthy = "BindingsHealthy"
 )
 
 // Condition reasons.
 const (
+	// ReasonAllMembersReachable surfaces on MembersReachable=True.
+	ReasonAllMembersReachable = "AllMembersReachable"
+	// ReasonMembersDown surfaces on MembersReachable=False; the message names the
+	// endpoints (at most 10) and on how many replicas each is down or failing.
+	ReasonMembersDown = "MembersDown"
+	// ReasonAllBindingsUp surfaces on BindingsHealthy=True (a Gateway without
+	// bindings too).
+	ReasonAllBindingsUp = "AllBindingsUp"
+	// ReasonBindingsUnhealthy surfaces on BindingsHealthy=False; the message names
+	// each binding a replica does not report up, with its state.
+	ReasonBindingsUnhealthy = "BindingsUnhealthy"
+	// ReasonNotPolled surfaces on MembersReachable and BindingsHealthy=Unknown: polling
+	// is off, the Gateway has no ready pod, or no pod's report could be read.
+	ReasonNotPolled = "NotPolled"
+	// ReasonAuditDegraded surfaces on AuditDelivering=False when a replica has
+	// reported its audit destination (audit_repository or audit_feed) not up in two
+	// polls in a row: its records wait in the spool.
+	ReasonAuditDegraded = "AuditDegraded"
+
 	// ReasonConfigValid surfaces on ConfigValid=True: the rendered configuration passed.
 	ReasonConfigValid = "ConfigValid"
 	// ReasonInvalidConfig surfaces on ConfigValid=False (and Ready/Progressing=False when

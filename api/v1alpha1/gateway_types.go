@@ -589,6 +589,118 @@ type GatewayStatus struct {
 	// when the Gateway has no spool claims.
 	// +optional
 	Audit *AuditStatus `json:"audit,omitempty"`
+
+	// dependencies is what the operator last read of the ready pods' dependency
+	// reports: per report key, the worst state across the replicas and how many
+	// replicas report each state (docs/operator.md, "The operator reads its pods").
+	// Absent while polling is off or no pod of the Gateway was read.
+	// +optional
+	Dependencies *DependenciesStatus `json:"dependencies,omitempty"`
+}
+
+// MaxDependencyKeys bounds status.dependencies.keys; MaxPolledPods bounds
+// status.dependencies.pods.
+const (
+	MaxDependencyKeys = 128
+	MaxPolledPods     = 32
+)
+
+// DependenciesStatus sums up the dependency reports of a Gateway's ready pods.
+type DependenciesStatus struct {
+	// lastPollTime is when the states below were read; it moves when they change, and
+	// at least every few minutes while they stay the same.
+	// +optional
+	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
+
+	// replicasPolled is how many ready pods were polled; replicasRead how many of
+	// them answered with a report.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReplicasPolled int32 `json:"replicasPolled"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReplicasRead int32 `json:"replicasRead"`
+
+	// membersReachable is "<up>/<all>": the member endpoints every replica reports
+	// up, of all the member endpoints reported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	MembersReachable string `json:"membersReachable,omitempty"`
+
+	// keys are the report keys ("member/<endpoint id>" and each binding's key), the
+	// worst first, then by key; at most MaxDependencyKeys.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	Keys []DependencyKeyStatus `json:"keys,omitempty"`
+
+	// keysNotListed is how many keys keys leaves out past its bound.
+	// +optional
+	KeysNotListed int32 `json:"keysNotListed,omitempty"`
+
+	// pods are the polled pods, by name, at most MaxPolledPods: each one's phase
+	// (from its readiness answer) and the keys it does not report up.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Pods []PolledPodStatus `json:"pods,omitempty"`
+}
+
+// DependencyKeyStatus is one report key across the replicas.
+type DependencyKeyStatus struct {
+	// key is "member/<endpoint id>" for a member endpoint, else the binding's report
+	// key (resolver, consent, localizer, demographics, directory, audit_repository,
+	// audit_feed, identity_registry).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=80
+	Key string `json:"key,omitempty"`
+
+	// state is the worst state a replica reports: down, failing, degraded, unknown,
+	// up, in that order.
+	// +required
+	// +kubebuilder:validation:Enum=up;down;failing;degraded;unknown
+	State string `json:"state,omitempty"`
+
+	// up, down, failing, degraded and unknown count the replicas reporting each state.
+	// +optional
+	Up int32 `json:"up,omitempty"`
+	// +optional
+	Down int32 `json:"down,omitempty"`
+	// +optional
+	Failing int32 `json:"failing,omitempty"`
+	// +optional
+	Degraded int32 `json:"degraded,omitempty"`
+	// +optional
+	Unknown int32 `json:"unknown,omitempty"`
+}
+
+// PolledPodStatus is one polled pod.
+type PolledPodStatus struct {
+	// name of the pod.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// phase is the phase its readiness answer named (booting, serving, draining);
+	// empty when it could not be read.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Phase string `json:"phase,omitempty"`
+
+	// notUp are the keys this pod does not report up, as "key=state", at most 16.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=100
+	NotUp []string `json:"notUp,omitempty"`
+
+	// message says why the pod's report could not be read (the class of the failure,
+	// never an address or a body); empty when it was read.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Message string `json:"message,omitempty"`
 }
 
 // MaxAuditClaims is how many claims status.audit.claims lists; the totals count every
@@ -823,6 +935,7 @@ type GracePeriodBreakdown struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Grace",type=integer,JSONPath=`.status.terminationGracePeriodSeconds`
 // +kubebuilder:printcolumn:name="Last-Drain",type=string,JSONPath=`.status.drains[0].outcome`
+// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.status.dependencies.membersReachable`
 // +kubebuilder:printcolumn:name="Audit-Backlog",type=integer,JSONPath=`.status.audit.undeliveredRecords`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 63 characters (lowercase letters, digits and '-', starting with a letter, no '.'): the Gateway's Service, Deployment, ConfigMap and PodDisruptionBudget are named after it"

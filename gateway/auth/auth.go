@@ -131,6 +131,9 @@ type Principal struct {
 	// the token: on the data plane, such a caller is told why a member was left out
 	// (docs/security.md, "What a caller is told of the members").
 	Operator bool
+	// ReadOnly is true when a read_only issuer verified the token: Middleware lets it
+	// GET and HEAD only.
+	ReadOnly bool
 }
 
 // Error is a refused token: the status to answer (401 or 403), the RFC 6750 error
@@ -178,6 +181,8 @@ var (
 	ErrNotYetValid  = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token is not valid yet"}
 	ErrClaims       = &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the token's claims are invalid"}
 	errInsufficient = "the token lacks the operator scope"
+	// ErrReadOnly refuses a write by a read_only issuer's token.
+	ErrReadOnly = &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Description: "the token's issuer is read-only: it may only read"}
 )
 
 // tokenClaims are the claims the gateway reads.
@@ -266,6 +271,10 @@ func (v *Verifier) verify(ctx context.Context, authorization, scope string) (*Pr
 	// The issuer named by the unverified token only picks whose keys to try; every
 	// claim is checked again once the signature has verified.
 	candidates := v.byIssuer[unverified.Issuer]
+	if scope != "" {
+		// Read-only issuers sign for the operator surface alone (docs/security.md).
+		candidates = slices.DeleteFunc(slices.Clone(candidates), func(is *issuer) bool { return is.cfg.ReadOnly })
+	}
 	if len(candidates) == 0 {
 		return nil, ErrIssuer
 	}
@@ -328,7 +337,8 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, tok *jwt.JSONWebT
 	}
 	scopes := Scopes(claims.Scope, claims.Scp)
 	p := &Principal{Issuer: claims.Issuer, Subject: claims.Subject, Scopes: scopes, Patient: claims.Patient,
-		FHIRUser: claims.FHIRUser, ClientID: cmp.Or(claims.ClientID, claims.AuthorizedParty), Operator: HasScope(scopes, is.cfg.OperatorScope)}
+		FHIRUser: claims.FHIRUser, ClientID: cmp.Or(claims.ClientID, claims.AuthorizedParty), Operator: HasScope(scopes, is.cfg.OperatorScope),
+		ReadOnly: is.cfg.ReadOnly}
 	if scope == anyScope {
 		return p, nil
 	}

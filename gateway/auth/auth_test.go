@@ -566,3 +566,66 @@ func TestAPrincipalIsAnOperatorByItsOwnIssuersScope(t *testing.T) {
 		}
 	}
 }
+
+// A read_only issuer's token reads the operator surface and nothing else: GET and HEAD
+// there, never a write, the data plane or another route's scope; beside it, the same
+// key under an issuer that is not read-only is untouched.
+func TestAReadOnlyIssuersTokenOnlyReads(t *testing.T) {
+	_, ek := testKeys(t)
+	now := time.Now()
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(file, jwks(t, jose.JSONWebKey{Key: ek, KeyID: "ec-1", Use: "sig"}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const full = "https://full.test"
+	v, err := New([]config.Issuer{
+		{Issuer: testIssuer, Audience: testAudience, JWKSFile: file, OperatorScope: testScope, ReadOnly: true},
+		{Issuer: full, Audience: testAudience, JWKSFile: file, OperatorScope: testScope},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := func(iss, scope string) string {
+		return "Bearer " + sign(t, jose.ES256, ek, "ec-1", with(with(goodClaims(now), "iss", iss), "scope", scope))
+	}
+	ctx := context.Background()
+	readOnly := tok(testIssuer, testScope+" system/*.rs pmir.feed")
+	if p, e := v.Verify(ctx, readOnly); e != nil || !p.ReadOnly {
+		t.Fatalf("the read-only token on the operator surface: %+v %v", p, e)
+	}
+	if _, e := v.VerifyClient(ctx, readOnly); e != ErrIssuer {
+		t.Fatalf("the read-only token on the data plane: %v, want %v", e, ErrIssuer)
+	}
+	if _, e := v.VerifyScope(ctx, readOnly, "pmir.feed"); e != ErrIssuer {
+		t.Fatalf("the read-only token on the feed: %v, want %v", e, ErrIssuer)
+	}
+	if p, e := v.VerifyClient(ctx, tok(full, "system/*.rs")); e != nil || p.ReadOnly {
+		t.Fatalf("the other issuer's token on the data plane: %+v %v", p, e)
+	}
+
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.Any("/operator/x", v.Middleware(), func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	for _, tc := range []struct {
+		method, token string
+		want          int
+	}{
+		{http.MethodGet, readOnly, http.StatusOK},
+		{http.MethodHead, readOnly, http.StatusOK},
+		{http.MethodPost, readOnly, http.StatusForbidden},
+		{http.MethodPut, readOnly, http.StatusForbidden},
+		{http.MethodDelete, readOnly, http.StatusForbidden},
+		{http.MethodDelete, tok(full, testScope), http.StatusOK},
+	} {
+		req := httptest.NewRequest(tc.method, "/operator/x", nil)
+		req.Header.Set("Authorization", tc.token)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s with %s: %d, want %d (%s)", tc.method, tc.token[:20], rec.Code, tc.want, rec.Body)
+		}
+		if tc.want == http.StatusForbidden && !strings.Contains(rec.Body.String(), "read-only") {
+			t.Errorf("%s refusal does not say why: %s", tc.method, rec.Body)
+		}
+	}
+}

@@ -34,6 +34,9 @@ func (p *Principal) Requester() (issuer, subject string) {
 func Middleware(current func() *Verifier) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		p, e := current().Authorize(c.Request)
+		if e == nil && p.ReadOnly && c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+			p, e = nil, ErrReadOnly
+		}
 		if e != nil {
 			c.Header("WWW-Authenticate", e.Challenge())
 			c.Header("Cache-Control", "no-store")

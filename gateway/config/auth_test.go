@@ -35,6 +35,8 @@ func TestTheDataPlaneRule(t *testing.T) {
 		{"required written out needs one too", "[auth]\ndata_plane = \"required\"\n", "no [[auth.issuers]]", "", true},
 		{"required with an issuer", "[auth]\ndata_plane = \"required\"\n" + testIssuer, "", "", true},
 		{"the default with an issuer", testIssuer, "", "", true},
+		{"a read-only issuer alone is none", "[auth]\ndata_plane = \"required\"\n" + testIssuer + "read_only = true\n", "that is not read_only", "", true},
+		{"a read-only issuer beside one", "[auth]\ndata_plane = \"required\"\n" + testIssuer + "read_only = true\n" + testIssuer, "", "", true},
 		{"open is warned about", "[auth]\ndata_plane = \"open\"\n", "", "anyone who can reach", false},
 		{"open with an issuer is warned about too", "[auth]\ndata_plane = \"open\"\n" + testIssuer, "", "with no token", false},
 		{"another word", "[auth]\ndata_plane = \"optional\"\n" + testIssuer, `"optional" must be "required" or "open"`, "", true},

@@ -204,6 +204,11 @@ type Issuer struct {
 	Algorithms    []string `toml:"algorithms"`
 	// JWKSRefreshMS is how often a jwks_url is fetched again.
 	JWKSRefreshMS int64 `toml:"jwks_refresh_ms"`
+	// ReadOnly (read_only) limits the issuer's tokens to reading the operator surface:
+	// GET and HEAD there, never the data plane or the PMIR feed, and it does not count
+	// as the data plane's issuer. The operator's own issuer is rendered read-only
+	// (docs/security.md, "Read-only issuers").
+	ReadOnly bool `toml:"read_only"`
 	// CAFile is a PEM bundle an https jwks_url's certificate is verified against
 	// instead of the system's roots: an issuer behind a private CA.
 	CAFile string `toml:"ca_file"`

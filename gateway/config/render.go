@@ -30,6 +30,12 @@ type Owned struct {
 	// Fields must then reserve "tracing", so that a [tracing] of the user's is refused.
 	Tracing *Tracing
 	Fields  map[string]string
+	// Issuers are [[auth.issuers]] entries appended after the user's (the operator's
+	// own, docs/operator.md "The operator reads its pods").
+	Issuers []Issuer
+	// ReservedIssuer, when set, is an issuer value no entry of the user's may name:
+	// the operator's.
+	ReservedIssuer string
 }
 
 // Render writes the ferrofed.toml of owned merged with user, the rest of the
@@ -64,7 +70,11 @@ func Render(owned Owned, user []byte) ([]byte, error) {
 	if ps := reservedKeyProblems(owned.Fields, rest); len(ps) > 0 {
 		return nil, &Problems{Source: "spec.config", List: ps}
 	}
+	if ps := reservedIssuerProblems(owned.ReservedIssuer, rest); len(ps) > 0 {
+		return nil, &Problems{Source: "spec.config", List: ps}
+	}
 	merge(doc, rest)
+	appendIssuers(doc, owned.Issuers)
 	var b bytes.Buffer
 	b.WriteString("# Rendered by ferrofed-operator from a Gateway; edit the Gateway, not this file.\n")
 	enc := toml.NewEncoder(&b)
@@ -73,6 +83,45 @@ func Render(owned Owned, user []byte) ([]byte, error) {
 		return nil, fmt.Errorf("encode ferrofed.toml: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// userIssuers are the [[auth.issuers]] tables of a decoded document.
+func userIssuers(doc map[string]any) []any {
+	auth, _ := doc["auth"].(map[string]any)
+	list, _ := auth["issuers"].([]any)
+	return list
+}
+
+// reservedIssuerProblems names each user issuer whose issuer is reserved.
+func reservedIssuerProblems(reserved string, rest map[string]any) []Problem {
+	if reserved == "" {
+		return nil
+	}
+	var ps []Problem
+	for i, t := range userIssuers(rest) {
+		if m, ok := t.(map[string]any); ok && m["issuer"] == reserved {
+			ps = append(ps, Problem{Key: fmt.Sprintf("auth.issuers[%d].issuer", i),
+				Message: fmt.Sprintf("%q is the operator's own issuer, which it adds itself: name your issuer otherwise", reserved)})
+		}
+	}
+	return ps
+}
+
+// appendIssuers adds issuers after the [[auth.issuers]] of doc.
+func appendIssuers(doc map[string]any, issuers []Issuer) {
+	if len(issuers) == 0 {
+		return
+	}
+	auth, ok := doc["auth"].(map[string]any)
+	if !ok {
+		auth = map[string]any{}
+		doc["auth"] = auth
+	}
+	list := userIssuers(doc)
+	for _, is := range issuers {
+		list = append(list, table(reflect.ValueOf(is)))
+	}
+	auth["issuers"] = list
 }
 
 // tracingTable is owned's [tracing], empty when unset.

@@ -316,9 +316,9 @@ func (r Registry) validate() []Problem {
 func (a Auth) dataPlaneProblems() (ps, warnings []Problem) {
 	switch a.DataPlane {
 	case DataPlaneRequired:
-		if len(a.Issuers) == 0 {
-			ps = append(ps, Problem{Key: "auth.data_plane", Message: `is "required" (the default) but no [[auth.issuers]] is configured: ` +
-				`add an issuer under auth.issuers to verify the clients' tokens, or write data_plane = "open"`})
+		if !slices.ContainsFunc(a.Issuers, func(is Issuer) bool { return !is.ReadOnly }) {
+			ps = append(ps, Problem{Key: "auth.data_plane", Message: `is "required" (the default) but no [[auth.issuers]] is configured ` +
+				`that is not read_only: add an issuer under auth.issuers to verify the clients' tokens, or write data_plane = "open"`})
 		}
 	case DataPlaneOpen:
 		warnings = append(warnings, Problem{Key: "auth.data_plane", Message: `is "open": anyone who can reach the gateway ` +

@@ -61,6 +61,31 @@ const (
 	TracingCAFile     = TracingCADir + "/" + TracingCAFileName
 )
 
+// The operator's issuer, rendered into a Gateway's configuration while the operator
+// polls its pods (docs/operator.md, "The operator reads its pods"): a read_only
+// [[auth.issuers]] entry after the user's, its key set a key of the rendered
+// ConfigMap mounted at OperatorJWKSFile.
+const (
+	OperatorIssuerID    = "urn:ferrofed:operator"
+	OperatorIssuerScope = "ferrofed.operator.read"
+	OperatorJWKSKey     = "operator-issuer-jwks.json"
+	OperatorJWKSDir     = ConfigDir + "/operator-issuer"
+	OperatorJWKSFile    = OperatorJWKSDir + "/jwks.json"
+)
+
+// OperatorAudience is the aud of the operator's tokens for one Gateway: a token for
+// one is refused by every other.
+func OperatorAudience(namespace, name string) string {
+	return "urn:ferrofed:gateway:" + namespace + "/" + name
+}
+
+// OperatorIssuer is the [[auth.issuers]] entry of the operator's issuer for the
+// Gateway namespace/name.
+func OperatorIssuer(namespace, name string) config.Issuer {
+	return config.Issuer{Issuer: OperatorIssuerID, Audience: OperatorAudience(namespace, name), JWKSFile: OperatorJWKSFile,
+		OperatorScope: OperatorIssuerScope, Algorithms: []string{"ES256"}, ReadOnly: true}
+}
+
 // tracingField is the field an inline [tracing] is refused in favour of when
 // spec.tracing is set: "tracing: is set by the Gateway from spec.tracing; ...".
 const tracingField = "spec.tracing"

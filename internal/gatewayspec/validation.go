@@ -93,7 +93,7 @@ func checkUser(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte
 	}
 	m := config.MountsOf(user)
 	var warnings []string
-	_, cfg, err := renderAndCheck(s, plan, user, m)
+	_, cfg, err := renderAndCheck(s, plan, user, m, nil)
 	if err == nil {
 		warnings = configWarnings(cfg)
 	}
@@ -280,17 +280,39 @@ func RenderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user [
 	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil { // before go-toml decodes it, as Validate
 		return nil, err
 	}
-	rendered, _, err := renderAndCheck(s, plan, user, config.MountsOf(user))
+	rendered, _, err := renderAndCheck(s, plan, user, config.MountsOf(user), nil)
 	return rendered, err
+}
+
+// RenderForPolling is RenderAndCheck with the operator's issuer appended to the
+// user's [[auth.issuers]] (OperatorIssuer): what the operator rolls out while it polls
+// the Gateway's pods. Admission checks the configuration without it, so that a data
+// plane's need for an issuer of its own is not met by the operator's.
+//
+// keyID names the issuer's key in a closing comment: a new key changes the rendered
+// file, and so its hash, which rolls the pods onto the new key set.
+func RenderForPolling(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, is config.Issuer, keyID string) ([]byte, error) {
+	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil {
+		return nil, err
+	}
+	rendered, _, err := renderAndCheck(s, plan, user, config.MountsOf(user), &is)
+	if err != nil {
+		return nil, err
+	}
+	return append(rendered, "# The operator's issuer key: "+keyID+"\n"...), nil
 }
 
 // renderAndCheck is RenderAndCheck with the mounts of user read already; it returns
 // the checked configuration too, for its warnings.
-func renderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, m config.Mounts) ([]byte, *config.Config, error) {
+func renderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, m config.Mounts, operator *config.Issuer) ([]byte, *config.Config, error) {
 	spools := m.AuditSpools
 	owned := Owned(s, plan)
 	owned.Audit = AuditOwned(spools)
 	owned.StoredQueries = StoredQueriesOwned(m.StoredQueries)
+	owned.ReservedIssuer = OperatorIssuerID
+	if operator != nil {
+		owned.Issuers = []config.Issuer{*operator}
+	}
 	rendered, err := config.Render(owned, user)
 	if err != nil {
 		return nil, nil, err

@@ -191,7 +191,9 @@ func chartRBAC(admin *rest.Config) (*rest.Config, error) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ferrofed-system", Name: "ferrofed-operator"}},
 	}
-	for _, o := range []client.Object{role, binding} {
+	// The operator's namespace, where it keeps its issuer key (dependencies_test.go).
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}
+	for _, o := range []client.Object{ns, role, binding} {
 		if err := c.Create(context.Background(), o); err != nil {
 			return nil, fmt.Errorf("install the operator's RBAC: %w", err)
 		}
@@ -201,6 +203,13 @@ func chartRBAC(admin *rest.Config) (*rest.Config, error) {
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:ferrofed-system", "system:authenticated"}}
 	return op, nil
 }
+
+// operatorNamespace is the operator's namespace; pollInterval its
+// --dependency-poll-interval.
+const (
+	operatorNamespace = "ferrofed-system"
+	pollInterval      = 2 * time.Second
+)
 
 // allowedImages is the suite's --allowed-images: every test image matches it.
 var allowedImages = []string{"ghcr.io/ferrofed/*"}
@@ -232,6 +241,8 @@ func startManager(ctx context.Context, operatorConfig *rest.Config, wh *envtest.
 		WrapRecorder:  func(r events.EventRecorder) events.EventRecorder { return countingRecorder{r} },
 		// The reconciles of the Gateways tracedGateways names are kept (tracing_test.go).
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(reconcileSpans)),
+		// The pods' reports are read every pollInterval (dependencies_test.go).
+		Poll: controllers.PollOptions{Interval: pollInterval, Namespace: operatorNamespace},
 	})
 	if err != nil {
 		close(stopped)

@@ -105,7 +105,7 @@ var apiCases = []apiCase{
 	// The data plane asks for a bearer token by default (docs/operator.md, "The data
 	// plane's issuer"): an issuer to verify it with, or data_plane = "open" written out.
 	{"a configuration with no issuer for the data plane", inlineAlone(memberTable), true, false,
-		`auth.data_plane: is "required" (the default) but no [[auth.issuers]] is configured: add an issuer under auth.issuers`},
+		`auth.data_plane: is "required" (the default) but no [[auth.issuers]] is configured that is not read_only: add an issuer under auth.issuers`},
 	{"no configuration at all", func(g *ferrofedv1alpha1.Gateway) { g.Spec.Config = nil }, true, false, "auth.data_plane"},
 	{"data_plane = \"required\" with no issuer", inlineAlone(memberTable + "[auth]\ndata_plane = \"required\"\n"), true, false, "auth.data_plane"},
 	{"an open data plane draws the gateway's warning", inlineAlone(memberTable + "[auth]\ndata_plane = \"open\"\n"), true, true,

@@ -1,0 +1,412 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/internal/gatewayspec"
+)
+
+// Polling the pods (docs/operator.md, "The operator reads its pods").
+const (
+	// DefaultDependencyPollInterval is --dependency-poll-interval's default.
+	DefaultDependencyPollInterval = 30 * time.Second
+	// DefaultDependencyPollConcurrency is --dependency-poll-concurrency's default: the
+	// polls under way at once, over every Gateway.
+	DefaultDependencyPollConcurrency = 32
+	// pollCallTimeout bounds each of a poll's two calls.
+	pollCallTimeout = 2 * time.Second
+	// pollReportBytes and pollReadinessBytes bound what a poll reads of each answer.
+	pollReportBytes    = 1 << 20
+	pollReadinessBytes = 64 << 10
+	// pollRefresh is how often status.dependencies is written while nothing changes.
+	pollRefresh = 5 * time.Minute
+)
+
+// DependencyPoller reads the readiness answer and the dependency report of every
+// ready pod of every Gateway, once per Interval (each pod at its own offset in it,
+// a little jitter on top), at most Concurrency polls at once, and keeps the last of
+// each in memory. It never writes to the cluster: when a Gateway's summary changes it
+// sends the Gateway on Events, and the reconcile writes the status from Summary.
+type DependencyPoller struct {
+	Reader      client.Reader
+	Issuer      *OperatorIssuer
+	Interval    time.Duration
+	Concurrency int
+	HTTP        *http.Client
+	Events      chan event.GenericEvent
+
+	mu       sync.Mutex
+	gateways map[types.NamespacedName]*polledGateway
+	polls    int64
+}
+
+type polledGateway struct {
+	pods map[string]podReport
+	// told is the summary last sent on Events, and when.
+	told      *ferrofedv1alpha1.DependenciesStatus
+	toldAt    time.Time
+	toldAudit bool
+}
+
+// pollTarget is one pod to poll.
+type pollTarget struct {
+	gateway  types.NamespacedName
+	pod      string
+	base     string // scheme://ip:port{basePath}
+	audience string
+	offset   time.Duration
+}
+
+// NeedLeaderElection: only the leader polls (its reconciles write the status).
+func (p *DependencyPoller) NeedLeaderElection() bool { return true }
+
+// Start polls until ctx ends.
+func (p *DependencyPoller) Start(ctx context.Context) error {
+	if p.HTTP == nil {
+		p.HTTP = NewPodReader()
+		p.HTTP.Timeout = pollCallTimeout
+	}
+	sem := make(chan struct{}, max(p.Concurrency, 1))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		start := time.Now()
+		targets, err := p.targets(ctx)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "List the Gateways and pods to poll")
+		}
+		for _, t := range targets {
+			if !sleepUntil(ctx, start.Add(t.offset)) {
+				return nil
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				p.record(t, p.poll(ctx, t))
+			})
+		}
+		if !sleepUntil(ctx, start.Add(p.Interval)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// targets lists the ready pods of every Gateway from the cache, each with its offset
+// in the interval, and forgets the pods (and Gateways) no longer there.
+func (p *DependencyPoller) targets(ctx context.Context) ([]pollTarget, error) {
+	var gws ferrofedv1alpha1.GatewayList
+	if err := p.Reader.List(ctx, &gws, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := p.Reader.List(ctx, &pods, client.UnsafeDisableDeepCopy, client.MatchingLabels{LabelName: "ferrofed"}); err != nil {
+		return nil, err
+	}
+	byGateway := map[types.NamespacedName][]*corev1.Pod{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[LabelInstance]}
+		byGateway[key] = append(byGateway[key], pod)
+	}
+	var out []pollTarget
+	live := map[types.NamespacedName]map[string]bool{}
+	for i := range gws.Items {
+		gw := &gws.Items[i]
+		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+		live[key] = map[string]bool{}
+		if gw.Spec.ClientCertificatesRequired() {
+			continue // never polled (Summary)
+		}
+		for _, pod := range byGateway[key] {
+			if !podReady(pod) || pod.Status.PodIP == "" {
+				continue
+			}
+			live[key][pod.Name] = true
+			out = append(out, pollTarget{gateway: key, pod: pod.Name, base: podBase(gw, pod.Status.PodIP),
+				audience: gatewayspec.OperatorAudience(gw.Namespace, gw.Name), offset: p.offset(string(pod.UID))})
+		}
+	}
+	p.forget(live)
+	slices.SortFunc(out, func(a, b pollTarget) int { return int(a.offset - b.offset) })
+	return out, nil
+}
+
+// offset is a pod's place in the interval: fixed by its UID (so that it is polled
+// once per interval), plus up to a twentieth of the interval at random.
+func (p *DependencyPoller) offset(uid string) time.Duration {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(uid))
+	span := p.Interval * 19 / 20
+	return time.Duration(uint64(h.Sum32())%1000)*span/1000 + rand.N(p.Interval/20+1)
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Labels[LabelRetiringOf] != "" {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podBase(gw *ferrofedv1alpha1.Gateway, ip string) string {
+	scheme := "http"
+	if gw.Spec.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(int(gw.Spec.PortOrDefault()))) + strings.TrimSuffix(path.Clean("/"+gw.Spec.BasePathOrDefault()), "/")
+}
+
+// poll reads one pod's readiness answer and dependency report.
+func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
+	r := podReport{pod: t.pod}
+	var ready struct {
+		Phase string `json:"phase"`
+	}
+	if body, err := p.get(ctx, t.base+"/health/readiness?verbose=0", "", pollReadinessBytes, true); err == nil {
+		if json.Unmarshal(body, &ready) == nil && slices.Contains([]string{"booting", "serving", "draining"}, ready.Phase) {
+			r.phase = ready.Phase
+		}
+	}
+	token, err := p.Issuer.Token(t.audience, time.Now())
+	if err != nil {
+		r.failure = "the operator could not sign its token"
+		return r
+	}
+	body, err := p.get(ctx, t.base+"/operator/dependencies", token, pollReportBytes, false)
+	if err != nil {
+		r.failure = err.Error()
+		return r
+	}
+	states, err := parseReport(body)
+	if err != nil {
+		r.failure = err.Error()
+		return r
+	}
+	r.states = states
+	return r
+}
+
+// errPoll classes: the status names the class, never an address or a body.
+var (
+	errUnreachable = errors.New("the pod did not answer in time")
+	errRefused     = errors.New("the pod refused the operator's token (an image without read-only issuers, or a configuration not yet rolled out)")
+	errAnswer      = errors.New("the pod answered the report with an error status")
+	errTooLarge    = errors.New("the pod's report is over 1 MiB")
+)
+
+// get reads url; anyStatus takes a readiness 503's body too.
+func (p *DependencyPoller) get(ctx context.Context, url, token string, limit int64, anyStatus bool) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, pollCallTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, errAnswer
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := p.HTTP.Do(req)
+	if err != nil {
+		return nil, errUnreachable
+	}
+	defer res.Body.Close()
+	switch {
+	case res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden:
+		return nil, errRefused
+	case res.StatusCode != http.StatusOK && !anyStatus:
+		return nil, errAnswer
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
+	if err != nil {
+		return nil, errUnreachable
+	}
+	if int64(len(body)) > limit {
+		return nil, errTooLarge
+	}
+	return body, nil
+}
+
+// record keeps r as its pod's last report and tells the Gateway when its summary
+// changed (or was last told pollRefresh ago).
+func (p *DependencyPoller) record(t pollTarget, r podReport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.polls++
+	if p.gateways == nil {
+		p.gateways = map[types.NamespacedName]*polledGateway{}
+	}
+	g := p.gateways[t.gateway]
+	if g == nil {
+		g = &polledGateway{pods: map[string]podReport{}}
+		p.gateways[t.gateway] = g
+	}
+	prev := g.pods[t.pod]
+	if r.states != nil && auditNotUp(r.states) {
+		r.auditNotUp = prev.auditNotUp + 1
+	}
+	g.pods[t.pod] = r
+	p.tellLocked(t.gateway, g)
+}
+
+// tellLocked sends the Gateway on Events when its summary differs from the one last
+// told, or that is older than pollRefresh. A full channel drops the send: the next
+// poll tells again.
+func (p *DependencyPoller) tellLocked(key types.NamespacedName, g *polledGateway) {
+	reports := slices.Collect(maps.Values(g.pods))
+	sum := summarize(reports)
+	_, auditBad := auditDegraded(reports)
+	if g.told != nil && equality.Semantic.DeepEqual(sum, g.told) && auditBad == g.toldAudit && time.Since(g.toldAt) < pollRefresh {
+		return
+	}
+	gw := &ferrofedv1alpha1.Gateway{}
+	gw.Namespace, gw.Name = key.Namespace, key.Name
+	select {
+	case p.Events <- event.GenericEvent{Object: gw}:
+		g.told, g.toldAt, g.toldAudit = sum, time.Now(), auditBad
+	default:
+	}
+}
+
+// forget drops the pods that are not live, and the Gateways gone, and tells each
+// Gateway that lost a polled pod.
+func (p *DependencyPoller) forget(live map[types.NamespacedName]map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, g := range p.gateways {
+		pods, ok := live[key]
+		if !ok {
+			delete(p.gateways, key)
+			continue
+		}
+		changed := false
+		for pod := range g.pods {
+			if !pods[pod] {
+				delete(g.pods, pod)
+				changed = true
+			}
+		}
+		if changed {
+			p.tellLocked(key, g)
+		}
+	}
+}
+
+// noReadyPod is why a Gateway without a ready pod (or not looked at yet) is not polled.
+const noReadyPod = "No pod of the Gateway is ready: nothing is polled."
+
+// pollSummary is what the reconcile of one Gateway writes from the polls.
+type pollSummary struct {
+	// deps is status.dependencies, nil when no pod was polled.
+	deps    *ferrofedv1alpha1.DependenciesStatus
+	reports []podReport
+	// why nothing was read, for the Unknown conditions.
+	why string
+}
+
+// Summary is what the polls say of gw.
+func (p *DependencyPoller) Summary(gw *ferrofedv1alpha1.Gateway) pollSummary {
+	if gw.Spec.ClientCertificatesRequired() {
+		return pollSummary{why: "The Gateway's listener requires client certificates, which the operator does not present: its pods are not polled."}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]
+	if g == nil || len(g.pods) == 0 {
+		return pollSummary{why: noReadyPod}
+	}
+	reports := slices.Collect(maps.Values(g.pods))
+	d := summarize(reports)
+	if !g.toldAt.IsZero() {
+		d.LastPollTime = &metav1.Time{Time: g.toldAt.Truncate(time.Second)}
+	}
+	return pollSummary{deps: d, reports: reports, why: "No ready pod's report could be read."}
+}
+
+// Polls is how many polls have completed.
+func (p *DependencyPoller) Polls() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.polls
+}
+
+// operatorJWKS is the key set the Gateways' ConfigMaps carry, "" when nothing polls.
+func (r *GatewayReconciler) operatorJWKS() string {
+	if r.Poller == nil {
+		return ""
+	}
+	return r.Poller.Issuer.JWKS()
+}
+
+// tellDependencies emits an Event for each of MembersReachable, BindingsHealthy and
+// AuditDelivering (when degraded by the reports) whose status changed from a known one.
+func (r *GatewayReconciler) tellDependencies(gw *ferrofedv1alpha1.Gateway, before, after []metav1.Condition) {
+	for _, t := range []string{ferrofedv1alpha1.ConditionMembersReachable, ferrofedv1alpha1.ConditionBindingsHealthy, ferrofedv1alpha1.ConditionAuditDelivering} {
+		now := meta.FindStatusCondition(after, t)
+		was := meta.FindStatusCondition(before, t)
+		switch {
+		case now == nil, now.Status == metav1.ConditionUnknown:
+			continue
+		case now.Status == metav1.ConditionTrue && (was == nil || was.Status != metav1.ConditionFalse):
+			continue // a recovery is told; a first True is not
+		case was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message:
+			continue
+		}
+		if t == ferrofedv1alpha1.ConditionAuditDelivering && now.Reason != ferrofedv1alpha1.ReasonAuditDegraded &&
+			(was == nil || was.Reason != ferrofedv1alpha1.ReasonAuditDegraded) {
+			continue // the spool's own conditions tell their Events (spool.go)
+		}
+		kind := corev1.EventTypeNormal
+		if now.Status == metav1.ConditionFalse {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(gw, nil, kind, now.Reason, "Poll", "%s=%s: %s", t, now.Status, eventNote(now.Message))
+	}
+}
