@@ -105,6 +105,23 @@ func TestChartServiceMonitorsSelectWhatTheOperatorLabels(t *testing.T) {
 	if !ok {
 		t.Fatalf("no ServiceMonitor %s-operator among %v", release, keys(sms))
 	}
+	// A metric's own label named as a target label is renamed exported_<label> unless
+	// the endpoint honors the scraped labels: the operator's endpoint does, the
+	// gateways' has only endpoint to drop (its relabelings, above).
+	honors := nested(t, op, "spec", "endpoints").([]any)[0].(map[string]any)["honorLabels"] == true
+	for name, labels := range registeredMetrics(t) {
+		for _, l := range labels {
+			if !slices.Contains(targetLabels, l) && l != "endpoint" {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(name, "ferrofed_operator_") && l != "gateway" && !honors: // no gateway label on the operator's target
+				t.Errorf("%s has a label %q the operator's target has too, and its ServiceMonitor does not honor labels", name, l)
+			case !strings.HasPrefix(name, "ferrofed_operator_") && l != "endpoint":
+				t.Errorf("%s has a label %q the gateways' targets have too: it would read exported_%s", name, l, l)
+			}
+		}
+	}
 	svc := ofKind(objs, "Service")[release+"-operator-metrics"]
 	if svc == nil {
 		t.Fatal("no operator metrics Service")
