@@ -23,6 +23,10 @@ help: ## Show every target and what it does.
 build: ## Build the ferrofed binary into bin/ferrofed.
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ferrofed .
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-ferrofed (kubectl ferrofed, once bin/ is on the PATH).
+	$(GO) build -o $(BIN)/kubectl-ferrofed ./cmd/kubectl-ferrofed
+
 .PHONY: generate
 generate: ## Regenerate every generated file (CRDs, deepcopy, chart CRDs, golden files).
 	hack/generate.sh

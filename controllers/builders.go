@@ -13,11 +13,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
@@ -161,25 +163,35 @@ func probes(gw *ferrofedv1alpha1.Gateway) (startup, readiness, liveness *corev1a
 // process itself keeps accepting for drainDelay after SIGTERM. rendered is the rendered
 // configuration: its ConfigHash rolls the pods, and an [audit] table with destination
 // "repository" in it gets the spool emptyDir.
+//
+// With spec.autoscaling the configuration has no replicas: the HorizontalPodAutoscaler
+// sets them, and a field the operator does not apply is one it never sets back
+// (replicasSeed hands it over first).
 func Deployment(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte) *appsv1ac.DeploymentApplyConfiguration {
+	spec := appsv1ac.DeploymentSpec()
+	if !gw.Spec.Autoscaled() {
+		spec.WithReplicas(gw.Spec.ReplicasOrDefault())
+	}
 	return appsv1ac.Deployment(gw.Name, gw.Namespace).
 		WithLabels(Labels(gw)).
 		WithOwnerReferences(ownerReference(gw)).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(gw.Spec.ReplicasOrDefault()).
+		WithSpec(spec.
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))).
 			WithStrategy(appsv1ac.DeploymentStrategy().
 				WithType(appsv1.RollingUpdateDeploymentStrategyType).
 				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 					WithMaxUnavailable(intstr.FromInt32(0)).
 					WithMaxSurge(intstr.FromInt32(1)))).
-			WithTemplate(podTemplate(gw, plan, rendered)))
+			WithTemplate(podTemplate(gw, plan, rendered, appsv1.DefaultDeploymentUniqueLabelKey)))
 }
 
 // podTemplate is the gateway pod of Deployment and StatefulSet alike: the same labels
 // (the Service, the PodDisruptionBudget and the drain watch select them), the same
-// container and volumes, the spool volume aside (spoolVolume).
-func podTemplate(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte) *corev1ac.PodTemplateSpecApplyConfiguration {
+// container and volumes, the spool volume aside (spoolVolume). matchLabelKeys are the
+// labels of the workload's own revision that the default spread constraints match on
+// (the Deployment's pod-template-hash), so that a rollout's new pods spread among
+// themselves.
+func podTemplate(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, matchLabelKeys ...string) *corev1ac.PodTemplateSpecApplyConfiguration {
 	configHash := ConfigHash(rendered)
 	startup, readiness, liveness := probes(gw)
 	container := corev1ac.Container().
@@ -210,6 +222,7 @@ func podTemplate(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []b
 		WithContainers(container).
 		WithVolumes(volumes...)
 	scheduling(gw, pod)
+	pod.WithTopologySpreadConstraints(SpreadConstraints(gw, matchLabelKeys...)...)
 	return corev1ac.PodTemplateSpec().
 		WithLabels(Labels(gw)).
 		WithAnnotations(map[string]string{AnnotationConfigHash: configHash}).
@@ -242,6 +255,48 @@ func scheduling(gw *ferrofedv1alpha1.Gateway, pod *corev1ac.PodSpecApplyConfigur
 	if gw.Spec.Affinity != nil {
 		pod.WithAffinity(affinity(gw.Spec.Affinity))
 	}
+}
+
+// The topology keys of the default spread constraints: the node, and the zone of a
+// cluster whose nodes carry the well-known label.
+const (
+	SpreadNodeKey = corev1.LabelHostname
+	SpreadZoneKey = corev1.LabelTopologyZone
+)
+
+// SpreadConstraints are the gateway pods' topology spread constraints:
+// spec.topologySpreadConstraints when set, each without a labelSelector given the pods'
+// selector labels; otherwise maxSkew 1 across nodes and across zones, both
+// ScheduleAnyway, so that a cluster of one node, or of nodes without a zone label,
+// still schedules every pod (docs/operator.md, "Autoscaling and spread").
+// matchLabelKeys go into the defaults only.
+func SpreadConstraints(gw *ferrofedv1alpha1.Gateway, matchLabelKeys ...string) []*corev1ac.TopologySpreadConstraintApplyConfiguration {
+	selector := func() *metav1ac.LabelSelectorApplyConfiguration {
+		return metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))
+	}
+	var out []*corev1ac.TopologySpreadConstraintApplyConfiguration
+	for _, c := range gw.Spec.TopologySpreadConstraints {
+		ac := asApplyConfiguration[corev1ac.TopologySpreadConstraintApplyConfiguration](c)
+		if ac.LabelSelector == nil {
+			ac.WithLabelSelector(selector())
+		}
+		out = append(out, ac)
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, key := range []string{SpreadNodeKey, SpreadZoneKey} {
+		c := corev1ac.TopologySpreadConstraint().
+			WithMaxSkew(1).
+			WithTopologyKey(key).
+			WithWhenUnsatisfiable(corev1.ScheduleAnyway).
+			WithLabelSelector(selector())
+		if len(matchLabelKeys) > 0 {
+			c.WithMatchLabelKeys(matchLabelKeys...)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
@@ -403,10 +458,12 @@ func Service(gw *ferrofedv1alpha1.Gateway, rendered []byte) *corev1ac.ServiceApp
 }
 
 // PodDisruptionBudget keeps all but one pod through voluntary disruptions. It exists
-// only with more than one replica (nil otherwise): with one, it would block every drain
-// of the node.
+// only when the spec asks for more than one pod at the least (FloorReplicas: replicas,
+// or spec.autoscaling.minReplicas); nil otherwise: with one, it would block every
+// drain of the node. maxUnavailable 1 holds whatever number of pods the autoscaler
+// runs.
 func PodDisruptionBudget(gw *ferrofedv1alpha1.Gateway) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
-	if gw.Spec.ReplicasOrDefault() <= 1 {
+	if gw.Spec.FloorReplicas() <= 1 {
 		return nil
 	}
 	return policyv1ac.PodDisruptionBudget(gw.Name, gw.Namespace).
@@ -415,4 +472,63 @@ func PodDisruptionBudget(gw *ferrofedv1alpha1.Gateway) *policyv1ac.PodDisruption
 		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
 			WithMaxUnavailable(intstr.FromInt32(1)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(gw))))
+}
+
+// HorizontalPodAutoscaler scales the gateway's Deployment between
+// spec.autoscaling.minReplicas and maxReplicas on its CPU and memory targets; nil
+// without spec.autoscaling.
+func HorizontalPodAutoscaler(gw *ferrofedv1alpha1.Gateway) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
+	a := gw.Spec.Autoscaling
+	if a == nil {
+		return nil
+	}
+	target := func(name corev1.ResourceName, percent int32) *autoscalingv2ac.MetricSpecApplyConfiguration {
+		return autoscalingv2ac.MetricSpec().
+			WithType(autoscalingv2.ResourceMetricSourceType).
+			WithResource(autoscalingv2ac.ResourceMetricSource().
+				WithName(name).
+				WithTarget(autoscalingv2ac.MetricTarget().
+					WithType(autoscalingv2.UtilizationMetricType).
+					WithAverageUtilization(percent)))
+	}
+	spec := autoscalingv2ac.HorizontalPodAutoscalerSpec().
+		WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().
+			WithAPIVersion(appsv1.SchemeGroupVersion.String()).
+			WithKind("Deployment").
+			WithName(gw.Name)).
+		WithMinReplicas(a.MinReplicas).
+		WithMaxReplicas(a.MaxReplicas)
+	if cpu, ok := a.CPUTarget(); ok {
+		spec.WithMetrics(target(corev1.ResourceCPU, cpu))
+	}
+	if mem := a.TargetMemoryUtilizationPercentage; mem != nil {
+		spec.WithMetrics(target(corev1.ResourceMemory, *mem))
+	}
+	return autoscalingv2ac.HorizontalPodAutoscaler(gw.Name, gw.Namespace).
+		WithLabels(Labels(gw)).
+		WithOwnerReferences(ownerReference(gw)).
+		WithSpec(spec)
+}
+
+// ReplicasOwner is the field manager that holds a Deployment's spec.replicas between
+// the operator letting go of it (spec.autoscaling set) and the HorizontalPodAutoscaler
+// taking it: a field no manager holds would go back to the Deployment's default, 1.
+const ReplicasOwner = "ferrofed-operator-replicas"
+
+// replicasSeed is what ReplicasOwner applies to the live Deployment of an autoscaled
+// Gateway before the operator applies it without replicas, or nil when nothing needs
+// handing over: when no manager but FieldOwner holds spec.replicas (replicasHeld), it
+// applies the live count brought within [minReplicas, maxReplicas], which the
+// autoscaler then takes over with its first change. It carries live's resourceVersion
+// as a precondition: read from a cache behind the apiserver (the autoscaler has
+// scaled meanwhile), it is refused with a Conflict instead of setting an older count.
+func replicasSeed(gw *ferrofedv1alpha1.Gateway, live *appsv1.Deployment) *appsv1ac.DeploymentApplyConfiguration {
+	a := gw.Spec.Autoscaling
+	if a == nil || live == nil || replicasHeld(live) {
+		return nil
+	}
+	n := min(max(ptr.Deref(live.Spec.Replicas, 1), a.MinReplicas), a.MaxReplicas)
+	return appsv1ac.Deployment(gw.Name, gw.Namespace).
+		WithResourceVersion(live.ResourceVersion).
+		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(n))
 }

@@ -160,6 +160,21 @@ operator_scope = "ferrofed.operator"
 			ServiceName:   ptr.To("ferrofed-edge"),
 		}
 	},
+	// spec.autoscaling: a Deployment without replicas, the HorizontalPodAutoscaler
+	// with both targets, a PodDisruptionBudget for minReplicas 2.
+	"autoscaling-with-pdb": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.Autoscaling = &ferrofedv1alpha1.Autoscaling{MinReplicas: 2, MaxReplicas: 10,
+			TargetCPUUtilizationPercentage: ptr.To[int32](70), TargetMemoryUtilizationPercentage: ptr.To[int32](85)}
+	},
+	// spec.topologySpreadConstraints replace the default spread; the one without a
+	// labelSelector gets the pods' selector labels.
+	"topology-spread-override": func(g *ferrofedv1alpha1.Gateway) {
+		g.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
+			{MaxSkew: 2, TopologyKey: "topology.kubernetes.io/region", WhenUnsatisfiable: corev1.DoNotSchedule},
+			{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "edge"}}},
+		}
+	},
 	"inline-config-merged": func(g *ferrofedv1alpha1.Gateway) {
 		g.Spec.Config = configWithIssuer(`
 [server]
@@ -193,7 +208,7 @@ func TestGoldenBuilders(t *testing.T) {
 				t.Fatalf("render: %v", err)
 			}
 			var out bytes.Buffer
-			objects := []any{ConfigMap(gw, rendered, ""), Deployment(gw, plan, rendered), Service(gw, rendered), PodDisruptionBudget(gw)}
+			objects := []any{ConfigMap(gw, rendered, ""), Deployment(gw, plan, rendered), Service(gw, rendered), PodDisruptionBudget(gw), HorizontalPodAutoscaler(gw)}
 			if gw.Spec.PersistentSpool() {
 				objects = []any{ConfigMap(gw, rendered, ""), StatefulSet(gw, plan, rendered), Service(gw, rendered), PodDisruptionBudget(gw),
 					HandOverJob(gw, rendered, SpoolClaimName(gw.Name, 1), 1)}
@@ -204,7 +219,7 @@ func TestGoldenBuilders(t *testing.T) {
 					t.Fatal(err)
 				}
 				if string(data) == "null\n" {
-					continue // no PodDisruptionBudget with one replica
+					continue // no PodDisruptionBudget with one replica, no autoscaler without spec.autoscaling
 				}
 				out.WriteString("---\n")
 				out.Write(data)

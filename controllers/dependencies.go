@@ -170,7 +170,7 @@ func countOf(k *ferrofedv1alpha1.DependencyKeyStatus, s string) *int32 {
 }
 
 func podStatus(r podReport) ferrofedv1alpha1.PolledPodStatus {
-	p := ferrofedv1alpha1.PolledPodStatus{Name: r.pod, Phase: r.phase, Message: r.failure}
+	p := ferrofedv1alpha1.PolledPodStatus{Name: r.pod, Lifecycle: r.phase, Message: r.failure}
 	for _, key := range slices.Sorted(maps.Keys(r.states)) {
 		if s := r.states[key]; s != "up" {
 			if len(p.NotUp) == maxPodNotUp {

@@ -94,7 +94,7 @@ func TestSummarizeTakesTheWorstStateAndCountsEach(t *testing.T) {
 			t.Errorf("keys[%d] = %+v, want %+v", i, d.Keys[i], want[i])
 		}
 	}
-	if len(d.Pods) != 4 || d.Pods[0].Name != "p0" || strings.Join(d.Pods[0].NotUp, ",") != "member/b=down" || d.Pods[3].Message == "" || d.Pods[3].Phase != "" {
+	if len(d.Pods) != 4 || d.Pods[0].Name != "p0" || strings.Join(d.Pods[0].NotUp, ",") != "member/b=down" || d.Pods[3].Message == "" || d.Pods[3].Lifecycle != "" {
 		t.Errorf("pods %+v", d.Pods)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/events"
@@ -45,8 +47,9 @@ import (
 // configMapRefIndex indexes Gateways by the ConfigMap their spec.config.configMapRef names.
 const configMapRefIndex = "spec.config.configMapRef.name"
 
-// GatewayReconciler makes the ConfigMap, Deployment, Service and PodDisruptionBudget of
-// each Gateway match its spec, and reports what it did in the Gateway's status.
+// GatewayReconciler makes the ConfigMap, Deployment, Service, PodDisruptionBudget and
+// HorizontalPodAutoscaler of each Gateway match its spec, and reports what it did in
+// the Gateway's status.
 //
 // An unchanged Gateway costs no write: before applying an object, the reconciler
 // extracts from the live object (the cache) the fields FieldOwner manages, with their
@@ -85,6 +88,9 @@ type GatewayReconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// The HorizontalPodAutoscaler of spec.autoscaling; and the Deployment's spec.replicas
+// handed over to it (replicasSeed), an apply of the Deployment.
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // The page-token Secret of each Gateway: made once, read by name to check that the
 // Gateway controls it. No list or watch: those would read every Secret.
@@ -219,7 +225,7 @@ func (r *GatewayReconciler) otherWorkloadGoes(ctx context.Context, gw *ferrofedv
 			live = d
 		}
 	}
-	return workloadReady(live, gw.Spec.ReplicasOrDefault())
+	return workloadReady(live, wantReplicas(gw, live))
 }
 
 // ensurePageTokenSecret makes the Gateway's page-token Secret once: a random key every
@@ -307,6 +313,9 @@ type ownedObject struct {
 	// uncached kind of a Gateway never reconciled (neverReconciled). build sets it with
 	// desired.
 	createOnly func() runtime.ApplyConfiguration
+	// seed, when set, is what ReplicasOwner applies to the live object before it is
+	// applied, and once it is created (replicasSeed; nil: nothing to hand over).
+	seed func() runtime.ApplyConfiguration
 }
 
 // neverReconciled reports whether no reconcile has written gw's status yet (every
@@ -328,15 +337,17 @@ const createOnlyVersion = "1"
 
 // ownedObjects is the one table of what a Gateway owns: the ConfigMap first (the pods
 // mount it), then the workload (a Deployment into dep, or with a persistent spool a
-// StatefulSet into sts), the Service and, with more than one replica, the
-// PodDisruptionBudget. The workload of the other spool mode is deleted when otherGoes
-// (otherWorkloadGoes), and left alone until then.
+// StatefulSet into sts), the Service, with more than one replica at the least the
+// PodDisruptionBudget, and with spec.autoscaling the HorizontalPodAutoscaler (without
+// it, deleted before the workload is applied). The workload of the other spool mode
+// is deleted when otherGoes (otherWorkloadGoes), and left alone until then.
 func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []byte, jwks string, dep *appsv1.Deployment, sts *appsv1.StatefulSet, otherGoes bool) ([]ownedObject, error) {
 	cm := ownedObject{kind: "ConfigMap", live: &corev1.ConfigMap{}, uncached: true} // see ManagerOptions' client options
 	deployment := ownedObject{kind: "Deployment", live: dep}
 	statefulSet := ownedObject{kind: "StatefulSet", live: sts}
 	svc := ownedObject{kind: "Service", live: &corev1.Service{}}
 	pdb := ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}}
+	hpa := ownedObject{kind: "HorizontalPodAutoscaler", live: &autoscalingv2.HorizontalPodAutoscaler{}}
 	err := errors.Join(
 		build(&cm, func() *corev1ac.ConfigMapApplyConfiguration { return ConfigMap(gw, rendered, jwks) }),
 		build(&svc, func() *corev1ac.ServiceApplyConfiguration { return Service(gw, rendered) }))
@@ -349,6 +360,12 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 		}
 	} else {
 		err = errors.Join(err, build(&deployment, func() *appsv1ac.DeploymentApplyConfiguration { return Deployment(gw, plan, rendered) }))
+		deployment.seed = func() runtime.ApplyConfiguration {
+			if seed := replicasSeed(gw, dep); seed != nil {
+				return seed
+			}
+			return nil
+		}
 		workloads = []ownedObject{deployment}
 		if otherGoes {
 			workloads = append(workloads, statefulSet)
@@ -357,8 +374,12 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 	if PodDisruptionBudget(gw) != nil {
 		err = errors.Join(err, build(&pdb, func() *policyv1ac.PodDisruptionBudgetApplyConfiguration { return PodDisruptionBudget(gw) }))
 	}
-	out := append([]ownedObject{cm}, workloads...)
-	return append(out, svc, pdb), err
+	if HorizontalPodAutoscaler(gw) == nil {
+		// Gone before the workload takes spec.replicas back: no last scaling between.
+		return append(append([]ownedObject{cm, hpa}, workloads...), svc, pdb), err
+	}
+	err = errors.Join(err, build(&hpa, func() *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration { return HorizontalPodAutoscaler(gw) }))
+	return append(append([]ownedObject{cm}, workloads...), svc, pdb, hpa), err
 }
 
 // ownedKind is the apply configuration of an owned kind.
@@ -463,6 +484,9 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 		if sts, ok := live.(*appsv1.StatefulSet); ok && sts.DeletionTimestamp != nil {
 			return statefulSetGoing(gw, sts, typedStatefulSet(desired)) // made again once gone
 		}
+		if err := r.seedReplicas(ctx, gw, o); err != nil {
+			return err
+		}
 		if same, err := sameAsLive(live, desired); err != nil || same {
 			return err
 		}
@@ -479,7 +503,7 @@ func (r *GatewayReconciler) apply(ctx context.Context, gw *ferrofedv1alpha1.Gate
 	if apierrors.IsNotFound(err) {
 		verb = verbCreated
 	}
-	return r.applied(gw, o, desired, verb, changed)
+	return r.applied(ctx, gw, o, desired, verb, changed)
 }
 
 // createOnly applies o's create-only form: done is false when an object of the name
@@ -489,7 +513,7 @@ func (r *GatewayReconciler) createOnly(ctx context.Context, gw *ferrofedv1alpha1
 	created := o.createOnly()
 	switch cerr := r.Apply(ctx, created, client.FieldOwner(FieldOwner), client.ForceOwnership); {
 	case cerr == nil:
-		return true, r.applied(gw, o, created, verbCreated, changed)
+		return true, r.applied(ctx, gw, o, created, verbCreated, changed)
 	case !apierrors.IsConflict(cerr):
 		return true, r.applyFailed(gw, o.kind, gw.Name, cerr)
 	}
@@ -497,13 +521,38 @@ func (r *GatewayReconciler) createOnly(ctx context.Context, gw *ferrofedv1alpha1
 }
 
 // applied records a successful apply of o: live takes the response, which the client
-// decoded into sent.
-func (r *GatewayReconciler) applied(gw *ferrofedv1alpha1.Gateway, o ownedObject, sent runtime.ApplyConfiguration, verb string, changed *changes) error {
+// decoded into sent. An object just created gets its seed (replicasSeed).
+func (r *GatewayReconciler) applied(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject, sent runtime.ApplyConfiguration, verb string, changed *changes) error {
 	if err := fromApplyResponse(sent, o.live); err != nil {
 		return err
 	}
 	changed.add(verb, o.kind, gw.Name, o.live)
+	if verb == verbCreated {
+		return r.seedReplicas(ctx, gw, o)
+	}
 	return nil
+}
+
+// seedReplicas applies o's seed, if it has one now, as ReplicasOwner: the live
+// Deployment's spec.replicas is then held by a manager other than FieldOwner, so that
+// the operator's apply without it leaves it as it is (docs/operator.md, "Autoscaling
+// and spread"). live takes the response.
+func (r *GatewayReconciler) seedReplicas(ctx context.Context, gw *ferrofedv1alpha1.Gateway, o ownedObject) error {
+	if o.seed == nil {
+		return nil
+	}
+	seed := o.seed()
+	if seed == nil {
+		return nil
+	}
+	switch err := r.Apply(ctx, seed, client.FieldOwner(ReplicasOwner), client.ForceOwnership); {
+	case apierrors.IsConflict(err):
+		// The Deployment changed since it was read: the retry reads it again.
+		return fmt.Errorf("hand spec.replicas of %s %s over to the autoscaler: %w", o.kind, gw.Name, err)
+	case err != nil:
+		return r.applyFailed(gw, o.kind, gw.Name, fmt.Errorf("hand spec.replicas over to the autoscaler: %w", err))
+	}
+	return fromApplyResponse(seed, o.live)
 }
 
 // applyFailed counts a refused apply (ferrofed_operator_apply_failures_total), tells it
@@ -774,6 +823,7 @@ func (r *GatewayReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int
 		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).
 		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(notCreated)).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}, builder.WithPredicates(notCreated)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysReferencing), builder.OnlyMetadata).
 		// A gateway pod deleted and terminated: its drain goes into the status.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podDrained)).

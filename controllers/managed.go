@@ -153,3 +153,37 @@ func sameAsLive(live client.Object, desired runtime.ApplyConfiguration) (bool, e
 	want, err := desiredSum(desired)
 	return err == nil && have == want, err
 }
+
+// replicasHeldKey is the annotation of a cached Deployment (trimForCache) that says,
+// with "true", that a manager other than FieldOwner's apply holds its spec.replicas
+// (replicasHeldBy); like managedSumKey it is no valid key, so only the cache carries it.
+const replicasHeldKey = "ferrofed.io/replicas-held (cache only)"
+
+// replicasHeld reports whether a manager other than FieldOwner's apply holds live's
+// spec.replicas: the HorizontalPodAutoscaler (through /scale), ReplicasOwner, anyone
+// who scaled it. Read from the cache's annotation, or from live's managedFields.
+func replicasHeld(live client.Object) bool {
+	if IsTrimmedForCache(live) {
+		return live.GetAnnotations()[replicasHeldKey] == "true"
+	}
+	return replicasHeldBy(live.GetManagedFields())
+}
+
+// replicasHeldBy reports whether an entry of managed, other than FieldOwner's apply of
+// the object itself, holds f:spec.f:replicas.
+func replicasHeldBy(managed []metav1.ManagedFieldsEntry) bool {
+	for _, e := range managed {
+		if e.Manager == FieldOwner && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			continue
+		}
+		var fields struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if e.FieldsV1 != nil && json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) == nil {
+			if _, ok := fields.Spec["f:replicas"]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -250,7 +251,8 @@ func newPoller(mgr ctrl.Manager, o PollOptions) (*DependencyPoller, error) {
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // CacheOptions keep the informers small in a big cluster:
-//   - the owned kinds (Deployments, Services, PodDisruptionBudgets) and the gateway
+//   - the owned kinds (Deployments, Services, PodDisruptionBudgets,
+//     HorizontalPodAutoscalers) and the gateway
 //     pods are listed and watched only with the operator's managed-by label, so
 //     unrelated objects of the cluster never reach the operator's memory;
 //   - what is cached of each object is what the reconciler reads, nothing more
@@ -258,7 +260,9 @@ func newPoller(mgr ctrl.Manager, o PollOptions) (*DependencyPoller, error) {
 //     counters and managedSum, the digest of its applied-config annotation and of
 //     the fields FieldOwner's apply holds (what the reconciler compares with the
 //     desired apply configuration, see managed.go), not its
-//     spec, labels, annotations or managedFields; a Gateway loses its managedFields and kubectl's
+//     spec, labels, annotations or managedFields (a Deployment keeps spec.replicas,
+//     and whether a manager other than FieldOwner's apply holds it: replicasSeed);
+//     a Gateway loses its managedFields and kubectl's
 //     last-applied-configuration; a pod keeps what its drain is read from; a spool
 //     claim keeps only its AnnotationReleaseQuarantine of its annotations; a
 //     ConfigMap's metadata (the only part watched) loses its annotations and
@@ -272,11 +276,12 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: trimForCache,
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            owned,
-			&appsv1.StatefulSet{}:           owned,
-			&corev1.Service{}:               owned,
-			&policyv1.PodDisruptionBudget{}: owned,
-			&corev1.Pod{}:                   owned, // the gateway pods and the hand-over Jobs' carry the label too
+			&appsv1.Deployment{}:                     owned,
+			&appsv1.StatefulSet{}:                    owned,
+			&corev1.Service{}:                        owned,
+			&policyv1.PodDisruptionBudget{}:          owned,
+			&autoscalingv2.HorizontalPodAutoscaler{}: owned,
+			&corev1.Pod{}:                            owned, // the gateway pods and the hand-over Jobs' carry the label too
 			// The hand-over Jobs, and the spool claims (labelled through the
 			// StatefulSet's volumeClaimTemplate).
 			&batchv1.Job{}:                  owned,
@@ -300,9 +305,15 @@ func IsTrimmedForCache(obj client.Object) bool {
 func trimForCache(in any) (any, error) {
 	switch o := in.(type) {
 	case *appsv1.Deployment:
+		held := replicasHeldBy(o.ManagedFields)
 		if trimOwned(o) {
-			o.Spec = appsv1.DeploymentSpec{}
-			o.Status.Conditions = nil // read: the generations and replica counts
+			// Read: the generations, the replica counts, and spec.replicas with who
+			// holds it (an autoscaled Gateway's, replicasSeed).
+			o.Spec = appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}
+			o.Status.Conditions = nil
+			if held {
+				o.Annotations[replicasHeldKey] = "true"
+			}
 		}
 	case *appsv1.StatefulSet:
 		if trimOwned(o) {
@@ -330,6 +341,10 @@ func trimForCache(in any) (any, error) {
 	case *policyv1.PodDisruptionBudget:
 		if trimOwned(o) {
 			o.Spec, o.Status = policyv1.PodDisruptionBudgetSpec{}, policyv1.PodDisruptionBudgetStatus{}
+		}
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		if trimOwned(o) {
+			o.Spec, o.Status = autoscalingv2.HorizontalPodAutoscalerSpec{}, autoscalingv2.HorizontalPodAutoscalerStatus{}
 		}
 	case *corev1.Pod:
 		trimPod(o)

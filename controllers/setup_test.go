@@ -78,8 +78,11 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	cached := cachedAny.(*appsv1.Deployment)
-	if len(cached.ManagedFields) != 0 || len(cached.Spec.Template.Spec.Containers) != 0 || cached.Spec.Replicas != nil {
-		t.Errorf("the cached Deployment kept managedFields %v or its spec %+v", managers(cached.ManagedFields), cached.Spec)
+	if len(cached.ManagedFields) != 0 || len(cached.Spec.Template.Spec.Containers) != 0 || ptr.Deref(cached.Spec.Replicas, 0) != 2 {
+		t.Errorf("the cached Deployment kept managedFields %v or its spec %+v (of which only replicas, 2)", managers(cached.ManagedFields), cached.Spec)
+	}
+	if replicasHeld(cached) {
+		t.Errorf("the cached Deployment says another manager holds spec.replicas; only %s applied it", FieldOwner)
 	}
 	if cached.Status.ReadyReplicas != 2 || cached.Status.UpdatedReplicas != 2 || cached.Status.ObservedGeneration != 3 || cached.Generation != 3 || len(cached.Status.Conditions) != 0 {
 		t.Errorf("the cached Deployment's generation and status counters = %d %+v, want them kept (and no conditions)", cached.Generation, cached.Status)
@@ -114,6 +117,10 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 	// Applied by an operator before the annotation, or with the annotation edited away.
 	unmarked := liveDeployment(t, two, appliedByUs)
 	delete(unmarked.Annotations, AnnotationAppliedConfig)
+	if !replicasHeld(edited) || !replicasHeld(trimmed(t, edited.DeepCopy())) {
+		t.Errorf("spec.replicas updated by kubectl-edit: replicasHeld is false (full object %v, cached %v), want true",
+			replicasHeld(edited), replicasHeld(trimmed(t, edited.DeepCopy())))
+	}
 	for name, live := range map[string]*appsv1.Deployment{"a field taken over by another manager": edited, "no applied-config annotation": unmarked} {
 		for _, obj := range []*appsv1.Deployment{live.DeepCopy(), trimmed(t, live.DeepCopy())} {
 			if same, err := sameAsLive(obj, two); err != nil || same {

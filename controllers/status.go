@@ -48,7 +48,7 @@ func configValidCondition(o configOutcome) metav1.Condition {
 // and nothing stopped the owned objects from being applied.
 func readyCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome, ap applyProblem) metav1.Condition {
 	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionReady, Status: metav1.ConditionFalse}
-	want := gw.Spec.ReplicasOrDefault()
+	want := wantReplicas(gw, dep)
 	switch {
 	case ap.reason != "":
 		c.Reason, c.Message = ap.reason, capMessage(ap.message)
@@ -70,7 +70,7 @@ func readyCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o conf
 // or runs pods of an older template, or has too few updated pods.
 func progressingCondition(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment, o configOutcome) metav1.Condition {
 	c := metav1.Condition{Type: ferrofedv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse}
-	want := gw.Spec.ReplicasOrDefault()
+	want := wantReplicas(gw, dep)
 	switch {
 	case dep == nil && !o.valid():
 		c.Reason, c.Message = ferrofedv1alpha1.ReasonInvalidConfig, "Nothing is rolled out: the configuration is invalid."
@@ -143,4 +143,17 @@ func capMessage(msg string) string {
 		b.WriteString(l)
 	}
 	return b.String()
+}
+
+// wantReplicas is how many pods the Gateway's workload should run: spec.replicas (or
+// its default); with spec.autoscaling what the autoscaler last set on the Deployment,
+// or minReplicas while it has set nothing the operator has seen.
+func wantReplicas(gw *ferrofedv1alpha1.Gateway, dep *appsv1.Deployment) int32 {
+	if !gw.Spec.Autoscaled() {
+		return gw.Spec.ReplicasOrDefault()
+	}
+	if dep != nil && dep.Spec.Replicas != nil {
+		return *dep.Spec.Replicas
+	}
+	return gw.Spec.FloorReplicas()
 }

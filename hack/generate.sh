@@ -12,7 +12,7 @@ go tool controller-gen \
   output:crd:artifacts:config=config/crd/bases \
   output:rbac:artifacts:config=config/rbac \
   output:webhook:artifacts:config=config/webhook
-go test ./controllers/... -run 'Golden' -count=1 -update >/dev/null
+go test ./controllers/... ./cmd/kubectl-ferrofed/ -run 'Golden' -count=1 -update >/dev/null
 
 # Chart (issue 4): the CRDs, the operator's ClusterRole rules and its webhooks copied
 # into charts/ferrofed from the files above, then the chart's golden files.

@@ -30,6 +30,31 @@ const (
 // ReplicasOrDefault is spec.replicas with its default applied.
 func (s *GatewaySpec) ReplicasOrDefault() int32 { return ptr.Deref(s.Replicas, DefaultReplicas) }
 
+// Autoscaled reports whether a HorizontalPodAutoscaler sets the number of pods
+// (spec.autoscaling).
+func (s *GatewaySpec) Autoscaled() bool { return s.Autoscaling != nil }
+
+// FloorReplicas is the fewest pods the spec asks for: spec.autoscaling.minReplicas, or
+// spec.replicas with its default applied.
+func (s *GatewaySpec) FloorReplicas() int32 {
+	if s.Autoscaling != nil {
+		return s.Autoscaling.MinReplicas
+	}
+	return s.ReplicasOrDefault()
+}
+
+// CPUTarget is spec.autoscaling's CPU utilization target, with its default (80 when no
+// target is set); false when there is none.
+func (a *Autoscaling) CPUTarget() (int32, bool) {
+	switch {
+	case a.TargetCPUUtilizationPercentage != nil:
+		return *a.TargetCPUUtilizationPercentage, true
+	case a.TargetMemoryUtilizationPercentage == nil:
+		return DefaultTargetCPUUtilizationPercentage, true
+	}
+	return 0, false
+}
+
 // PortOrDefault is spec.port with its default applied.
 func (s *GatewaySpec) PortOrDefault() int32 {
 	if s.Port == 0 {
@@ -85,6 +110,9 @@ func (s *GatewaySpec) SpoolSizeLimit() resource.Quantity {
 
 // MaxSecretMounts is spec.secretMounts' MaxItems.
 const MaxSecretMounts = 16
+
+// MaxTopologySpreadConstraints is spec.topologySpreadConstraints' MaxItems.
+const MaxTopologySpreadConstraints = 8
 
 // PersistentSpool reports whether the spools live in a claim per replica
 // (spec.audit.spool.volumeClaimTemplate): the gateway then runs as a StatefulSet.

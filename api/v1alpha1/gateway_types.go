@@ -25,14 +25,37 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.lifecycle.terminationGracePeriodSeconds) || self.lifecycle.terminationGracePeriodSeconds * 1000 > ((has(self.lifecycle.drainDelay) ? duration(self.lifecycle.drainDelay).getMilliseconds() : self.probes.readiness.periodSeconds * self.probes.readiness.failureThreshold * 1000) + duration(has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : self.lifecycle.requestTimeout).getMilliseconds() + duration(self.lifecycle.bindingsDrainTimeout).getMilliseconds())",message="spec.lifecycle.terminationGracePeriodSeconds must be greater than spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout (an unset drainDelay is spec.probes.readiness.periodSeconds × failureThreshold, an unset shutdownTimeout is spec.lifecycle.requestTimeout)",messageExpression="'spec.lifecycle.terminationGracePeriodSeconds must be greater than spec.lifecycle.drainDelay (' + (has(self.lifecycle.drainDelay) ? self.lifecycle.drainDelay : 'unset: spec.probes.readiness.periodSeconds × failureThreshold') + ') + spec.lifecycle.shutdownTimeout (' + (has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : 'unset: spec.lifecycle.requestTimeout, ' + self.lifecycle.requestTimeout) + ') + spec.lifecycle.bindingsDrainTimeout (' + self.lifecycle.bindingsDrainTimeout + ')'",fieldPath=".lifecycle.terminationGracePeriodSeconds"
 // +kubebuilder:validation:XValidation:rule="has(self.lifecycle.terminationGracePeriodSeconds) || duration(self.lifecycle.terminationHeadroom) > duration('0s') || ((has(self.lifecycle.drainDelay) ? duration(self.lifecycle.drainDelay).getMilliseconds() : self.probes.readiness.periodSeconds * self.probes.readiness.failureThreshold * 1000) + duration(has(self.lifecycle.shutdownTimeout) ? self.lifecycle.shutdownTimeout : self.lifecycle.requestTimeout).getMilliseconds() + duration(self.lifecycle.bindingsDrainTimeout).getMilliseconds()) % 1000 != 0",message="spec.lifecycle.terminationHeadroom of 0s makes the derived terminationGracePeriodSeconds equal to spec.lifecycle.drainDelay + spec.lifecycle.shutdownTimeout + spec.lifecycle.bindingsDrainTimeout: the kill would land when the drain may still run; set a headroom above 0s",fieldPath=".lifecycle.terminationHeadroom"
+// +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && has(self.autoscaling))",message="spec.replicas and spec.autoscaling are mutually exclusive: with spec.autoscaling the HorizontalPodAutoscaler sets the number of pods between minReplicas and maxReplicas; remove spec.replicas, or spec.autoscaling",fieldPath=".replicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.audit) || !has(self.audit.spool) || !has(self.audit.spool.volumeClaimTemplate)",message="spec.autoscaling is not supported with spec.audit.spool.volumeClaimTemplate: the operator picks the spool claims to hand over and delete by spec.replicas, and every scale-down of an autoscaler would hand one over (a Job, then a new volume at the next scale-up); set spec.replicas, or keep the emptyDir spool",fieldPath=".autoscaling"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || (has(self.autoscaling.targetMemoryUtilizationPercentage) && !has(self.autoscaling.targetCPUUtilizationPercentage)) || (!has(self.resources) || ((!has(self.resources.requests) || size(self.resources.requests) == 0) && (!has(self.resources.limits) || size(self.resources.limits) == 0) && (!has(self.resources.claims) || size(self.resources.claims) == 0))) || (has(self.resources.requests) && 'cpu' in self.resources.requests) || (has(self.resources.limits) && 'cpu' in self.resources.limits)",message="spec.autoscaling's CPU target (targetCPUUtilizationPercentage, 80 when no target is set) is a share of the CPU request: spec.resources sets no cpu in requests or limits; add spec.resources.requests.cpu, or leave spec.resources empty for the operator's default requests",fieldPath=".autoscaling"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.targetMemoryUtilizationPercentage) || (!has(self.resources) || ((!has(self.resources.requests) || size(self.resources.requests) == 0) && (!has(self.resources.limits) || size(self.resources.limits) == 0) && (!has(self.resources.claims) || size(self.resources.claims) == 0))) || (has(self.resources.requests) && 'memory' in self.resources.requests) || (has(self.resources.limits) && 'memory' in self.resources.limits)",message="spec.autoscaling.targetMemoryUtilizationPercentage is a share of the memory request: spec.resources sets no memory in requests or limits; add spec.resources.requests.memory, or leave spec.resources empty for the operator's default requests",fieldPath=".autoscaling"
 type GatewaySpec struct {
-	// replicas is the number of gateway pods. Default 1, from 0 to 1000. With more
-	// than one replica the operator adds a PodDisruptionBudget (maxUnavailable 1).
+	// replicas is the number of gateway pods, from 0 to 1000; unset, 1 (the operator's
+	// default, not written into the object, so that spec.autoscaling can be set without
+	// it). With more than one replica the operator adds a PodDisruptionBudget
+	// (maxUnavailable 1). Not with autoscaling, which sets the number of pods instead.
 	// +optional
-	// +default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// autoscaling hands the number of gateway pods to a HorizontalPodAutoscaler
+	// (autoscaling/v2) of the gateway's Deployment that the operator owns, which sets
+	// it between minReplicas and maxReplicas; the operator then stops setting the
+	// Deployment's replicas. Not with replicas, nor with a persistent audit spool
+	// (spec.audit.spool.volumeClaimTemplate). Default: unset, spec.replicas pods.
+	// +optional
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+
+	// topologySpreadConstraints replace, when set, the operator's default spread of the
+	// gateway pods (maxSkew 1 across nodes, kubernetes.io/hostname, and across zones,
+	// topology.kubernetes.io/zone, both ScheduleAnyway). A constraint without a
+	// labelSelector gets the gateway pods' selector labels. At most 8.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.maxSkew >= 1 && (c.whenUnsatisfiable == 'DoNotSchedule' || c.whenUnsatisfiable == 'ScheduleAnyway'))",message="spec.topologySpreadConstraints: every constraint needs maxSkew of at least 1 and whenUnsatisfiable DoNotSchedule or ScheduleAnyway"
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
 	// image is the ferrofed container image, e.g. "ghcr.io/ferrofed/ferrofed:v0.1.0".
 	// Required, no default; at most 512 characters, no whitespace. The operator may
@@ -124,6 +147,48 @@ type GatewaySpec struct {
 	// has a [tracing] table).
 	// +optional
 	Tracing *Tracing `json:"tracing,omitempty"`
+}
+
+// MaxAutoscalingReplicas bounds spec.autoscaling.maxReplicas, as spec.replicas is bounded.
+const MaxAutoscalingReplicas = 1000
+
+// DefaultTargetCPUUtilizationPercentage is the CPU target of an autoscaling spec that
+// sets no target at all (the HorizontalPodAutoscaler's own default).
+const DefaultTargetCPUUtilizationPercentage int32 = 80
+
+// Autoscaling is the HorizontalPodAutoscaler the operator owns (docs/operator.md,
+// "Autoscaling and spread").
+//
+// +kubebuilder:validation:XValidation:rule="self.maxReplicas >= self.minReplicas",message="spec.autoscaling.maxReplicas must be at least spec.autoscaling.minReplicas",fieldPath=".maxReplicas"
+type Autoscaling struct {
+	// minReplicas is the fewest gateway pods, from 1 to 1000. With 2 or more the
+	// operator adds a PodDisruptionBudget (maxUnavailable 1). Required.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MinReplicas int32 `json:"minReplicas,omitempty"`
+
+	// maxReplicas is the most gateway pods, from minReplicas to 1000. Required.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
+
+	// targetCPUUtilizationPercentage is the average CPU use, in percent of the gateway
+	// container's CPU request, the autoscaler keeps the pods at; from 1 to 100.
+	// Default: 80 when targetMemoryUtilizationPercentage is unset too, else none.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	TargetCPUUtilizationPercentage *int32 `json:"targetCPUUtilizationPercentage,omitempty"`
+
+	// targetMemoryUtilizationPercentage is the average memory use, in percent of the
+	// gateway container's memory request, the autoscaler keeps the pods at; from 1 to
+	// 100. Default: unset, no memory target.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"`
 }
 
 // Tracing is what the operator renders as [tracing] (docs/tracing.md).
@@ -612,11 +677,12 @@ type DependenciesStatus struct {
 	// +optional
 	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
 
-	// replicasPolled is how many ready pods were polled; replicasRead how many of
-	// them answered with a report.
+	// replicasPolled is how many ready pods were polled.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReplicasPolled int32 `json:"replicasPolled"`
+
+	// replicasRead is how many of them answered with a report.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReplicasRead int32 `json:"replicasRead"`
@@ -662,15 +728,23 @@ type DependencyKeyStatus struct {
 	// +kubebuilder:validation:Enum=up;down;failing;degraded;unknown
 	State string `json:"state,omitempty"`
 
-	// up, down, failing, degraded and unknown count the replicas reporting each state.
+	// up counts the replicas that report the key up.
 	// +optional
 	Up int32 `json:"up,omitempty"`
+
+	// down counts the replicas that report it down.
 	// +optional
 	Down int32 `json:"down,omitempty"`
+
+	// failing counts the replicas that report it failing.
 	// +optional
 	Failing int32 `json:"failing,omitempty"`
+
+	// degraded counts the replicas that report it degraded.
 	// +optional
 	Degraded int32 `json:"degraded,omitempty"`
+
+	// unknown counts the replicas that report it unknown.
 	// +optional
 	Unknown int32 `json:"unknown,omitempty"`
 }
@@ -683,11 +757,11 @@ type PolledPodStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 
-	// phase is the phase its readiness answer named (booting, serving, draining);
-	// empty when it could not be read.
+	// lifecycle is where its readiness answer said the gateway is: booting, serving or
+	// draining; empty when it could not be read.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
-	Phase string `json:"phase,omitempty"`
+	Lifecycle string `json:"lifecycle,omitempty"`
 
 	// notUp are the keys this pod does not report up, as "key=state", at most 16.
 	// +optional

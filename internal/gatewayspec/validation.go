@@ -52,6 +52,7 @@ func ValidateReferenced(g *ferrofedv1alpha1.Gateway, read ReadConfig) (field.Err
 	errs = append(errs, validateTLS(s.TLS)...)
 	errs = append(errs, validateTracing(s.Tracing)...)
 	errs = append(errs, validateAuditAndMounts(s)...)
+	errs = append(errs, validateAutoscaling(s)...)
 	errs = append(errs, ValidateLifecycle(s)...)
 	cfgPath := field.NewPath("spec", "config")
 	if c := s.Config; c != nil && c.Inline != nil && c.ConfigMapRef != nil {

@@ -52,6 +52,9 @@ var allowed = map[string][]string{
 	"gateway/assemble": {"gateway/access", "gateway/auth", "gateway/bindings", "gateway/bindings/audit", "gateway/bindings/mcsd", "gateway/bindings/patient",
 		"gateway/bindings/pmir", "gateway/config", "gateway/dependencies", "gateway/federation", "gateway/server", "gateway/storedquery", "gateway/tracing"},
 	"controllers": {"api/v1alpha1", "gateway/config", "gateway/lifecycle", "internal/gatewayspec", "internal/webhook"},
+	// The kubectl plugin: it prints what the operator reports, and checks a manifest
+	// with the operator's own rules and builders.
+	"cmd/kubectl-ferrofed": {"api/v1alpha1", "controllers", "internal/gatewayspec"},
 
 	// The bindings (gateway/bindings/<binding>/...).
 	"gateway/bindings": {"gateway/config", "gateway/dependencies", "gateway/outbound", "gateway/scrub", "gateway/tracing"},

@@ -26,7 +26,9 @@ func TestCRDDefaultsAreTheGoDefaults(t *testing.T) {
 		field     string
 		got, want any
 	}{
-		{"replicas", ptr.Deref(s.Replicas, -1), ferrofedv1alpha1.DefaultReplicas},
+		// Not defaulted in the object, so that spec.autoscaling can be set without it;
+		// ReplicasOrDefault reads it as DefaultReplicas.
+		{"replicas is unset (1 in Go)", s.Replicas == nil && s.ReplicasOrDefault() == ferrofedv1alpha1.DefaultReplicas, true},
 		{"basePath", s.BasePath, ferrofedv1alpha1.DefaultBasePath},
 		{"port", s.Port, ferrofedv1alpha1.DefaultPort},
 		{"lifecycle.requestTimeout", l.RequestTimeout.Duration, lifecycle.DefaultRequestTimeout},

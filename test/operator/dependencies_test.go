@@ -105,7 +105,7 @@ func TestTheOperatorReadsItsPodsReports(t *testing.T) {
 		if d == nil || d.ReplicasPolled != 2 || d.ReplicasRead != 2 || d.MembersReachable != "2/2" || d.LastPollTime == nil {
 			return fmt.Errorf("status.dependencies %+v", d)
 		}
-		if len(d.Pods) != 2 || d.Pods[0].Phase != "serving" || d.Pods[0].Message != "" {
+		if len(d.Pods) != 2 || d.Pods[0].Lifecycle != "serving" || d.Pods[0].Message != "" {
 			return fmt.Errorf("pods %+v", d.Pods)
 		}
 		if c := condition(gw, ferrofedv1alpha1.ConditionMembersReachable); c.Status != metav1.ConditionTrue || c.ObservedGeneration != gw.Generation {

@@ -290,8 +290,15 @@ func TestUnchangedGatewayCostsNoWrite(t *testing.T) {
 		g.Spec.Audit.Spool.VolumeClaimTemplate.Spec.StorageClassName = ptr.To("local-path")
 		g.Spec.Audit.Spool.VolumeClaimTemplate.Metadata = &ferrofedv1alpha1.SpoolClaimMetadata{Annotations: map[string]string{"a": "b"}}
 	}
+	// spec.autoscaling: the HorizontalPodAutoscaler, a Deployment without replicas
+	// whose count ferrofed-operator-replicas holds (handed over once, not at each
+	// reconcile), and the spec's spread constraints.
+	autoscaledAndSpread := func(g *ferrofedv1alpha1.Gateway) {
+		withAutoscaling(2, 5, func(a *ferrofedv1alpha1.Autoscaling) { a.TargetMemoryUtilizationPercentage = ptr.To[int32](70) })(g)
+		withSpread(spreadOn("topology.kubernetes.io/region", 2, corev1.DoNotSchedule))(g)
+	}
 	for name, mutate := range map[string]func(*ferrofedv1alpha1.Gateway){"quiet-defaults": nil, "quiet-full": full, "quiet-mtls-audit": mutualTLSAndAudit,
-		"quiet-persistent-spool": persistent} {
+		"quiet-persistent-spool": persistent, "quiet-autoscaled": autoscaledAndSpread} {
 		t.Run(name+" is reconciled again with zero writes", func(t *testing.T) {
 			key := types.NamespacedName{Namespace: "reconcile", Name: name}
 			if err := k8s.Create(ctx, newGateway(key.Namespace, key.Name, mutate)); err != nil {

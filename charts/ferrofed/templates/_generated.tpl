@@ -75,6 +75,17 @@ Edit the kubebuilder markers, then run make generate.
   verbs:
   - create
 - apiGroups:
+  - autoscaling
+  resources:
+  - horizontalpodautoscalers
+  verbs:
+  - create
+  - delete
+  - get
+  - list
+  - patch
+  - watch
+- apiGroups:
   - batch
   resources:
   - jobs
