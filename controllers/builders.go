@@ -441,9 +441,10 @@ func PageTokenSecret(gw *ferrofedv1alpha1.Gateway, key []byte) *corev1.Secret {
 	}
 }
 
-// Service exposes the gateway's port as "http".
-func Service(gw *ferrofedv1alpha1.Gateway) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(gw.Name, gw.Namespace).
+// Service exposes the gateway's port as "http", labelled and annotated with where the
+// pods serve their metrics (withMetrics) unless rendered sets metrics.disabled.
+func Service(gw *ferrofedv1alpha1.Gateway, rendered []byte) *corev1ac.ServiceApplyConfiguration {
+	return withMetrics(corev1ac.Service(gw.Name, gw.Namespace).
 		WithLabels(Labels(gw)).
 		WithOwnerReferences(ownerReference(gw)).
 		WithSpec(corev1ac.ServiceSpec().
@@ -453,7 +454,7 @@ func Service(gw *ferrofedv1alpha1.Gateway) *corev1ac.ServiceApplyConfiguration {
 				WithName(PortName).
 				WithProtocol(corev1.ProtocolTCP).
 				WithPort(gw.Spec.PortOrDefault()).
-				WithTargetPort(intstr.FromString(PortName))))
+				WithTargetPort(intstr.FromString(PortName)))), gw, rendered)
 }
 
 // PodDisruptionBudget keeps all but one pod through voluntary disruptions. It exists

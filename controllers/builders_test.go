@@ -208,9 +208,9 @@ func TestGoldenBuilders(t *testing.T) {
 				t.Fatalf("render: %v", err)
 			}
 			var out bytes.Buffer
-			objects := []any{ConfigMap(gw, rendered, ""), Deployment(gw, plan, rendered), Service(gw), PodDisruptionBudget(gw), HorizontalPodAutoscaler(gw)}
+			objects := []any{ConfigMap(gw, rendered, ""), Deployment(gw, plan, rendered), Service(gw, rendered), PodDisruptionBudget(gw), HorizontalPodAutoscaler(gw)}
 			if gw.Spec.PersistentSpool() {
-				objects = []any{ConfigMap(gw, rendered, ""), StatefulSet(gw, plan, rendered), Service(gw), PodDisruptionBudget(gw),
+				objects = []any{ConfigMap(gw, rendered, ""), StatefulSet(gw, plan, rendered), Service(gw, rendered), PodDisruptionBudget(gw),
 					HandOverJob(gw, rendered, SpoolClaimName(gw.Name, 1), 1)}
 			}
 			for _, obj := range objects {

@@ -350,7 +350,7 @@ func ownedObjects(gw *ferrofedv1alpha1.Gateway, plan lifecycle.Plan, rendered []
 	hpa := ownedObject{kind: "HorizontalPodAutoscaler", live: &autoscalingv2.HorizontalPodAutoscaler{}}
 	err := errors.Join(
 		build(&cm, func() *corev1ac.ConfigMapApplyConfiguration { return ConfigMap(gw, rendered, jwks) }),
-		build(&svc, func() *corev1ac.ServiceApplyConfiguration { return Service(gw) }))
+		build(&svc, func() *corev1ac.ServiceApplyConfiguration { return Service(gw, rendered) }))
 	var workloads []ownedObject
 	if gw.Spec.PersistentSpool() {
 		err = errors.Join(err, build(&statefulSet, func() *appsv1ac.StatefulSetApplyConfiguration { return StatefulSet(gw, plan, rendered) }))
@@ -555,9 +555,10 @@ func (r *GatewayReconciler) seedReplicas(ctx context.Context, gw *ferrofedv1alph
 	return fromApplyResponse(seed, o.live)
 }
 
-// applyFailed tells a refused apply in an Event, and in the status when a retry would
-// be refused the same way.
+// applyFailed counts a refused apply (ferrofed_operator_apply_failures_total), tells it
+// in an Event, and in the status when a retry would be refused the same way.
 func (r *GatewayReconciler) applyFailed(gw *ferrofedv1alpha1.Gateway, kind, name string, err error) error {
+	applyFailures.WithLabelValues(kind).Inc()
 	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "FailedApply", "Apply", "Failed to apply %s %s: %s", kind, name, eventNote(err.Error()))
 	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err) {
 		// The apiserver's own words, in the status: a retry would say the same.

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
+	"github.com/ferrofed/ferrofed/gateway/lifecycle"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -37,12 +38,28 @@ var (
 		Name: "ferrofed_operator_audit_undelivered",
 		Help: "Audit records the spool claims of a Gateway (namespace/name) hold undelivered, as the last drain or hand-over of each reported them.",
 	}, []string{"gateway"})
+	// applyFailures counts the applies of a Gateway's objects the apiserver refused
+	// (applyFailed): each is also a FailedApply Event on the Gateway.
+	applyFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ferrofed_operator_apply_failures_total",
+		Help: "Applies of the objects a Gateway owns that the API server refused, by kind of object.",
+	}, []string{"kind"})
 	registered sync.Once
 )
 
+// drainOutcomes are the outcomes of ferrofed_operator_drains_total, each exported at 0
+// from the start: an alert's increase() then sees the first cut or kill too
+// (docs/operator.md, "Monitoring").
+var drainOutcomes = []string{lifecycle.DrainCompleted, lifecycle.DrainCut, "killed", "unknown"}
+
 // registerMetrics registers them once, whatever number of managers a process sets up.
 func registerMetrics() {
-	registered.Do(func() { metrics.Registry.MustRegister(drainsTotal, drainSeconds, webhookSeconds, auditUndelivered) })
+	registered.Do(func() {
+		metrics.Registry.MustRegister(drainsTotal, drainSeconds, webhookSeconds, auditUndelivered, applyFailures)
+		for _, o := range drainOutcomes {
+			drainsTotal.WithLabelValues(o)
+		}
+	})
 }
 
 // setAuditMetric sets auditUndelivered of gw from its status.audit; a Gateway without

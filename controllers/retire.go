@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
-	"github.com/ferrofed/ferrofed/internal/gatewayspec"
 )
 
 // Retiring pods (docs/operator.md, "Retiring pods"): a switch from the emptyDir spool to
@@ -143,19 +141,12 @@ func metricsURL(gw *ferrofedv1alpha1.Gateway, rendered []byte, podIP string) (st
 	if podIP == "" {
 		return "", errors.New("the pod has no IP")
 	}
-	metricsPath := "/metrics"
-	if cfg, err := gatewayspec.ParseRendered(rendered); err == nil {
-		if cfg.Metrics.Disabled {
-			return "", errors.New("metrics.disabled is set: the operator cannot read the pod's backlog; once you know its spool is delivered, delete the pod by hand (records it still holds are lost with it)")
-		}
-		metricsPath = cfg.Metrics.Path
-	}
-	scheme := "http"
-	if gw.Spec.TLS != nil {
-		scheme = "https"
+	scheme, urlPath, err := metricsEndpoint(gw, rendered)
+	if err != nil {
+		return "", errors.New("metrics.disabled is set: the operator cannot read the pod's backlog; once you know its spool is delivered, delete the pod by hand (records it still holds are lost with it)")
 	}
 	host := net.JoinHostPort(podIP, strconv.Itoa(int(gw.Spec.PortOrDefault())))
-	return scheme + "://" + host + path.Join(gw.Spec.BasePathOrDefault(), metricsPath), nil
+	return scheme + "://" + host + urlPath, nil
 }
 
 // readBacklog reads one pod's backlog.

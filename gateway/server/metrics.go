@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -32,6 +33,8 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	ready       prometheus.Gauge
+	readyChange prometheus.Counter
+	lastReady   atomic.Bool // the value ferrofed_readiness was last set to
 	phase       *prometheus.GaugeVec
 	inFlight    prometheus.Gauge
 	requests    *prometheus.CounterVec
@@ -48,6 +51,9 @@ func newMetrics() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ferrofed_readiness", Help: "1 when the last readiness answer was ready, else 0.",
+		}),
+		readyChange: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ferrofed_readiness_changes_total", Help: "Changes of ferrofed_readiness either way, each counted even when no scrape saw it.",
 		}),
 		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ferrofed_phase", Help: "1 for the process's current phase (booting, serving, draining), 0 for the others.",
@@ -77,7 +83,7 @@ func newMetrics() *Metrics {
 			Name: "ferrofed_data_plane_shed_total", Help: "Data-plane requests answered 503 because limits.max_in_flight_requests were being served.",
 		}),
 	}
-	m.Registry.MustRegister(m.ready, m.phase, m.inFlight, m.requests, m.drains, m.cutConns, m.abandoned,
+	m.Registry.MustRegister(m.ready, m.readyChange, m.phase, m.inFlight, m.requests, m.drains, m.cutConns, m.abandoned,
 		m.evaluations, m.checkFailed, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.setPhase(lifecycle.PhaseBooting)
@@ -96,8 +102,22 @@ func (m *Metrics) setPhase(p lifecycle.Phase) {
 		m.phase.WithLabelValues(string(q)).Set(v)
 	}
 	if p == lifecycle.PhaseDraining {
-		m.ready.Set(0)
+		m.setReady(false)
 	}
+}
+
+// setReady sets ferrofed_readiness and counts a change of it in
+// ferrofed_readiness_changes_total: a readiness that flaps faster than the scrapes is
+// still seen. The gauge starts at 0, so the first ready answer is a change.
+func (m *Metrics) setReady(ready bool) {
+	if m.lastReady.Swap(ready) != ready {
+		m.readyChange.Inc()
+	}
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	m.ready.Set(v)
 }
 
 func (m *Metrics) observeReport(r *health.Report) {

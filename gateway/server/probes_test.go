@@ -104,3 +104,46 @@ func TestAPanickingProbeIsA500(t *testing.T) {
 		t.Error("liveness after a panic of readiness does not answer")
 	}
 }
+
+// TestReadinessChangesAreCounted: ferrofed_readiness_changes_total counts every change
+// of the readiness answer either way, drain included, and no repeated answer: the
+// chart's FerrofedReadinessFlapping alert reads it (docs/runbooks/readiness-flapping.md).
+func TestReadinessChangesAreCounted(t *testing.T) {
+	failing := true
+	sf := newTestSurface()
+	sf.checks = []health.Check{health.NamedCheck("registry", func(context.Context) error {
+		if failing {
+			return errors.New("loading")
+		}
+		return nil
+	})}
+	s, err := New(parse(t, "[health]\ncache_ttl_ms = 0\n"), logr.Discard(), withSurfaces(sf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(fail bool) {
+		t.Helper()
+		failing = fail
+		get(t, s.Handler(), http.MethodGet, "/health/readiness")
+	}
+	changes := func() float64 { return testutil.ToFloat64(s.metrics.readyChange) }
+	ask(true) // 0 as it started: no change
+	ask(true)
+	if got := changes(); got != 0 {
+		t.Fatalf("%v changes before the first ready answer, want 0", got)
+	}
+	for _, fail := range []bool{false, false, true, false, true, true, false} {
+		ask(fail)
+	}
+	if got := changes(); got != 5 {
+		t.Fatalf("%v changes after ready, ready, not, ready, not, not, ready, want 5 (a repeat is no change)", got)
+	}
+	s.state.StartDraining()
+	ask(false)
+	if got, ready := changes(), testutil.ToFloat64(s.metrics.ready); got != 6 || ready != 0 {
+		t.Fatalf("after the drain began: %v changes and readiness %v, want 6 and 0", got, ready)
+	}
+	if body := get(t, s.Handler(), http.MethodGet, "/metrics").Body.String(); !strings.Contains(body, "ferrofed_readiness_changes_total 6") {
+		t.Errorf("/metrics lacks ferrofed_readiness_changes_total 6")
+	}
+}

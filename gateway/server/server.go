@@ -26,6 +26,7 @@
 // own (never the global one):
 //
 //	ferrofed_readiness                          gauge 0/1, the last readiness answer
+//	ferrofed_readiness_changes_total            counter, changes of ferrofed_readiness either way
 //	ferrofed_phase{phase}                       gauge, 1 for the current phase
 //	ferrofed_http_requests_in_flight            gauge
 //	ferrofed_http_requests_total{surface,code}  counter; surface is health, operator, data_plane, metrics or none
@@ -228,12 +229,7 @@ func healthSettings(cfg *config.Config) health.Settings {
 // carries reason codes.
 func (s *Server) observeReport(r *health.Report) {
 	s.metrics.observeReport(r)
-	ready := r.Ready() && !s.state.Draining()
-	if ready {
-		s.metrics.ready.Set(1)
-	} else {
-		s.metrics.ready.Set(0)
-	}
+	s.metrics.setReady(r.Ready() && !s.state.Draining())
 	key := strings.Join(r.Reasons(), ",")
 	s.reasonsMu.Lock()
 	changed := key != s.lastReasons

@@ -42,6 +42,8 @@ func TestChartRendersAsTheGoldenFiles(t *testing.T) {
 		{"namespaces", []string{"scope=namespaces", "watchNamespaces={clinical,research}", "allowedImages={registry.example.org/ferrofed/*}"}},
 		{"operator-tracing", []string{"tracing.endpoint=https://otel-collector.observability.svc:4318", "tracing.headersSecret.name=otel-token",
 			"tracing.caSecret.name=otel-ca", "tracing.caSecret.key=bundle.pem"}},
+		{"monitoring", append([]string{"monitoring.serviceMonitor.labels.release=kube-prometheus-stack",
+			"monitoring.prometheusRule.labels.release=kube-prometheus-stack"}, monitoringOn...)},
 	} {
 		t.Run("with values "+tc.name+" the chart renders as testdata/"+tc.name+".yaml", func(t *testing.T) {
 			args := []string{"template", release, chartDir(t), "--namespace", namespace}
@@ -152,6 +154,13 @@ func TestChartRefusesWrongValues(t *testing.T) {
 		{"scope namespaces without a namespace", []string{"--set", "scope=namespaces"}, "/watchNamespaces"},
 		{"an image pattern with a space", []string{"--set-json", `allowedImages=["a b"]`}, "/allowedImages/0"},
 		{"an unknown nested key", []string{"--set", "webhook.certDir=/x"}, "certDir"},
+		{"a string for monitoring.serviceMonitor.enabled", []string{"--set-string", "monitoring.serviceMonitor.enabled=true"}, "/monitoring/serviceMonitor/enabled"},
+		{"a scrape interval that is not a duration", []string{"--set", "monitoring.serviceMonitor.interval=thirty"}, "/monitoring/serviceMonitor/interval"},
+		{"an unknown serviceMonitor key", []string{"--set", "monitoring.serviceMonitor.port=9090"}, "port"},
+		{"an unknown monitoring key", []string{"--set", "monitoring.podMonitor.enabled=true"}, "podMonitor"},
+		{"a runbook base URL with a trailing slash", []string{"--set", "monitoring.prometheusRule.runbookBaseURL=https://wiki.example.org/"}, "/monitoring/prometheusRule/runbookBaseURL"},
+		{"a dashboard namespace that is not a name", []string{"--set", "monitoring.dashboards.namespace=Bad_NS"}, "/monitoring/dashboards/namespace"},
+		{"a dashboard label that is not a string", []string{"--set", "monitoring.dashboards.labels.grafana_dashboard=1"}, "/monitoring/dashboards/labels/grafana_dashboard"},
 	} {
 		t.Run("helm template refuses "+tc.name, func(t *testing.T) {
 			args := append([]string{"template", release, chartDir(t), "--namespace", namespace}, tc.set...)
@@ -167,7 +176,12 @@ func TestChartRefusesWrongValues(t *testing.T) {
 }
 
 func TestChartPassesHelmLint(t *testing.T) {
-	for _, set := range [][]string{nil, {"--set", "certManager.enabled=true"}, {"--set", "webhook.enabled=false"}} {
+	on := []string{}
+	for _, v := range monitoringOn {
+		on = append(on, "--set", v)
+	}
+	for _, set := range [][]string{nil, {"--set", "certManager.enabled=true"}, {"--set", "webhook.enabled=false"}, on,
+		append([]string{"--set", "scope=namespaces", "--set", "watchNamespaces={clinical}"}, on...)} {
 		t.Run("helm lint --strict passes with "+strings.Join(set, " "), func(t *testing.T) {
 			out := mustHelm(t, nil, append([]string{"lint", "--strict", chartDir(t)}, set...)...)
 			if !strings.Contains(out, "0 chart(s) failed") {

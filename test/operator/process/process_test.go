@@ -334,7 +334,7 @@ func floor(b *testing.B, ctx context.Context, n int) (time.Duration, mix) {
 		if err := c.client.Create(ctx, controllers.PageTokenSecret(gw, key)); err != nil {
 			return err
 		}
-		owned := []runtime.ApplyConfiguration{controllers.ConfigMap(gw, rendered, ""), controllers.Deployment(gw, plan, rendered), controllers.Service(gw)}
+		owned := []runtime.ApplyConfiguration{controllers.ConfigMap(gw, rendered, ""), controllers.Deployment(gw, plan, rendered), controllers.Service(gw, rendered)}
 		if pdb := controllers.PodDisruptionBudget(gw); pdb != nil {
 			owned = append(owned, pdb)
 		}
