@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"hash/fnv"
@@ -86,10 +87,6 @@ func (p *DependencyPoller) NeedLeaderElection() bool { return true }
 
 // Start polls until ctx ends.
 func (p *DependencyPoller) Start(ctx context.Context) error {
-	if p.HTTP == nil {
-		p.HTTP = NewPodReader()
-		p.HTTP.Timeout = pollCallTimeout
-	}
 	sem := make(chan struct{}, max(p.Concurrency, 1))
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -204,13 +201,30 @@ func podBase(gw *ferrofedv1alpha1.Gateway, ip string) string {
 	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(int(gw.Spec.PortOrDefault()))) + strings.TrimSuffix(path.Clean("/"+gw.Spec.BasePathOrDefault()), "/")
 }
 
+// pollClient is the client of one poll: its two calls share one connection (and one TLS
+// handshake), closed when the poll ends; nothing is kept between polls, which would be
+// an idle connection to every pod of every Gateway. Over TLS the pod's certificate is
+// not verified, as NewPodReader says why.
+func (p *DependencyPoller) pollClient() (*http.Client, func()) {
+	if p.HTTP != nil {
+		return p.HTTP, func() {}
+	}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, ReadBufferSize: 2 << 10, WriteBufferSize: 1 << 10,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}} //nolint:gosec // see NewPodReader
+	hc := &http.Client{Timeout: pollCallTimeout, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return hc, tr.CloseIdleConnections
+}
+
 // poll reads one pod's readiness answer and dependency report.
 func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
+	hc, done := p.pollClient()
+	defer done()
 	r := podReport{pod: t.pod}
 	var ready struct {
 		Phase string `json:"phase"`
 	}
-	if body, err := p.get(ctx, t.base+"/health/readiness?verbose=0", "", pollReadinessBytes, true); err == nil {
+	if body, err := p.get(ctx, hc, t.base+"/health/readiness?verbose=0", "", pollReadinessBytes, true); err == nil {
 		if json.Unmarshal(body, &ready) == nil && slices.Contains([]string{"booting", "serving", "draining"}, ready.Phase) {
 			r.phase = ready.Phase
 		}
@@ -220,7 +234,7 @@ func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
 		r.failure = "the operator could not sign its token"
 		return r
 	}
-	body, err := p.get(ctx, t.base+"/operator/dependencies", token, pollReportBytes, false)
+	body, err := p.get(ctx, hc, t.base+"/operator/dependencies", token, pollReportBytes, false)
 	if err != nil {
 		r.failure = err.Error()
 		return r
@@ -243,7 +257,7 @@ var (
 )
 
 // get reads url; anyStatus takes a readiness 503's body too.
-func (p *DependencyPoller) get(ctx context.Context, url, token string, limit int64, anyStatus bool) ([]byte, error) {
+func (p *DependencyPoller) get(ctx context.Context, hc *http.Client, url, token string, limit int64, anyStatus bool) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, pollCallTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -253,7 +267,7 @@ func (p *DependencyPoller) get(ctx context.Context, url, token string, limit int
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	res, err := p.HTTP.Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
 		return nil, errUnreachable
 	}
