@@ -1,8 +1,10 @@
 package controllers
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -49,22 +51,11 @@ func TestParseReport(t *testing.T) {
 		if i > 0 {
 			big += ","
 		}
-		big += `"m` + strings.Repeat("x", i%5) + string(rune('a'+i%26)) + itoa(i) + `":"up"`
+		big += `"m` + strings.Repeat("x", i%5) + string(rune('a'+i%26)) + strconv.Itoa(i) + `":"up"`
 	}
 	if _, err := parseReport([]byte(big + `}}`)); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("a report of %d keys: %v", maxReportKeys+1, err)
 	}
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	s := ""
-	for ; i > 0; i /= 10 {
-		s = string(rune('0'+i%10)) + s
-	}
-	return s
 }
 
 func report(pod string, states map[string]string) podReport {
@@ -102,11 +93,11 @@ func TestSummarizeTakesTheWorstStateAndCountsEach(t *testing.T) {
 func TestSummarizeIsBounded(t *testing.T) {
 	states := map[string]string{}
 	for i := range ferrofedv1alpha1.MaxDependencyKeys + 7 {
-		states["member/m"+itoa(i)] = "down"
+		states["member/m"+strconv.Itoa(i)] = "down"
 	}
 	var reports []podReport
 	for i := range ferrofedv1alpha1.MaxPolledPods + 3 {
-		reports = append(reports, report("p"+itoa(i), states))
+		reports = append(reports, report("p"+strconv.Itoa(i), states))
 	}
 	d := summarize(reports)
 	if len(d.Keys) != ferrofedv1alpha1.MaxDependencyKeys || d.KeysNotListed != 7 || len(d.Pods) != ferrofedv1alpha1.MaxPolledPods ||
@@ -184,5 +175,24 @@ func TestAuditDegradedAfterTwoPolls(t *testing.T) {
 	}
 	if !auditNotUp(map[string]string{"audit_feed": "down"}) || auditNotUp(map[string]string{"consent": "down", "audit_repository": "up"}) {
 		t.Error("auditNotUp")
+	}
+}
+
+func TestPollOptionsAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		o    PollOptions
+		flag string
+	}{
+		{PollOptions{}, ""},
+		{PollOptions{Interval: time.Second, Concurrency: MaxDependencyPollConcurrency}, ""},
+		{PollOptions{Interval: 500 * time.Millisecond}, "--dependency-poll-interval"},
+		{PollOptions{Interval: -time.Second}, "--dependency-poll-interval"},
+		{PollOptions{Interval: time.Minute, Concurrency: -1}, "--dependency-poll-concurrency"},
+		{PollOptions{Interval: time.Minute, Concurrency: MaxDependencyPollConcurrency + 1}, "--dependency-poll-concurrency"},
+	} {
+		err := tc.o.validate()
+		if (tc.flag == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.flag)) {
+			t.Errorf("%+v: %v, want the flag %q named", tc.o, err, tc.flag)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"hash/fnv"
@@ -209,11 +208,8 @@ func (p *DependencyPoller) pollClient() (*http.Client, func()) {
 	if p.HTTP != nil {
 		return p.HTTP, func() {}
 	}
-	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, ReadBufferSize: 2 << 10, WriteBufferSize: 1 << 10,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}} //nolint:gosec // see NewPodReader
-	hc := &http.Client{Timeout: pollCallTimeout, Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return hc, tr.CloseIdleConnections
+	tr := &http.Transport{MaxIdleConnsPerHost: 1, ReadBufferSize: 2 << 10, WriteBufferSize: 1 << 10}
+	return podClient(pollCallTimeout, tr), tr.CloseIdleConnections
 }
 
 // poll reads one pod's readiness answer and dependency report.

@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -160,7 +159,7 @@ func (i *OperatorIssuer) Token(audience string, now time.Time) (string, error) {
 		gatewayspec.OperatorIssuerScope}
 	value, err := jwt.Signed(i.signer).Claims(claims).Serialize()
 	if err != nil {
-		return "", errors.New("sign the operator's token: " + err.Error())
+		return "", fmt.Errorf("sign the operator's token: %w", err)
 	}
 	i.tokens[audience] = issuedToken{value: value, exp: exp}
 	return value, nil

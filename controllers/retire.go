@@ -61,12 +61,17 @@ const (
 // pod's certificate: it dials the pod's IP, which no serving certificate names, and it
 // reads only two counts (docs/operator.md, "Retiring pods").
 func NewPodReader() *http.Client {
-	return &http.Client{
-		Timeout: RetireReadTimeout,
-		Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}, //nolint:gosec // see above
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return podClient(RetireReadTimeout, &http.Transport{DisableKeepAlives: true})
+}
+
+// podClient is a client of the operator's for reading its pods through tr: no proxy,
+// no redirects, timeout per call, and over TLS no verification of the pod's
+// certificate (above).
+func podClient(timeout time.Duration, tr *http.Transport) *http.Client {
+	tr.Proxy = nil
+	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // see NewPodReader
+	return &http.Client{Timeout: timeout, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // retiringResult is what one pass over a Gateway's retiring pods found.

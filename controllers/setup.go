@@ -190,6 +190,9 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 		r.Recorder = o.WrapRecorder(r.Recorder)
 	}
 	registerMetrics()
+	if err := o.Poll.validate(); err != nil {
+		return nil, err
+	}
 	if o.Poll.Interval > 0 && o.Poll.Namespace == "" {
 		// A local run (out of the cluster, without POD_NAMESPACE) keeps working as before.
 		mgr.GetLogger().Info("Dependency polling is off: no --operator-namespace (nor POD_NAMESPACE) to keep the issuer key in")
@@ -224,10 +227,25 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	return r, nil
 }
 
+// MaxDependencyPollConcurrency bounds --dependency-poll-concurrency.
+const MaxDependencyPollConcurrency = 1024
+
+// validate refuses flags out of their range, naming the flag; 0 is each one's "off" or
+// "default".
+func (o PollOptions) validate() error {
+	switch {
+	case o.Interval < 0 || (o.Interval > 0 && o.Interval < time.Second):
+		return fmt.Errorf("--dependency-poll-interval %s: at least 1s, or 0 to turn polling off", o.Interval)
+	case o.Concurrency < 0 || o.Concurrency > MaxDependencyPollConcurrency:
+		return fmt.Errorf("--dependency-poll-concurrency %d: from 1 to %d (0: the default, %d)", o.Concurrency, MaxDependencyPollConcurrency, DefaultDependencyPollConcurrency)
+	}
+	return nil
+}
+
 // newPoller loads (or makes) the operator's issuer key and adds the poller to mgr.
 func newPoller(mgr ctrl.Manager, o PollOptions) (*DependencyPoller, error) {
-	if o.Interval < time.Second {
-		return nil, fmt.Errorf("--dependency-poll-interval %s: at least 1s, or 0 to turn polling off", o.Interval)
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

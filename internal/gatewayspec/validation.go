@@ -278,10 +278,15 @@ func mountPathValid(p string) bool {
 // configuration, and runs `config check` on it: what the webhook and the controller
 // both call, so that they refuse the same documents.
 func RenderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte) ([]byte, error) {
+	return renderUser(s, plan, user, nil)
+}
+
+// renderUser is RenderAndCheck with operator (nil: none) appended to the issuers.
+func renderUser(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, operator *config.Issuer) ([]byte, error) {
 	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil { // before go-toml decodes it, as Validate
 		return nil, err
 	}
-	rendered, _, err := renderAndCheck(s, plan, user, config.MountsOf(user), nil)
+	rendered, _, err := renderAndCheck(s, plan, user, config.MountsOf(user), operator)
 	return rendered, err
 }
 
@@ -293,10 +298,7 @@ func RenderAndCheck(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user [
 // keyID names the issuer's key in a closing comment: a new key changes the rendered
 // file, and so its hash, which rolls the pods onto the new key set.
 func RenderForPolling(s *ferrofedv1alpha1.GatewaySpec, plan lifecycle.Plan, user []byte, is config.Issuer, keyID string) ([]byte, error) {
-	if err := config.CheckUnknownKeys(user, "spec.config"); err != nil {
-		return nil, err
-	}
-	rendered, _, err := renderAndCheck(s, plan, user, config.MountsOf(user), &is)
+	rendered, err := renderUser(s, plan, user, &is)
 	if err != nil {
 		return nil, err
 	}

@@ -68,11 +68,13 @@ func CI() bool { return os.Getenv("CI") == "true" }
 // it returns its path.
 func RequireHelm(t testing.TB) string {
 	t.Helper()
-	skipOrFail(t, MissingHelm())
+	SkipOrFail(t, MissingHelm())
 	return Helm()
 }
 
-func skipOrFail(t testing.TB, why string) {
+// SkipOrFail skips t, saying why, when why is not empty; under CI=true it fails it
+// instead: a tool CI installs is never silently missing there.
+func SkipOrFail(t testing.TB, why string) {
 	t.Helper()
 	if why == "" {
 		return
@@ -88,7 +90,7 @@ func skipOrFail(t testing.TB, why string) {
 // control plane's folder.
 func Require(t testing.TB, helm bool) string {
 	t.Helper()
-	skipOrFail(t, Missing(helm))
+	SkipOrFail(t, Missing(helm))
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		os.Setenv("KUBEBUILDER_ASSETS", Assets())
 	}

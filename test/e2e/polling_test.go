@@ -14,7 +14,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ferrofed/ferrofed/test/rollout"
 )
 
 // pollInterval is the operator's --dependency-poll-interval in the e2e release.
@@ -54,24 +55,19 @@ func (s *e2e) membersReachable(t *testing.T) {
 			}
 		}
 	}
-	condition := func(ctx context.Context) (string, string, string, error) {
+	// MembersReachable's status, and its reason and message as "reason: message".
+	condition := func(ctx context.Context) (string, string, error) {
 		gw, err := s.c.getGateway(ctx, cfg.namespace, gatewayName)
 		if err != nil {
-			return "", "", "", err
+			return "", "", err
 		}
-		conds, _, _ := unstructured.NestedSlice(gw.Object, "status", "conditions")
-		for _, c := range conds {
-			cm, _ := c.(map[string]any)
-			if cm["type"] == "MembersReachable" {
-				return fmt.Sprint(cm["status"]), fmt.Sprint(cm["reason"]), fmt.Sprint(cm["message"]), nil
-			}
-		}
-		return "", "", "", nil
+		st, why := rollout.Condition(gw, "MembersReachable")
+		return st, why, nil
 	}
 	ctx := context.Background()
 	eventually(t, 4*pollInterval+time.Minute, "MembersReachable=True while every member answers", func(ctx context.Context) (bool, string, error) {
-		st, reason, msg, err := condition(ctx)
-		return st == "True", fmt.Sprintf("%s %s %q", st, reason, msg), err
+		st, why, err := condition(ctx)
+		return st == "True", st + " " + why, err
 	})
 	scale := func(n int32) {
 		t.Helper()
@@ -94,8 +90,8 @@ func (s *e2e) membersReachable(t *testing.T) {
 	down := time.Now()
 	eventually(t, 4*pollInterval+2*time.Minute, "MembersReachable=False naming "+endpoint, func(ctx context.Context) (bool, string, error) {
 		poke()
-		st, reason, msg, err := condition(ctx)
-		return st == "False" && reason == "MembersDown" && strings.Contains(msg, endpoint+" down on "), fmt.Sprintf("%s %s %q", st, reason, msg), err
+		st, why, err := condition(ctx)
+		return st == "False" && strings.HasPrefix(why, "MembersDown: ") && strings.Contains(why, endpoint+" down on "), st + " " + why, err
 	})
 	s.summary = append(s.summary, fmt.Sprintf("e2e polling: member %s scaled to 0: MembersReachable=False naming it %s later (poll interval %s)", m.ID, time.Since(down).Round(time.Second), pollInterval))
 	if out := status(); !strings.Contains(out, "MembersReachable  False") || !strings.Contains(out, "member/"+endpoint) {
@@ -108,8 +104,8 @@ func (s *e2e) membersReachable(t *testing.T) {
 	back := time.Now()
 	eventually(t, 4*pollInterval+3*time.Minute, "MembersReachable=True once the member is back", func(ctx context.Context) (bool, string, error) {
 		poke()
-		st, reason, msg, err := condition(ctx)
-		return st == "True", fmt.Sprintf("%s %s %q", st, reason, msg), err
+		st, why, err := condition(ctx)
+		return st == "True", st + " " + why, err
 	})
 	s.summary = append(s.summary, fmt.Sprintf("e2e polling: member %s back: MembersReachable=True %s after its scale-up", m.ID, time.Since(back).Round(time.Second)))
 	if out := status(); !strings.Contains(out, "MembersReachable  True") {

@@ -195,13 +195,5 @@ func setPodReady(ctx context.Context, t *testing.T, p *corev1.Pod, ip string, re
 	if ready {
 		status = corev1.ConditionTrue
 	}
-	eventually(t, settle, "pod "+p.Name+" ready="+strconv.FormatBool(ready), func() error {
-		live := &corev1.Pod{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), live); err != nil {
-			return err
-		}
-		live.Status.Phase, live.Status.PodIP, live.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
-		live.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-		return k8s.Status().Update(ctx, live)
-	})
+	setPodStatus(ctx, t, p, ip, []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}})
 }

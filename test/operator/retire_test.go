@@ -181,12 +181,22 @@ func deploymentPods(ctx context.Context, t *testing.T, dep *appsv1.Deployment, h
 // setPodIP gives a pod the IP the kubelet would report.
 func setPodIP(ctx context.Context, t *testing.T, p *corev1.Pod, ip string) {
 	t.Helper()
-	eventually(t, settle, "the IP of pod "+p.Name, func() error {
+	setPodStatus(ctx, t, p, ip, nil)
+}
+
+// setPodStatus gives a running pod ip and, when conditions is not nil, those
+// conditions, as the kubelet would report them.
+func setPodStatus(ctx context.Context, t *testing.T, p *corev1.Pod, ip string, conditions []corev1.PodCondition) {
+	t.Helper()
+	eventually(t, settle, "the status of pod "+p.Name, func() error {
 		live := &corev1.Pod{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), live); err != nil {
 			return err
 		}
 		live.Status.Phase, live.Status.PodIP, live.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+		if conditions != nil {
+			live.Status.Conditions = conditions
+		}
 		return k8s.Status().Update(ctx, live)
 	})
 }
