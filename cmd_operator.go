@@ -79,12 +79,12 @@ names, else the in-cluster configuration.`,
 }
 
 // operatorGCPercent is the operator's GOGC unless the environment sets one: its heap is
-// mostly its informer caches, long-lived, so the default 100 (a heap twice the live
-// data before each collection) doubles its memory for little CPU saved. 50 keeps the
-// peak near 1.5× the live data: with 1,000 Gateways (test/operator/process) a peak of
-// 35 MiB anonymous memory instead of 45, for about twice as many collections of a
-// 16–20 MB heap.
-const operatorGCPercent = 50
+// mostly its informer caches and the polls' last reports, long-lived, so the default
+// 100 (a heap twice the live data before each collection) doubles its memory for
+// little CPU saved. 25 keeps the heap near 1.25× the live data: with 1,000 Gateways of
+// 3 polled replicas (test/operator/process) a live heap of about 25 MB collected every
+// second or two, about 2 % of a core (docs/operator.md, "The operator's memory").
+const operatorGCPercent = 25
 
 func runOperator(o operatorOptions) error {
 	if os.Getenv("GOGC") == "" {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,22 +44,72 @@ var (
 // auditKeys are the report keys of the audit trail's destinations.
 var auditKeys = []string{"audit_repository", "audit_feed"}
 
-// podReport is what one poll of a pod read.
+// podReport is what one poll of a pod read. The poller keeps one per polled pod for
+// as long as the pod is polled (3,000 of them for 1,000 Gateways of 3 replicas), so
+// it is kept small: its strings are the pod's name from the cache and fixed words,
+// its states a short sorted slice of interned keys.
 type podReport struct {
-	pod   string
+	pod string
+	// phase is one of lifecyclePhases, or "".
 	phase string
-	// states maps each key to its state; nil when the report could not be read.
-	states map[string]string
+	// states holds each key's state, sorted by key; nil when the report could not be
+	// read.
+	states reportStates
 	// failure is the class of what went wrong, "" when the report was read.
 	failure string
 	// auditNotUp counts the polls in a row in which an audit key was not up.
-	auditNotUp int
+	auditNotUp int32
+}
+
+// reportStates are the states of one report's keys, sorted by key.
+type reportStates []keyState
+
+// keyState is one key of a report and its state. Keys are interned: every replica of
+// a Gateway (and often every Gateway) reports the same ones.
+type keyState struct {
+	key   unique.Handle[string]
+	state uint8 // its index in stateOrder
+}
+
+func (k keyState) Key() string   { return k.key.Value() }
+func (k keyState) State() string { return stateOrder[k.state] }
+
+// get is key's state, false when the report has no such key.
+func (rs reportStates) get(key string) (string, bool) {
+	i, found := slices.BinarySearchFunc(rs, key, func(k keyState, key string) int { return strings.Compare(k.Key(), key) })
+	if !found {
+		return "", false
+	}
+	return rs[i].State(), true
+}
+
+// statesOf makes a report's states from a map of key to state (a state of another
+// word is unknown).
+func statesOf(m map[string]string) reportStates {
+	rs := make(reportStates, 0, len(m))
+	for k, s := range m {
+		rs = append(rs, keyState{key: unique.Make(k), state: uint8(stateIndex(s))})
+	}
+	slices.SortFunc(rs, func(a, b keyState) int { return strings.Compare(a.Key(), b.Key()) })
+	return rs
+}
+
+// lifecyclePhases are the phases of a readiness answer the operator keeps.
+var lifecyclePhases = []string{"booting", "serving", "draining"}
+
+// knownPhase is phase as one of lifecyclePhases' own strings (so that no answer's
+// bytes are kept), "" for any other word.
+func knownPhase(phase string) string {
+	if i := slices.Index(lifecyclePhases, phase); i >= 0 {
+		return lifecyclePhases[i]
+	}
+	return ""
 }
 
 // parseReport reads the body of {base}/operator/dependencies: "endpoints" an object
 // of endpoint id to state, every other key a binding's state, "<binding>_fault" left
 // out. A key or state of another shape is refused, never passed on.
-func parseReport(body []byte) (map[string]string, error) {
+func parseReport(body []byte) (reportStates, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, errors.New("the report is not a JSON object")
@@ -73,7 +124,7 @@ func parseReport(body []byte) (map[string]string, error) {
 			if !endpointIDRE.MatchString(id) {
 				return nil, errors.New("the report names an endpoint id of another shape")
 			}
-			out[memberKeyPrefix+id] = knownState(s)
+			out[memberKeyPrefix+id] = s
 		}
 	}
 	for key, raw := range top {
@@ -84,22 +135,23 @@ func parseReport(body []byte) (map[string]string, error) {
 		if err := json.Unmarshal(raw, &s); err != nil || !bindingKeyRE.MatchString(key) {
 			return nil, errors.New("the report holds a key of another shape")
 		}
-		out[key] = knownState(s)
+		out[key] = s
 	}
 	if len(out) > maxReportKeys {
 		return nil, fmt.Errorf("the report holds %d keys, more than %d", len(out), maxReportKeys)
 	}
-	return out, nil
+	return statesOf(out), nil
 }
 
-func knownState(s string) string {
-	if slices.Contains(stateOrder, s) {
-		return s
+// stateIndex is s's index in stateOrder; a state of another word is unknown.
+func stateIndex(s string) int {
+	if i := slices.Index(stateOrder, s); i >= 0 {
+		return i
 	}
-	return "unknown"
+	return slices.Index(stateOrder, "unknown")
 }
 
-func worse(a, b string) bool { return slices.Index(stateOrder, a) < slices.Index(stateOrder, b) }
+func worse(a, b string) bool { return stateIndex(a) < stateIndex(b) }
 
 // summarize is status.dependencies (without lastPollTime) of one Gateway's reports.
 func summarize(reports []podReport) *ferrofedv1alpha1.DependenciesStatus {
@@ -109,7 +161,8 @@ func summarize(reports []podReport) *ferrofedv1alpha1.DependenciesStatus {
 		if r.states != nil {
 			d.ReplicasRead++
 		}
-		for key, s := range r.states {
+		for _, ks := range r.states {
+			key, s := ks.Key(), ks.State()
 			k := keys[key]
 			if k == nil {
 				k = &ferrofedv1alpha1.DependencyKeyStatus{Key: key, State: s}
@@ -171,12 +224,12 @@ func countOf(k *ferrofedv1alpha1.DependencyKeyStatus, s string) *int32 {
 
 func podStatus(r podReport) ferrofedv1alpha1.PolledPodStatus {
 	p := ferrofedv1alpha1.PolledPodStatus{Name: r.pod, Lifecycle: r.phase, Message: r.failure}
-	for _, key := range slices.Sorted(maps.Keys(r.states)) {
-		if s := r.states[key]; s != "up" {
+	for _, ks := range r.states { // sorted by key
+		if s := ks.State(); s != "up" {
 			if len(p.NotUp) == maxPodNotUp {
 				break
 			}
-			p.NotUp = append(p.NotUp, key+"="+s)
+			p.NotUp = append(p.NotUp, ks.Key()+"="+s)
 		}
 	}
 	return p
@@ -245,9 +298,9 @@ func auditDegraded(reports []podReport) (metav1.Condition, bool) {
 }
 
 // auditNotUp reports whether states hold an audit key that is not up.
-func auditNotUp(states map[string]string) bool {
+func auditNotUp(states reportStates) bool {
 	for _, k := range auditKeys {
-		if s, ok := states[k]; ok && s != "up" {
+		if s, ok := states.get(k); ok && s != "up" {
 			return true
 		}
 	}

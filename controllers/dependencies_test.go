@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,12 +37,15 @@ func TestParseReport(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || len(got) != len(tc.want) {
+			if err != nil || got == nil || len(got) != len(tc.want) {
 				t.Fatalf("%v %v, want %v", got, err, tc.want)
 			}
+			if !slices.IsSortedFunc(got, func(a, b keyState) int { return strings.Compare(a.Key(), b.Key()) }) {
+				t.Errorf("the states are not sorted by key: %v", got)
+			}
 			for k, v := range tc.want {
-				if got[k] != v {
-					t.Errorf("%s = %q, want %q", k, got[k], v)
+				if s, ok := got.get(k); !ok || s != v {
+					t.Errorf("%s = %q (%v), want %q", k, s, ok, v)
 				}
 			}
 		})
@@ -59,7 +63,7 @@ func TestParseReport(t *testing.T) {
 }
 
 func report(pod string, states map[string]string) podReport {
-	return podReport{pod: pod, phase: "serving", states: states}
+	return podReport{pod: pod, phase: "serving", states: statesOf(states)}
 }
 
 func TestSummarizeTakesTheWorstStateAndCountsEach(t *testing.T) {
@@ -173,7 +177,7 @@ func TestAuditDegradedAfterTwoPolls(t *testing.T) {
 			t.Errorf("observedGeneration %d", c.ObservedGeneration)
 		}
 	}
-	if !auditNotUp(map[string]string{"audit_feed": "down"}) || auditNotUp(map[string]string{"consent": "down", "audit_repository": "up"}) {
+	if !auditNotUp(statesOf(map[string]string{"audit_feed": "down"})) || auditNotUp(statesOf(map[string]string{"consent": "down", "audit_repository": "up"})) {
 		t.Error("auditNotUp")
 	}
 }

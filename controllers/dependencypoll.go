@@ -6,7 +6,6 @@ import (
 	"errors"
 	"hash/fnv"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,20 +63,21 @@ type DependencyPoller struct {
 }
 
 type polledGateway struct {
-	pods map[string]podReport
-	// told is the summary last sent on Events, and when.
-	told      *ferrofedv1alpha1.DependenciesStatus
-	toldAt    time.Time
-	toldAudit bool
+	// pods are the last reports of the polled pods, sorted by pod name.
+	pods []podReport
+	// told is the digest (reportsDigest) of the reports last told on Events, and when:
+	// a digest, not the summary, since it is kept for every Gateway.
+	told   uint64
+	toldAt time.Time
 }
 
-// pollTarget is one pod to poll.
+// pollTarget is one pod to poll (the token's audience is made when it is polled: a
+// round's list waits a whole interval).
 type pollTarget struct {
-	gateway  types.NamespacedName
-	pod      string
-	base     string // scheme://ip:port{basePath}
-	audience string
-	offset   time.Duration
+	gateway types.NamespacedName
+	pod     string
+	base    string // scheme://ip:port{basePath}
+	offset  time.Duration
 }
 
 // NeedLeaderElection: only the leader polls (its reconciles write the status).
@@ -162,8 +161,7 @@ func (p *DependencyPoller) targets(ctx context.Context) ([]pollTarget, error) {
 				continue
 			}
 			live[key][pod.Name] = true
-			out = append(out, pollTarget{gateway: key, pod: pod.Name, base: podBase(gw, pod.Status.PodIP),
-				audience: gatewayspec.OperatorAudience(gw.Namespace, gw.Name), offset: p.offset(string(pod.UID))})
+			out = append(out, pollTarget{gateway: key, pod: pod.Name, base: podBase(gw, pod.Status.PodIP), offset: p.offset(string(pod.UID))})
 		}
 	}
 	p.forget(live)
@@ -220,17 +218,18 @@ func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
 	var ready struct {
 		Phase string `json:"phase"`
 	}
-	if body, err := p.get(ctx, hc, t.base+"/health/readiness?verbose=0", "", pollReadinessBytes, true); err == nil {
-		if json.Unmarshal(body, &ready) == nil && slices.Contains([]string{"booting", "serving", "draining"}, ready.Phase) {
-			r.phase = ready.Phase
+	base := t.base
+	if body, err := p.get(ctx, hc, base+"/health/readiness?verbose=0", "", pollReadinessBytes, true); err == nil {
+		if json.Unmarshal(body, &ready) == nil {
+			r.phase = knownPhase(ready.Phase)
 		}
 	}
-	token, err := p.Issuer.Token(t.audience, time.Now())
+	token, err := p.Issuer.Token(gatewayspec.OperatorAudience(t.gateway.Namespace, t.gateway.Name), time.Now())
 	if err != nil {
 		r.failure = "the operator could not sign its token"
 		return r
 	}
-	body, err := p.get(ctx, hc, t.base+"/operator/dependencies", token, pollReportBytes, false)
+	body, err := p.get(ctx, hc, base+"/operator/dependencies", token, pollReportBytes, false)
 	if err != nil {
 		r.failure = err.Error()
 		return r
@@ -293,34 +292,77 @@ func (p *DependencyPoller) record(t pollTarget, r podReport) {
 	if p.gateways == nil {
 		p.gateways = map[types.NamespacedName]*polledGateway{}
 	}
-	g := p.gateways[t.gateway]
+	key := t.gateway
+	g := p.gateways[key]
 	if g == nil {
-		g = &polledGateway{pods: map[string]podReport{}}
-		p.gateways[t.gateway] = g
+		g = &polledGateway{}
+		p.gateways[key] = g
 	}
-	prev := g.pods[t.pod]
+	i, found := slices.BinarySearchFunc(g.pods, t.pod, func(r podReport, pod string) int { return strings.Compare(r.pod, pod) })
+	if !found {
+		g.pods = slices.Insert(g.pods, i, podReport{pod: t.pod})
+	}
 	if r.states != nil && auditNotUp(r.states) {
-		r.auditNotUp = prev.auditNotUp + 1
+		r.auditNotUp = g.pods[i].auditNotUp + 1
 	}
-	g.pods[t.pod] = r
-	p.tellLocked(t.gateway, g)
+	if prev := g.pods[i].states; sameKeys(prev, r.states) {
+		// The states kept live as long as the pod is polled: the slice made by the
+		// last poll is reused and this poll's is left to the collector, so that polls
+		// do not scatter long-lived pieces among their garbage.
+		copy(prev, r.states)
+		r.states = prev
+	}
+	g.pods[i] = r
+	p.tellLocked(key, g)
+}
+
+// sameKeys reports whether a and b are read reports of the same keys, in order.
+func sameKeys(a, b reportStates) bool {
+	return a != nil && b != nil && slices.EqualFunc(a, b, func(x, y keyState) bool { return x.key == y.key })
+}
+
+// reportsDigest is a digest of what status.dependencies and the audit condition are
+// made of: reports (sorted by pod) that have the same digest have the same summary.
+func reportsDigest(reports []podReport) uint64 {
+	h := fnv.New64a()
+	var buf [8]byte
+	for _, r := range reports {
+		_, _ = h.Write([]byte(r.pod))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(r.phase))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(r.failure))
+		flags := byte(0)
+		if r.states != nil {
+			flags |= 1
+		}
+		if r.auditNotUp >= auditDegradedPolls {
+			flags |= 2
+		}
+		_, _ = h.Write([]byte{0, flags})
+		for _, ks := range r.states {
+			_, _ = h.Write([]byte(ks.Key()))
+			buf[0] = ks.state
+			_, _ = h.Write(buf[:1])
+		}
+		_, _ = h.Write([]byte{0xff})
+	}
+	return h.Sum64()
 }
 
 // tellLocked sends the Gateway on Events when its summary differs from the one last
 // told, or that is older than pollRefresh. A full channel drops the send: the next
 // poll tells again.
 func (p *DependencyPoller) tellLocked(key types.NamespacedName, g *polledGateway) {
-	reports := slices.Collect(maps.Values(g.pods))
-	sum := summarize(reports)
-	_, auditBad := auditDegraded(reports)
-	if g.told != nil && equality.Semantic.DeepEqual(sum, g.told) && auditBad == g.toldAudit && time.Since(g.toldAt) < pollRefresh {
+	sum := reportsDigest(g.pods)
+	if !g.toldAt.IsZero() && sum == g.told && time.Since(g.toldAt) < pollRefresh {
 		return
 	}
 	gw := &ferrofedv1alpha1.Gateway{}
 	gw.Namespace, gw.Name = key.Namespace, key.Name
 	select {
 	case p.Events <- event.GenericEvent{Object: gw}:
-		g.told, g.toldAt, g.toldAudit = sum, time.Now(), auditBad
+		g.told, g.toldAt = sum, time.Now()
 	default:
 	}
 }
@@ -336,14 +378,9 @@ func (p *DependencyPoller) forget(live map[types.NamespacedName]map[string]bool)
 			delete(p.gateways, key)
 			continue
 		}
-		changed := false
-		for pod := range g.pods {
-			if !pods[pod] {
-				delete(g.pods, pod)
-				changed = true
-			}
-		}
-		if changed {
+		n := len(g.pods)
+		g.pods = slices.DeleteFunc(g.pods, func(r podReport) bool { return !pods[r.pod] })
+		if len(g.pods) != n {
 			p.tellLocked(key, g)
 		}
 	}
@@ -355,7 +392,8 @@ const noReadyPod = "No pod of the Gateway is ready: nothing is polled."
 // pollSummary is what the reconcile of one Gateway writes from the polls.
 type pollSummary struct {
 	// deps is status.dependencies, nil when no pod was polled.
-	deps    *ferrofedv1alpha1.DependenciesStatus
+	deps *ferrofedv1alpha1.DependenciesStatus
+	// reports are the polled pods' reports without their states.
 	reports []podReport
 	// why nothing was read, for the Unknown conditions.
 	why string
@@ -372,8 +410,13 @@ func (p *DependencyPoller) Summary(gw *ferrofedv1alpha1.Gateway) pollSummary {
 	if g == nil || len(g.pods) == 0 {
 		return pollSummary{why: noReadyPod}
 	}
-	reports := slices.Collect(maps.Values(g.pods))
-	d := summarize(reports)
+	d := summarize(g.pods)
+	// The copies leave the lock without their states, which later polls write in
+	// place (record); the audit condition reads the counts only.
+	reports := slices.Clone(g.pods)
+	for i := range reports {
+		reports[i].states = nil
+	}
 	if !g.toldAt.IsZero() {
 		d.LastPollTime = &metav1.Time{Time: g.toldAt.Truncate(time.Second)}
 	}

@@ -11,11 +11,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"sync"
+
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,10 +34,10 @@ const (
 	DefaultIssuerSecret = "ferrofed-operator-issuer"
 	// issuerSecretKey is the Secret's key: the private key, PKCS#8 PEM.
 	issuerSecretKey = "key.pem"
-	// operatorTokenLifetime is how long a token the operator signs is valid; one is
-	// reused until tokenRenewBefore of it is left.
-	operatorTokenLifetime = 5 * time.Minute
-	tokenRenewBefore      = time.Minute
+	// operatorTokenLifetime is how long a token the operator signs is valid: each
+	// poll signs its own (a poll lasts seconds; the rest is room for the clocks of the
+	// operator and the pod to differ).
+	operatorTokenLifetime = 2 * time.Minute
 )
 
 // OperatorIssuer signs the operator's tokens.
@@ -47,14 +46,6 @@ type OperatorIssuer struct {
 	kid    string
 	jwks   string
 	signer jose.Signer
-
-	mu     sync.Mutex
-	tokens map[string]issuedToken // by audience
-}
-
-type issuedToken struct {
-	value string
-	exp   time.Time
 }
 
 // LoadIssuer reads the issuer's Secret namespace/name, creating it with a new key when
@@ -129,7 +120,7 @@ func newIssuer(ec *ecdsa.PrivateKey) (*OperatorIssuer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OperatorIssuer{key: ec, kid: kid, jwks: string(set), signer: signer, tokens: map[string]issuedToken{}}, nil
+	return &OperatorIssuer{key: ec, kid: kid, jwks: string(set), signer: signer}, nil
 }
 
 // KeyID is the key's id (a digest of its public half).
@@ -138,29 +129,37 @@ func (i *OperatorIssuer) KeyID() string { return i.kid }
 // JWKS is the public key set the Gateways' ConfigMaps carry.
 func (i *OperatorIssuer) JWKS() string { return i.jwks }
 
-// Token is a token for audience (gatewayspec.OperatorAudience of one Gateway) with the
-// operator's scope, valid operatorTokenLifetime; one is reused while it has more than
-// tokenRenewBefore left.
+// Token is a new token for audience (gatewayspec.OperatorAudience of one Gateway)
+// with the operator's scope, valid operatorTokenLifetime. Tokens are not kept: one per
+// Gateway would be about a kilobyte each of the operator's memory for all its life,
+// and signing one costs tens of microseconds a poll.
 func (i *OperatorIssuer) Token(audience string, now time.Time) (string, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if t, ok := i.tokens[audience]; ok && t.exp.Sub(now) > tokenRenewBefore {
-		return t.value, nil
-	}
-	if len(i.tokens) > 4096 { // Gateways come and go: forget them all now and then
-		clear(i.tokens)
-	}
-	exp := now.Add(operatorTokenLifetime)
-	claims := struct {
-		jwt.Claims
-		Scope string `json:"scope"`
-	}{jwt.Claims{Issuer: gatewayspec.OperatorIssuerID, Subject: FieldOwner, Audience: jwt.Audience{audience},
-		Expiry: jwt.NewNumericDate(exp), NotBefore: jwt.NewNumericDate(now.Add(-30 * time.Second)), IssuedAt: jwt.NewNumericDate(now)},
-		gatewayspec.OperatorIssuerScope}
-	value, err := jwt.Signed(i.signer).Claims(claims).Serialize()
+	// The claims are encoded once and signed as they are (the jwt package's builder
+	// encodes, decodes and encodes them again: half a poll's garbage).
+	payload, err := json.Marshal(operatorClaims{Issuer: gatewayspec.OperatorIssuerID, Subject: FieldOwner, Audience: audience,
+		Expiry: now.Add(operatorTokenLifetime).Unix(), NotBefore: now.Add(-30 * time.Second).Unix(), IssuedAt: now.Unix(),
+		Scope: gatewayspec.OperatorIssuerScope})
 	if err != nil {
 		return "", fmt.Errorf("sign the operator's token: %w", err)
 	}
-	i.tokens[audience] = issuedToken{value: value, exp: exp}
+	signed, err := i.signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("sign the operator's token: %w", err)
+	}
+	value, err := signed.CompactSerialize()
+	if err != nil {
+		return "", fmt.Errorf("sign the operator's token: %w", err)
+	}
 	return value, nil
+}
+
+// operatorClaims are the claims of the operator's tokens (RFC 7519; aud one string).
+type operatorClaims struct {
+	Issuer    string `json:"iss"`
+	Subject   string `json:"sub"`
+	Audience  string `json:"aud"`
+	Expiry    int64  `json:"exp"`
+	NotBefore int64  `json:"nbf"`
+	IssuedAt  int64  `json:"iat"`
+	Scope     string `json:"scope"`
 }

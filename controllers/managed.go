@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,11 +71,16 @@ func managedSum(live metav1.Object) string {
 }
 
 func digest(applied string, fields []byte) string {
+	sum := rawDigest(applied, fields)
+	return hex.EncodeToString(sum[:])
+}
+
+func rawDigest(applied string, fields []byte) [sha256.Size]byte {
 	h := sha256.New()
 	h.Write([]byte(applied))
 	h.Write([]byte{0})
 	h.Write(fields)
-	return hex.EncodeToString(h.Sum(nil))
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // appliedTypes converts apply configurations of the built-in kinds to typed values with
@@ -107,12 +113,59 @@ var strippedFields = fieldpath.NewSet(
 // its annotation, and the field set the apiserver records for an apply, computed as
 // the apiserver computes it (the configuration read as YAML into an unstructured
 // object, converted to a typed value, its field set without strippedFields).
+//
+// Every reconcile asks it of every owned object, and mostly of the same
+// configurations (a pod's event, a poll's summary, a status change reconcile a
+// Gateway whose objects did not change), so the sums are remembered by the digest of
+// the configuration's JSON: what is remembered can never be stale, and the typed
+// conversion (most of a reconcile's allocations) runs once per configuration.
 func desiredSum(desired runtime.ApplyConfiguration) (string, error) {
-	fields, applied, err := appliedFields(desired)
+	data, err := json.Marshal(desired)
+	if err != nil {
+		return "", fmt.Errorf("encode an apply configuration: %w", err)
+	}
+	key := sha256.Sum256(data)
+	if sum, ok := desiredSums.get(key); ok {
+		return sum, nil
+	}
+	fields, applied, err := fieldsOf(data)
 	if err != nil {
 		return "", err
 	}
-	return digest(applied, fields), nil
+	sum := rawDigest(applied, fields)
+	desiredSums.put(key, sum)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// maxDesiredSums bounds the remembered sums (a few per Gateway); when full they are
+// all forgotten, and the next reconciles compute them again.
+const maxDesiredSums = 1 << 14
+
+// sumMemo maps the digest of an apply configuration's JSON to its desiredSum, raw.
+type sumMemo struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte][sha256.Size]byte
+}
+
+var desiredSums sumMemo
+
+func (s *sumMemo) get(key [sha256.Size]byte) (string, bool) {
+	s.mu.Lock()
+	sum, ok := s.m[key]
+	s.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	return hex.EncodeToString(sum[:]), true
+}
+
+func (s *sumMemo) put(key, sum [sha256.Size]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= maxDesiredSums {
+		s.m = make(map[[sha256.Size]byte][sha256.Size]byte)
+	}
+	s.m[key] = sum
 }
 
 // appliedFields is the fieldsV1 the apiserver records for FieldOwner when desired is
@@ -122,6 +175,11 @@ func appliedFields(desired runtime.ApplyConfiguration) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("encode an apply configuration: %w", err)
 	}
+	return fieldsOf(data)
+}
+
+// fieldsOf is appliedFields of an apply configuration's JSON.
+func fieldsOf(data []byte) ([]byte, string, error) {
 	// JSON straight into unstructured (whole numbers as int64, as the typed converter
 	// wants them); a detour through YAML cost a third of the operator's allocations.
 	u := &unstructured.Unstructured{}
@@ -145,9 +203,9 @@ func appliedFields(desired runtime.ApplyConfiguration) ([]byte, string, error) {
 
 // sameAsLive reports whether live holds what applying desired would make it hold: the
 // same applied configuration, with FieldOwner's fields all its own. A cached owned
-// object holds only its managedSum (managedSumKey, see trimForCache).
+// object holds only its managedSum (cachedSum, see trimForCache).
 func sameAsLive(live client.Object, desired runtime.ApplyConfiguration) (bool, error) {
-	have, cached := live.GetAnnotations()[managedSumKey]
+	have, cached := cachedSum(live)
 	if !cached {
 		have = managedSum(live)
 	}
@@ -155,17 +213,12 @@ func sameAsLive(live client.Object, desired runtime.ApplyConfiguration) (bool, e
 	return err == nil && have == want, err
 }
 
-// replicasHeldKey is the annotation of a cached Deployment (trimForCache) that says,
-// with "true", that a manager other than FieldOwner's apply holds its spec.replicas
-// (replicasHeldBy); like managedSumKey it is no valid key, so only the cache carries it.
-const replicasHeldKey = "ferrofed.io/replicas-held (cache only)"
-
 // replicasHeld reports whether a manager other than FieldOwner's apply holds live's
 // spec.replicas: the HorizontalPodAutoscaler (through /scale), ReplicasOwner, anyone
 // who scaled it. Read from the cache's annotation, or from live's managedFields.
 func replicasHeld(live client.Object) bool {
 	if IsTrimmedForCache(live) {
-		return live.GetAnnotations()[replicasHeldKey] == "true"
+		return strings.HasSuffix(live.GetGenerateName(), replicasHeldMark)
 	}
 	return replicasHeldBy(live.GetManagedFields())
 }

@@ -98,8 +98,8 @@ func (c pollCollector) Collect(ch chan<- prometheus.Metric) {
 	for key, g := range c.p.gateways {
 		counts := map[[2]string]int{}
 		for _, r := range g.pods {
-			for k, s := range r.states {
-				counts[[2]string{k, s}]++
+			for _, ks := range r.states {
+				counts[[2]string{ks.Key(), ks.State()}]++
 			}
 		}
 		for ks, n := range counts {

@@ -87,7 +87,7 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 	if cached.Status.ReadyReplicas != 2 || cached.Status.UpdatedReplicas != 2 || cached.Status.ObservedGeneration != 3 || cached.Generation != 3 || len(cached.Status.Conditions) != 0 {
 		t.Errorf("the cached Deployment's generation and status counters = %d %+v, want them kept (and no conditions)", cached.Generation, cached.Status)
 	}
-	if len(cached.Labels) != 0 || len(cached.Annotations) != 1 || cached.Name != "gw" || cached.Namespace != "ns" {
+	if len(cached.Labels) != 0 || len(cached.Annotations) != 0 || cached.Name != "gw" || cached.Namespace != "ns" || !IsTrimmedForCache(cached) {
 		t.Errorf("the cached Deployment kept labels %v or annotations %v, or lost its name", cached.Labels, cached.Annotations)
 	}
 	for _, replicas := range []int32{2, 3} {
@@ -105,7 +105,7 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 	}
 	// A second pass (a transform of a cached copy) changes nothing.
 	again, _ := trimForCache(cached.DeepCopy())
-	if again.(*appsv1.Deployment).Annotations[managedSumKey] != cached.Annotations[managedSumKey] {
+	if again.(*appsv1.Deployment).GenerateName != cached.GenerateName {
 		t.Errorf("trimming twice changed the digest")
 	}
 
@@ -210,4 +210,33 @@ func managers(mf []metav1.ManagedFieldsEntry) []string {
 		out = append(out, e.Manager)
 	}
 	return out
+}
+
+// The remembered sums are keyed by the configuration's content: a remembered sum is
+// the computed one, another configuration has its own, and the memo stays bounded.
+func TestDesiredSumIsRememberedByContent(t *testing.T) {
+	for _, replicas := range []int32{2, 3, 2} {
+		fields, applied, err := appliedFields(desiredDeployment(t, replicas))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // computed, then remembered
+			got, err := desiredSum(desiredDeployment(t, replicas))
+			if err != nil || got != digest(applied, fields) {
+				t.Fatalf("replicas %d: desiredSum %q %v, want %q", replicas, got, err, digest(applied, fields))
+			}
+		}
+	}
+	two, _ := desiredSum(desiredDeployment(t, 2))
+	three, _ := desiredSum(desiredDeployment(t, 3))
+	if two == three {
+		t.Error("two configurations share a sum")
+	}
+	var m sumMemo
+	for i := range maxDesiredSums + 1 {
+		m.put([32]byte{byte(i), byte(i >> 8), byte(i >> 16)}, [32]byte{})
+	}
+	if len(m.m) != 1 {
+		t.Errorf("the memo holds %d sums, want it cleared when full", len(m.m))
+	}
 }

@@ -180,6 +180,9 @@ func startOperator(b *testing.B, ctx context.Context, bin string, c *cluster, ex
 		args = append(args, "--enable-webhook=true", "--webhook-port="+strconv.Itoa(wh.LocalServingPort), "--webhook-cert-dir="+wh.LocalServingCertDir)
 	}
 	args = append(args, extra...)
+	// FERROFED_OPERATOR_ARGS: more flags for the operator (e.g.
+	// --max-concurrent-reconciles=4), space-separated, after the benchmark's own.
+	args = append(args, strings.Fields(os.Getenv("FERROFED_OPERATOR_ARGS"))...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
 	// FERROFED_OPERATOR_ENV: more variables for the operator only (GODEBUG=gctrace=1,

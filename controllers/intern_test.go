@@ -1,0 +1,56 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Two pods decoded apart (their strings each their own) share one copy of what they
+// repeat once cached, and keep every value.
+func TestTheCacheSharesRepeatedStrings(t *testing.T) {
+	pod := func() *corev1.Pod {
+		// strings.Clone: each pod its own bytes, as a decoder makes them.
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: "gw-0-abc", Namespace: strings.Clone("bench"), GenerateName: strings.Clone("gw-0-5d8f9c-"),
+			Labels: map[string]string{strings.Clone(LabelInstance): strings.Clone("gw-0")},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: strings.Clone("apps/v1"), Kind: strings.Clone("ReplicaSet"), Name: "gw-0-5d8f9c", UID: "u",
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}},
+		}}
+	}
+	a, b := pod(), pod()
+	for _, p := range []*corev1.Pod{a, b} {
+		if _, err := trimForCache(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q are not one copy", what, x, y)
+		}
+	}
+	same("namespace", a.Namespace, b.Namespace)
+	same("generateName", a.GenerateName, b.GenerateName)
+	same("owner apiVersion", a.OwnerReferences[0].APIVersion, b.OwnerReferences[0].APIVersion)
+	same("owner kind", a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind)
+	same("label value", a.Labels[LabelInstance], b.Labels[LabelInstance])
+	if a.Namespace != "bench" || a.Labels[LabelInstance] != "gw-0" || a.OwnerReferences[0].Kind != "ReplicaSet" || a.GenerateName != "gw-0-5d8f9c-" {
+		t.Errorf("values changed: %+v", a.ObjectMeta)
+	}
+	ctl, block := a.OwnerReferences[0].Controller, a.OwnerReferences[0].BlockOwnerDeletion
+	if !*ctl || *block || ctl != b.OwnerReferences[0].Controller || block != b.OwnerReferences[0].BlockOwnerDeletion {
+		t.Errorf("owner flags %v %v, want true false and shared", *ctl, *block)
+	}
+	var full internTable
+	for i := range maxInterned + 1 {
+		full.intern(strings.Repeat("x", i%7) + string(rune('a'+i%26)) + strings.Repeat("y", i/26))
+	}
+	if len(full.m) > maxInterned {
+		t.Errorf("the table holds %d strings, more than %d", len(full.m), maxInterned)
+	}
+}
