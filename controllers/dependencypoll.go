@@ -57,6 +57,9 @@ type DependencyPoller struct {
 	HTTP        *http.Client
 	Events      chan event.GenericEvent
 
+	clientOnce sync.Once
+	client     *http.Client
+
 	mu       sync.Mutex
 	gateways map[types.NamespacedName]*polledGateway
 	polls    int64
@@ -198,28 +201,35 @@ func podBase(gw *ferrofedv1alpha1.Gateway, ip string) string {
 	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(int(gw.Spec.PortOrDefault()))) + strings.TrimSuffix(path.Clean("/"+gw.Spec.BasePathOrDefault()), "/")
 }
 
-// pollClient is the client of one poll: its two calls share one connection (and one TLS
-// handshake), closed when the poll ends; nothing is kept between polls, which would be
-// an idle connection to every pod of every Gateway. Over TLS the pod's certificate is
-// not verified, as NewPodReader says why.
-func (p *DependencyPoller) pollClient() (*http.Client, func()) {
+// pollClient is the client of every poll. A poll's two calls share one connection
+// (and one TLS handshake): the first leaves it idle for the second, which closes it
+// (get); nothing is kept between polls, which would be an idle connection to every pod
+// of every Gateway (a poll that stops after its first call leaves its connection idle
+// for at most pollIdleTimeout). Over TLS the pod's certificate is not verified, as
+// NewPodReader says why. The answers are small: no compression.
+func (p *DependencyPoller) pollClient() *http.Client {
 	if p.HTTP != nil {
-		return p.HTTP, func() {}
+		return p.HTTP
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 1, ReadBufferSize: 2 << 10, WriteBufferSize: 1 << 10}
-	return podClient(pollCallTimeout, tr), tr.CloseIdleConnections
+	p.clientOnce.Do(func() {
+		p.client = podClient(pollCallTimeout, &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: pollIdleTimeout,
+			DisableCompression: true, ReadBufferSize: 2 << 10, WriteBufferSize: 1 << 10})
+	})
+	return p.client
 }
+
+// pollIdleTimeout is how long a poll's connection may wait idle between its two calls.
+const pollIdleTimeout = 5 * time.Second
 
 // poll reads one pod's readiness answer and dependency report.
 func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
-	hc, done := p.pollClient()
-	defer done()
+	hc := p.pollClient()
 	r := podReport{pod: t.pod}
 	var ready struct {
 		Phase string `json:"phase"`
 	}
 	base := t.base
-	if body, err := p.get(ctx, hc, base+"/health/readiness?verbose=0", "", pollReadinessBytes, true); err == nil {
+	if body, err := p.get(ctx, hc, base+"/health/readiness?verbose=0", "", pollReadinessBytes, true, false); err == nil {
 		if json.Unmarshal(body, &ready) == nil {
 			r.phase = knownPhase(ready.Phase)
 		}
@@ -229,7 +239,7 @@ func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
 		r.failure = "the operator could not sign its token"
 		return r
 	}
-	body, err := p.get(ctx, hc, base+"/operator/dependencies", token, pollReportBytes, false)
+	body, err := p.get(ctx, hc, base+"/operator/dependencies", token, pollReportBytes, false, true)
 	if err != nil {
 		r.failure = err.Error()
 		return r
@@ -251,8 +261,9 @@ var (
 	errTooLarge    = errors.New("the pod's report is over 1 MiB")
 )
 
-// get reads url; anyStatus takes a readiness 503's body too.
-func (p *DependencyPoller) get(ctx context.Context, hc *http.Client, url, token string, limit int64, anyStatus bool) ([]byte, error) {
+// get reads url; anyStatus takes a readiness 503's body too; last closes the
+// connection after the answer.
+func (p *DependencyPoller) get(ctx context.Context, hc *http.Client, url, token string, limit int64, anyStatus, last bool) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, pollCallTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -262,6 +273,7 @@ func (p *DependencyPoller) get(ctx context.Context, hc *http.Client, url, token 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	req.Close = last
 	res, err := hc.Do(req)
 	if err != nil {
 		return nil, errUnreachable

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // poll costs the operator in CPU and garbage (docs/operator.md, "The operator's
 // memory").
 func BenchmarkPoll(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/health/readiness" {
 			_, _ = w.Write([]byte(`{"status":"ready","phase":"serving"}`))
@@ -25,6 +27,12 @@ func BenchmarkPoll(b *testing.B) {
 		}
 		_, _ = w.Write([]byte(`{"endpoints":{"a-query":"up","b-query":"up","c-query":"up"},"consent":"up","audit_repository":"up"}`))
 	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
 	defer srv.Close()
 	is, err := NewIssuerForTest()
 	if err != nil {
@@ -37,9 +45,15 @@ func BenchmarkPoll(b *testing.B) {
 	}
 	t := pollTarget{gateway: types.NamespacedName{Namespace: "ns", Name: "gw"}, pod: "gw-0", base: "http://" + net.JoinHostPort(host, port)}
 	b.ReportAllocs()
+	n := 0
 	for b.Loop() {
-		if r := p.poll(context.Background(), t); r.states == nil {
-			b.Fatalf("the poll read no report: %s", r.failure)
+		if r := p.poll(context.Background(), t); r.states == nil || r.phase != "serving" {
+			b.Fatalf("the poll read no report or phase: %+v", r)
 		}
+		n++
+	}
+	// One connection per poll: its two calls share it, and the next poll makes its own.
+	if got := conns.Load(); got != int64(n) {
+		b.Errorf("%d connections for %d polls, want one each", got, n)
 	}
 }
