@@ -95,6 +95,11 @@ func runOperator(o operatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("find the cluster (KUBECONFIG or in-cluster): %w", err)
 	}
+	// The apiserver's answers uncompressed: every watch of a compressed stream keeps a
+	// decompressor (its window and tables, tens of KiB) for the operator's whole life,
+	// and the answers travel inside the cluster (docs/operator.md, "The operator's
+	// memory").
+	cfg.DisableCompression = true
 	opts, err := controllers.ManagerOptions(controllers.ManagerConfig{
 		MetricsBindAddress:     o.metricsAddr,
 		MetricsInsecure:        o.metricsPlain,

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
 
 // The cache's objects repeat the same few strings thousands of times: every pod of
@@ -13,8 +15,12 @@ import (
 // (docs/operator.md, "The operator's memory").
 
 // maxInterned bounds the table; when full it starts again empty (what was shared
-// stays shared).
-const maxInterned = 1 << 13
+// stays shared). maxInternedText bounds a message that is shared: longer ones are
+// rarely the same twice.
+const (
+	maxInterned     = 1 << 13
+	maxInternedText = 128
+)
 
 type internTable struct {
 	mu sync.Mutex
@@ -24,8 +30,8 @@ type internTable struct {
 var cacheStrings internTable
 
 func (t *internTable) intern(s string) string {
-	if s == "" {
-		return ""
+	if s == "" || len(s) > maxInternedText {
+		return s
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -75,4 +81,31 @@ func internMeta(o metav1.Object) {
 		refs[i].BlockOwnerDeletion = sharedBool(refs[i].BlockOwnerDeletion)
 	}
 	o.SetOwnerReferences(refs)
+}
+
+// internGatewayStatus makes the words of gw's status (conditions' types, statuses,
+// reasons and short messages, the polled keys, states and phases) share the strings of
+// the other Gateways': 1,000 Gateways mostly say the same things.
+func internGatewayStatus(gw *ferrofedv1alpha1.Gateway) {
+	gw.Spec.Image = cacheStrings.intern(gw.Spec.Image)
+	for i := range gw.Status.Conditions {
+		c := &gw.Status.Conditions[i]
+		c.Type, c.Reason, c.Message = cacheStrings.intern(c.Type), cacheStrings.intern(c.Reason), cacheStrings.intern(c.Message)
+		c.Status = metav1.ConditionStatus(cacheStrings.intern(string(c.Status)))
+	}
+	d := gw.Status.Dependencies
+	if d == nil {
+		return
+	}
+	d.MembersReachable = cacheStrings.intern(d.MembersReachable)
+	for i := range d.Keys {
+		d.Keys[i].Key, d.Keys[i].State = cacheStrings.intern(d.Keys[i].Key), cacheStrings.intern(d.Keys[i].State)
+	}
+	for i := range d.Pods {
+		p := &d.Pods[i]
+		p.Lifecycle, p.Message = cacheStrings.intern(p.Lifecycle), cacheStrings.intern(p.Message)
+		for j := range p.NotUp {
+			p.NotUp[j] = cacheStrings.intern(p.NotUp[j])
+		}
+	}
 }

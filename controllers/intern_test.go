@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
 
 // Two pods decoded apart (their strings each their own) share one copy of what they
@@ -52,5 +54,44 @@ func TestTheCacheSharesRepeatedStrings(t *testing.T) {
 	}
 	if len(full.m) > maxInterned {
 		t.Errorf("the table holds %d strings, more than %d", len(full.m), maxInterned)
+	}
+}
+
+// Gateways that say the same things in their status share the words once cached; a
+// long message keeps its own copy.
+func TestCachedGatewaysShareTheirStatusWords(t *testing.T) {
+	long := strings.Repeat("m", maxInternedText+1)
+	gw := func() *ferrofedv1alpha1.Gateway {
+		return &ferrofedv1alpha1.Gateway{Status: ferrofedv1alpha1.GatewayStatus{
+			Conditions: []metav1.Condition{
+				{Type: strings.Clone("MembersReachable"), Status: metav1.ConditionStatus(strings.Clone("True")), Reason: strings.Clone("AllMembersReachable"), Message: strings.Clone("Every replica read (3) reports every member endpoint it asked reachable (3/3).")},
+				{Type: strings.Clone("Ready"), Status: "False", Reason: "R", Message: strings.Clone(long)},
+			},
+			Dependencies: &ferrofedv1alpha1.DependenciesStatus{MembersReachable: strings.Clone("3/3"),
+				Keys: []ferrofedv1alpha1.DependencyKeyStatus{{Key: strings.Clone("member/a"), State: strings.Clone("up")}},
+				Pods: []ferrofedv1alpha1.PolledPodStatus{{Name: "gw-0", Lifecycle: strings.Clone("serving"), NotUp: []string{strings.Clone("consent=down")}}}},
+		}}
+	}
+	a, b := gw(), gw()
+	for _, g := range []*ferrofedv1alpha1.Gateway{a, b} {
+		if _, err := trimForCache(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := func(x, y string) bool { return x == y && unsafe.StringData(x) == unsafe.StringData(y) }
+	ca, cb := a.Status.Conditions[0], b.Status.Conditions[0]
+	da, db := a.Status.Dependencies, b.Status.Dependencies
+	for what, ok := range map[string]bool{
+		"type": shared(ca.Type, cb.Type), "status": shared(string(ca.Status), string(cb.Status)), "reason": shared(ca.Reason, cb.Reason),
+		"message": shared(ca.Message, cb.Message), "members": shared(da.MembersReachable, db.MembersReachable),
+		"key": shared(da.Keys[0].Key, db.Keys[0].Key), "state": shared(da.Keys[0].State, db.Keys[0].State),
+		"lifecycle": shared(da.Pods[0].Lifecycle, db.Pods[0].Lifecycle), "notUp": shared(da.Pods[0].NotUp[0], db.Pods[0].NotUp[0]),
+	} {
+		if !ok {
+			t.Errorf("%s: not one copy", what)
+		}
+	}
+	if la, lb := a.Status.Conditions[1].Message, b.Status.Conditions[1].Message; la != long || unsafe.StringData(la) == unsafe.StringData(lb) {
+		t.Errorf("a message over %d bytes was shared or changed", maxInternedText)
 	}
 }

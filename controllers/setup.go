@@ -256,7 +256,15 @@ func newPoller(mgr ctrl.Manager, o PollOptions) (*DependencyPoller, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &DependencyPoller{Reader: mgr.GetClient(), Issuer: is, Interval: o.Interval,
+	gateways, err := storeOf(ctx, mgr.GetCache(), &ferrofedv1alpha1.Gateway{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := storeOf(ctx, mgr.GetCache(), &corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	p := &DependencyPoller{Gateways: gateways, Pods: pods, Issuer: is, Interval: o.Interval,
 		Concurrency: cmp.Or(o.Concurrency, DefaultDependencyPollConcurrency), HTTP: o.HTTP, Events: make(chan event.GenericEvent, 1024)}
 	if err := mgr.Add(p); err != nil {
 		return nil, fmt.Errorf("add the dependency poller: %w", err)
@@ -383,6 +391,7 @@ func trimForCache(in any) (any, error) {
 		trimPod(o)
 	case *ferrofedv1alpha1.Gateway:
 		o.ManagedFields = nil
+		internGatewayStatus(o)
 		if _, has := o.Annotations[corev1.LastAppliedConfigAnnotation]; has {
 			trimmed := make(map[string]string, len(o.Annotations)-1)
 			for k, v := range o.Annotations {
@@ -437,7 +446,7 @@ func trimPod(p *corev1.Pod) {
 	var ready []corev1.PodCondition
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			ready = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			ready = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionStatus(cacheStrings.intern(string(c.Status)))}}
 		}
 	}
 	p.Status = corev1.PodStatus{ContainerStatuses: kept, PodIP: p.Status.PodIP, Conditions: ready}
