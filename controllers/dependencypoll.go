@@ -242,8 +242,7 @@ func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
 	var ready struct {
 		Phase string `json:"phase"`
 	}
-	base := t.base
-	if body, err := p.get(ctx, hc, base+"/health/readiness?verbose=0", "", pollReadinessBytes, true, false); err == nil {
+	if body, err := p.get(ctx, hc, t.base+"/health/readiness?verbose=0", "", pollReadinessBytes, true, false); err == nil {
 		if json.Unmarshal(body, &ready) == nil {
 			r.phase = knownPhase(ready.Phase)
 		}
@@ -253,7 +252,7 @@ func (p *DependencyPoller) poll(ctx context.Context, t pollTarget) podReport {
 		r.failure = "the operator could not sign its token"
 		return r
 	}
-	body, err := p.get(ctx, hc, base+"/operator/dependencies", token, pollReportBytes, false, true)
+	body, err := p.get(ctx, hc, t.base+"/operator/dependencies", token, pollReportBytes, false, true)
 	if err != nil {
 		r.failure = err.Error()
 		return r
@@ -318,11 +317,10 @@ func (p *DependencyPoller) record(t pollTarget, r podReport) {
 	if p.gateways == nil {
 		p.gateways = map[types.NamespacedName]*polledGateway{}
 	}
-	key := t.gateway
-	g := p.gateways[key]
+	g := p.gateways[t.gateway]
 	if g == nil {
 		g = &polledGateway{}
-		p.gateways[key] = g
+		p.gateways[t.gateway] = g
 	}
 	i, found := slices.BinarySearchFunc(g.pods, t.pod, func(r podReport, pod string) int { return strings.Compare(r.pod, pod) })
 	if !found {
@@ -339,7 +337,7 @@ func (p *DependencyPoller) record(t pollTarget, r podReport) {
 		r.states = prev
 	}
 	g.pods[i] = r
-	p.tellLocked(key, g)
+	p.tellLocked(t.gateway, g)
 }
 
 // sameKeys reports whether a and b are read reports of the same keys, in order.
@@ -351,7 +349,6 @@ func sameKeys(a, b reportStates) bool {
 // made of: reports (sorted by pod) that have the same digest have the same summary.
 func reportsDigest(reports []podReport) uint64 {
 	h := fnv.New64a()
-	var buf [8]byte
 	for _, r := range reports {
 		_, _ = h.Write([]byte(r.pod))
 		_, _ = h.Write([]byte{0})
@@ -368,8 +365,7 @@ func reportsDigest(reports []podReport) uint64 {
 		_, _ = h.Write([]byte{0, flags})
 		for _, ks := range r.states {
 			_, _ = h.Write([]byte(ks.Key()))
-			buf[0] = ks.state
-			_, _ = h.Write(buf[:1])
+			_, _ = h.Write([]byte{ks.state})
 		}
 		_, _ = h.Write([]byte{0xff})
 	}

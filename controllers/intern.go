@@ -22,27 +22,45 @@ const (
 	maxInternedText = 128
 )
 
-type internTable struct {
-	mu sync.Mutex
-	m  map[string]string
+// boundedMap is a map goroutines share that holds at most max entries: when full it
+// starts again empty. The cache's interned strings and the remembered desired sums
+// (desiredSum) are kept in one.
+type boundedMap[K comparable, V any] struct {
+	mu  sync.Mutex
+	max int
+	m   map[K]V
 }
 
-var cacheStrings internTable
+func (b *boundedMap[K, V]) get(k K) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[k]
+	return v, ok
+}
+
+// getOrPut is k's value, v put first when k has none.
+func (b *boundedMap[K, V]) getOrPut(k K, v V) V {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if have, ok := b.m[k]; ok {
+		return have
+	}
+	if b.m == nil || len(b.m) >= b.max {
+		b.m = make(map[K]V)
+	}
+	b.m[k] = v
+	return v
+}
+
+type internTable struct{ boundedMap[string, string] }
+
+var cacheStrings = internTable{boundedMap[string, string]{max: maxInterned}}
 
 func (t *internTable) intern(s string) string {
 	if s == "" || len(s) > maxInternedText {
 		return s
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.m[s]; ok {
-		return c
-	}
-	if t.m == nil || len(t.m) >= maxInterned {
-		t.m = make(map[string]string)
-	}
-	t.m[s] = s
-	return s
+	return t.getOrPut(s, s)
 }
 
 // The owner references' flags, shared: the cache's objects are read, never written

@@ -48,7 +48,7 @@ func TestTheCacheSharesRepeatedStrings(t *testing.T) {
 	if !*ctl || *block || ctl != b.OwnerReferences[0].Controller || block != b.OwnerReferences[0].BlockOwnerDeletion {
 		t.Errorf("owner flags %v %v, want true false and shared", *ctl, *block)
 	}
-	var full internTable
+	full := internTable{boundedMap[string, string]{max: maxInterned}}
 	for i := range maxInterned + 1 {
 		full.intern(strings.Repeat("x", i%7) + string(rune('a'+i%26)) + strings.Repeat("y", i/26))
 	}

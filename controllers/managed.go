@@ -126,14 +126,14 @@ func desiredSum(desired runtime.ApplyConfiguration) (string, error) {
 	}
 	key := sha256.Sum256(data)
 	if sum, ok := desiredSums.get(key); ok {
-		return sum, nil
+		return hex.EncodeToString(sum[:]), nil
 	}
 	fields, applied, err := fieldsOf(data)
 	if err != nil {
 		return "", err
 	}
 	sum := rawDigest(applied, fields)
-	desiredSums.put(key, sum)
+	desiredSums.getOrPut(key, sum)
 	return hex.EncodeToString(sum[:]), nil
 }
 
@@ -141,32 +141,8 @@ func desiredSum(desired runtime.ApplyConfiguration) (string, error) {
 // all forgotten, and the next reconciles compute them again.
 const maxDesiredSums = 1 << 14
 
-// sumMemo maps the digest of an apply configuration's JSON to its desiredSum, raw.
-type sumMemo struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte][sha256.Size]byte
-}
-
-var desiredSums sumMemo
-
-func (s *sumMemo) get(key [sha256.Size]byte) (string, bool) {
-	s.mu.Lock()
-	sum, ok := s.m[key]
-	s.mu.Unlock()
-	if !ok {
-		return "", false
-	}
-	return hex.EncodeToString(sum[:]), true
-}
-
-func (s *sumMemo) put(key, sum [sha256.Size]byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil || len(s.m) >= maxDesiredSums {
-		s.m = make(map[[sha256.Size]byte][sha256.Size]byte)
-	}
-	s.m[key] = sum
-}
+// desiredSums maps the digest of an apply configuration's JSON to its desiredSum, raw.
+var desiredSums = boundedMap[[sha256.Size]byte, [sha256.Size]byte]{max: maxDesiredSums}
 
 // appliedFields is the fieldsV1 the apiserver records for FieldOwner when desired is
 // applied, and desired's AnnotationAppliedConfig.

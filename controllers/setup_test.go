@@ -232,9 +232,9 @@ func TestDesiredSumIsRememberedByContent(t *testing.T) {
 	if two == three {
 		t.Error("two configurations share a sum")
 	}
-	var m sumMemo
+	m := boundedMap[[32]byte, [32]byte]{max: maxDesiredSums}
 	for i := range maxDesiredSums + 1 {
-		m.put([32]byte{byte(i), byte(i >> 8), byte(i >> 16)}, [32]byte{})
+		m.getOrPut([32]byte{byte(i), byte(i >> 8), byte(i >> 16)}, [32]byte{})
 	}
 	if len(m.m) != 1 {
 		t.Errorf("the memo holds %d sums, want it cleared when full", len(m.m))
