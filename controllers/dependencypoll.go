@@ -138,9 +138,9 @@ func sleepUntil(ctx context.Context, at time.Time) bool {
 // in the interval, and forgets the pods (and Gateways) no longer there.
 func (p *DependencyPoller) targets() []pollTarget {
 	// The cached objects themselves: read, never changed.
-	byGateway := map[types.NamespacedName][]*corev1.Pod{}
+	byGateway := map[types.NamespacedName][]*cachedPod{}
 	for _, o := range p.Pods.List() {
-		pod, ok := o.(*corev1.Pod)
+		pod, ok := o.(*cachedPod)
 		if !ok || pod.Labels[LabelName] != "ferrofed" {
 			continue
 		}
@@ -160,11 +160,11 @@ func (p *DependencyPoller) targets() []pollTarget {
 			continue // never polled (Summary)
 		}
 		for _, pod := range byGateway[key] {
-			if !podReady(pod) || pod.Status.PodIP == "" {
+			if !podReady(pod) || pod.ip == "" {
 				continue
 			}
 			live[key][pod.Name] = true
-			out = append(out, pollTarget{gateway: key, pod: pod.Name, base: podBase(gw, pod.Status.PodIP), offset: p.offset(string(pod.UID))})
+			out = append(out, pollTarget{gateway: key, pod: pod.Name, base: podBase(gw, pod.ip), offset: p.offset(string(pod.UID))})
 		}
 	}
 	p.forget(live)
@@ -195,16 +195,8 @@ func (p *DependencyPoller) offset(uid string) time.Duration {
 	return time.Duration(uint64(h.Sum32())%1000)*span/1000 + rand.N(p.Interval/20+1)
 }
 
-func podReady(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp != nil || pod.Labels[LabelRetiringOf] != "" {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+func podReady(pod *cachedPod) bool {
+	return pod.DeletionTimestamp == nil && pod.Labels[LabelRetiringOf] == "" && pod.ready
 }
 
 func podBase(gw *ferrofedv1alpha1.Gateway, ip string) string {

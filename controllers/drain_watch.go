@@ -72,7 +72,7 @@ func (b *drainInbox) putBack(gw types.NamespacedName, d []ferrofedv1alpha1.Drain
 // podDrained maps a gateway pod's event to its Gateway when the pod was deleted and its
 // gateway container has ended: the drain is read now, counted, and kept for the status.
 func (r *GatewayReconciler) podDrained(_ context.Context, o client.Object) []reconcile.Request {
-	pod, ok := o.(*corev1.Pod)
+	pod, ok := asPod(o)
 	if !ok || pod.Labels[LabelManagedBy] != FieldOwner || pod.Labels[LabelInstance] == "" {
 		return nil
 	}

@@ -28,6 +28,7 @@ import (
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -70,6 +71,10 @@ type GatewayReconciler struct {
 	PodReader *http.Client
 	// TracerProvider, when set, gets a span per reconcile (controllers/tracing.go).
 	TracerProvider trace.TracerProvider
+	// Pods is the store of the cache's pod informer (storeOf), where the gateway and
+	// hand-over pods are read: the cache keeps them as cachedPods, which the client
+	// cannot list (podcache.go).
+	Pods toolscache.Store
 	// Poller, when set, reads the pods' dependency reports: its issuer is rendered into
 	// every Gateway, and the status carries what it read (dependencypoll.go).
 	Poller *DependencyPoller

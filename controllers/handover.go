@@ -70,15 +70,16 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 	if err := r.List(ctx, &jobs, ns, client.MatchingLabels{LabelHandOverOf: gw.Name}); err != nil {
 		return spoolResult{}, fmt.Errorf("list the hand-over Jobs: %w", err)
 	}
-	var pods, jobPods corev1.PodList
-	if err := r.List(ctx, &pods, ns, client.MatchingLabels{LabelInstance: gw.Name}); err != nil {
+	pods, err := podsOf(r.Pods, gw.Namespace, map[string]string{LabelInstance: gw.Name})
+	if err != nil {
 		return spoolResult{}, fmt.Errorf("list the gateway pods: %w", err)
 	}
-	if err := r.List(ctx, &jobPods, ns, client.MatchingLabels{LabelHandOverOf: gw.Name}); err != nil {
+	jobPods, err := podsOf(r.Pods, gw.Namespace, map[string]string{LabelHandOverOf: gw.Name})
+	if err != nil {
 		return spoolResult{}, fmt.Errorf("list the hand-over pods: %w", err)
 	}
 	podExists := map[string]bool{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		podExists[p.Name] = true
 	}
 	uids := map[string]types.UID{}
@@ -148,7 +149,7 @@ func (r *GatewayReconciler) reconcileSpool(ctx context.Context, gw *ferrofedv1al
 		var rep *handOverReport
 		var msg *lifecycle.HandOverMessage
 		if newest != nil {
-			if rep = handOverReportOf(jobPods.Items, newest.Name); rep != nil {
+			if rep = handOverReportOf(jobPods, newest.Name); rep != nil {
 				msg = &rep.msg
 				records, size := lifecycle.Undelivered(rep.msg.Left)
 				figures[role.name] = claimFigures{records: records, bytes: size, reportedBy: ferrofedv1alpha1.ReportedByHandOver}

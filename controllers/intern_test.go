@@ -24,12 +24,15 @@ func TestTheCacheSharesRepeatedStrings(t *testing.T) {
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}},
 		}}
 	}
-	a, b := pod(), pod()
-	for _, p := range []*corev1.Pod{a, b} {
-		if _, err := trimForCache(p); err != nil {
+	var cached []*cachedPod
+	for range 2 {
+		out, err := trimForCache(pod())
+		if err != nil {
 			t.Fatal(err)
 		}
+		cached = append(cached, out.(*cachedPod))
 	}
+	a, b := cached[0], cached[1]
 	same := func(what, x, y string) {
 		t.Helper()
 		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {

@@ -191,6 +191,11 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 		r.Recorder = o.WrapRecorder(r.Recorder)
 	}
 	registerMetrics()
+	pods, err := storeOf(context.Background(), mgr.GetCache(), &corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	r.Pods = pods
 	if err := o.Poll.validate(); err != nil {
 		return nil, err
 	}
@@ -290,7 +295,8 @@ func newPoller(mgr ctrl.Manager, o PollOptions) (*DependencyPoller, error) {
 //     spec, labels, annotations or managedFields (a Deployment keeps spec.replicas,
 //     and whether a manager other than FieldOwner's apply holds it: replicasSeed);
 //     a Gateway loses its managedFields and kubectl's
-//     last-applied-configuration; a pod keeps what its drain is read from; a spool
+//     last-applied-configuration; a pod becomes a cachedPod (podcache.go), its metadata with its IP, readiness,
+//     grace period and ended containers; a spool
 //     claim keeps only its AnnotationReleaseQuarantine of its annotations; a
 //     ConfigMap's metadata (the only part watched) loses its annotations and
 //     managedFields. The trimmed copies must never be sent back whole (an Update would
@@ -388,7 +394,9 @@ func trimForCache(in any) (any, error) {
 			o.Spec, o.Status = autoscalingv2.HorizontalPodAutoscalerSpec{}, autoscalingv2.HorizontalPodAutoscalerStatus{}
 		}
 	case *corev1.Pod:
-		trimPod(o)
+		in = compactPod(o)
+	case *cachedPod:
+		return in, nil // compact already
 	case *ferrofedv1alpha1.Gateway:
 		o.ManagedFields = nil
 		internGatewayStatus(o)
@@ -428,28 +436,6 @@ func trimOwned(o client.Object) bool {
 	o.SetLabels(nil)
 	o.SetManagedFields(nil)
 	return true
-}
-
-// trimPod keeps what drainOf and the hand-over read: the pod's identity, labels and
-// deletion, its grace period, and the final state of the gateway container (or of a
-// hand-over Job's).
-func trimPod(p *corev1.Pod) {
-	p.ManagedFields, p.Annotations = nil, nil
-	p.Spec = corev1.PodSpec{TerminationGracePeriodSeconds: p.Spec.TerminationGracePeriodSeconds}
-	var kept []corev1.ContainerStatus
-	for _, cs := range p.Status.ContainerStatuses {
-		if (cs.Name == ContainerName || cs.Name == HandOverContainerName) && cs.State.Terminated != nil {
-			kept = append(kept, corev1.ContainerStatus{Name: cs.Name, State: corev1.ContainerState{Terminated: cs.State.Terminated}})
-		}
-	}
-	// The dependency polls read a pod's IP and whether it is ready (dependencypoll.go).
-	var ready []corev1.PodCondition
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			ready = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionStatus(cacheStrings.intern(string(c.Status)))}}
-		}
-	}
-	p.Status = corev1.PodStatus{ContainerStatuses: kept, PodIP: p.Status.PodIP, Conditions: ready}
 }
 
 // timedWebhook is h, each review it answers observed in webhookSeconds.

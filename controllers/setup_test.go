@@ -184,19 +184,36 @@ func TestCacheKeepsOnlyWhatTheReconcilerReads(t *testing.T) {
 	if !ok {
 		t.Fatal("no drain read from the full pod")
 	}
-	if _, err := trimForCache(pod); err != nil {
+	out, err := trimForCache(pod.DeepCopy())
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Its drain, and for the dependency polls its IP and whether it is ready.
-	ready := []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	if len(pod.Spec.Containers) != 0 || len(pod.Spec.Volumes) != 0 || !equality.Semantic.DeepEqual(pod.Status.Conditions, ready) ||
-		len(pod.ManagedFields) != 0 || len(pod.Status.ContainerStatuses) != 1 || pod.Annotations != nil || pod.Status.PodIP != "10.0.0.7" ||
-		len(pod.Status.PodIPs) != 0 {
-		t.Errorf("the cached pod kept more than its drain, IP and readiness: %+v", pod)
+	cached, ok := out.(*cachedPod)
+	if !ok {
+		t.Fatalf("the cache keeps a pod as %T, want a *cachedPod", out)
 	}
-	if got, ok := drainOf(pod); !ok || got.Outcome != want.Outcome || got.DurationMilliseconds != want.DurationMilliseconds ||
+	// Its drain, and for the dependency polls its IP and whether it is ready.
+	if !cached.ready || cached.ip != "10.0.0.7" || len(cached.ended) != 1 || cached.ended[0].Name != ContainerName ||
+		cached.Annotations != nil || len(cached.ManagedFields) != 0 || ptr.Deref(cached.grace, 0) != 30 {
+		t.Errorf("the cached pod kept other than its drain, IP and readiness: %+v", cached)
+	}
+	if again, err := trimForCache(cached); err != nil || again != any(cached) {
+		t.Errorf("a cached pod trimmed again became %v (%v)", again, err)
+	}
+	expanded := cached.pod()
+	if got, ok := drainOf(expanded); !ok || got.Outcome != want.Outcome || got.DurationMilliseconds != want.DurationMilliseconds ||
 		got.GracePeriodSeconds != want.GracePeriodSeconds || got.ExitCode != want.ExitCode || got.Pod != want.Pod {
 		t.Errorf("drain of the cached pod = %+v (%v), want %+v", got, ok, want)
+	}
+	if expanded.Status.PodIP != "10.0.0.7" || expanded.Labels[LabelInstance] != "gw" || expanded.UID != "u1" ||
+		!equality.Semantic.DeepEqual(expanded.Status.Conditions, []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}) {
+		t.Errorf("the expanded pod lost what was cached: %+v", expanded)
+	}
+	// A copy is its own: changing it leaves the cached pod as it was.
+	cp := cached.DeepCopyObject().(*cachedPod)
+	cp.Labels[LabelInstance], cp.ended[0].State.Terminated.ExitCode, *cp.grace = "other", 1, 1
+	if cached.Labels[LabelInstance] != "gw" || cached.ended[0].State.Terminated.ExitCode != 137 || *cached.grace != 30 {
+		t.Errorf("a deep copy shares its content with the cached pod: %+v", cached)
 	}
 
 	if out, err := trimForCache("not an object"); err != nil || out != "not an object" {
