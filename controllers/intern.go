@@ -1,10 +1,14 @@
 package controllers
 
 import (
+	"hash/maphash"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
 )
@@ -78,27 +82,96 @@ func sharedBool(b *bool) *bool {
 }
 
 // internMeta makes o's namespace, generateName, labels and owner references share
-// the strings other cached objects hold.
+// the strings (and the label maps and owner lists) other cached objects hold.
 func internMeta(o metav1.Object) {
 	o.SetNamespace(cacheStrings.intern(o.GetNamespace()))
 	if !strings.HasPrefix(o.GetGenerateName(), cacheMark) { // a digest: its own
 		o.SetGenerateName(cacheStrings.intern(o.GetGenerateName()))
 	}
 	if labels := o.GetLabels(); len(labels) > 0 {
-		shared := make(map[string]string, len(labels))
-		for k, v := range labels {
-			shared[cacheStrings.intern(k)] = cacheStrings.intern(v)
+		o.SetLabels(sharedLabels(labels))
+	}
+	if refs := o.GetOwnerReferences(); len(refs) > 0 {
+		o.SetOwnerReferences(sharedOwners(refs))
+	}
+}
+
+// labelSets and ownerSets share whole label maps and owner lists between the cached
+// objects that carry equal ones (the pods of one ReplicaSet; a Gateway's Deployment,
+// Service and PodDisruptionBudget, owned by it): keyed by a hash of the content, and
+// a hit is taken only when its content is equal.
+var (
+	labelSets = boundedMap[uint64, map[string]string]{max: maxInterned / 2}
+	ownerSets = boundedMap[uint64, []metav1.OwnerReference]{max: maxInterned / 2}
+	setSeed   = maphash.MakeSeed()
+)
+
+// sharedLabels is a map equal to labels, with interned strings, that cached objects
+// with the same labels share.
+func sharedLabels(labels map[string]string) map[string]string {
+	var h maphash.Hash
+	h.SetSeed(setSeed)
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		h.WriteString(k)
+		h.WriteByte(0)
+		h.WriteString(labels[k])
+		h.WriteByte(0)
+	}
+	sum := h.Sum64()
+	if have, ok := labelSets.get(sum); ok && maps.Equal(have, labels) {
+		return have
+	}
+	own := make(map[string]string, len(labels))
+	for k, v := range labels {
+		own[cacheStrings.intern(k)] = cacheStrings.intern(v)
+	}
+	if got := labelSets.getOrPut(sum, own); maps.Equal(got, own) {
+		return got
+	}
+	return own // another set of the same hash holds the entry
+}
+
+// sharedOwners is a list equal to refs, with interned kinds and shared flags, that
+// cached objects with the same owners share.
+func sharedOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	var h maphash.Hash
+	h.SetSeed(setSeed)
+	for _, r := range refs {
+		for _, s := range []string{r.APIVersion, r.Kind, r.Name, string(r.UID)} {
+			h.WriteString(s)
+			h.WriteByte(0)
 		}
-		o.SetLabels(shared)
+		h.WriteByte(flagByte(r.Controller))
+		h.WriteByte(flagByte(r.BlockOwnerDeletion))
 	}
-	refs := o.GetOwnerReferences()
-	for i := range refs {
-		refs[i].APIVersion = cacheStrings.intern(refs[i].APIVersion)
-		refs[i].Kind = cacheStrings.intern(refs[i].Kind)
-		refs[i].Controller = sharedBool(refs[i].Controller)
-		refs[i].BlockOwnerDeletion = sharedBool(refs[i].BlockOwnerDeletion)
+	sum := h.Sum64()
+	if have, ok := ownerSets.get(sum); ok && slices.EqualFunc(have, refs, sameOwner) {
+		return have
 	}
-	o.SetOwnerReferences(refs)
+	own := make([]metav1.OwnerReference, len(refs))
+	for i, r := range refs {
+		own[i] = metav1.OwnerReference{APIVersion: cacheStrings.intern(r.APIVersion), Kind: cacheStrings.intern(r.Kind), Name: r.Name, UID: r.UID,
+			Controller: sharedBool(r.Controller), BlockOwnerDeletion: sharedBool(r.BlockOwnerDeletion)}
+	}
+	if got := ownerSets.getOrPut(sum, own); slices.EqualFunc(got, own, sameOwner) {
+		return got
+	}
+	return own
+}
+
+func flagByte(b *bool) byte {
+	switch {
+	case b == nil:
+		return 0
+	case *b:
+		return 1
+	}
+	return 2
+}
+
+func sameOwner(a, b metav1.OwnerReference) bool {
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		ptr.Equal(a.Controller, b.Controller) && ptr.Equal(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
 }
 
 // internGatewayStatus makes the words of gw's status (conditions' types, statuses,

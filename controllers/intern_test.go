@@ -1,12 +1,14 @@
 package controllers
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	ferrofedv1alpha1 "github.com/ferrofed/ferrofed/api/v1alpha1"
@@ -57,6 +59,37 @@ func TestTheCacheSharesRepeatedStrings(t *testing.T) {
 	}
 	if len(full.m) > maxInterned {
 		t.Errorf("the table holds %d strings, more than %d", len(full.m), maxInterned)
+	}
+}
+
+// The pods of one ReplicaSet share one label map and one owner list once cached; a pod
+// whose labels or owner differ in anything keeps its own, with its own values.
+func TestCachedPodsShareEqualLabelsAndOwners(t *testing.T) {
+	pod := func(name, hash string, controller *bool) *cachedPod {
+		t.Helper()
+		out, err := trimForCache(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels: map[string]string{LabelInstance: strings.Clone("gw"), "pod-template-hash": strings.Clone(hash)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "gw-" + hash, UID: types.UID("u-" + hash), Controller: controller}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*cachedPod)
+	}
+	sameMap := func(a, b map[string]string) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	a, b := pod("gw-a", "abc", ptr.To(true)), pod("gw-b", "abc", ptr.To(true))
+	if !sameMap(a.Labels, b.Labels) || &a.OwnerReferences[0] != &b.OwnerReferences[0] {
+		t.Error("two pods of one ReplicaSet keep their own labels or owners")
+	}
+	other := pod("gw-c", "def", ptr.To(true))
+	noFlag := pod("gw-d", "abc", nil)
+	if sameMap(a.Labels, other.Labels) || other.Labels["pod-template-hash"] != "def" || other.OwnerReferences[0].Name != "gw-def" {
+		t.Errorf("a pod of another ReplicaSet got the first one's labels or owner: %+v", other.ObjectMeta)
+	}
+	if &noFlag.OwnerReferences[0] == &a.OwnerReferences[0] || noFlag.OwnerReferences[0].Controller != nil || !sameMap(noFlag.Labels, a.Labels) {
+		t.Errorf("an owner without the controller flag shares the flagged one's: %+v", noFlag.OwnerReferences)
+	}
+	if a.Labels[LabelInstance] != "gw" || !*a.OwnerReferences[0].Controller || a.OwnerReferences[0].UID != "u-abc" {
+		t.Errorf("values changed: %+v", a.ObjectMeta)
 	}
 }
 
