@@ -97,7 +97,7 @@ func asPod(o any) (*corev1.Pod, bool) {
 }
 
 // podsOf lists the pods of namespace ns in store whose labels have every one of want,
-// sorted by name, each expanded (pod).
+// sorted by name, each expanded (pod) once it matched.
 func podsOf(store toolscache.Store, ns string, want map[string]string) ([]corev1.Pod, error) {
 	objs := store.List
 	if ix, ok := store.(toolscache.Indexer); ok && ix.GetIndexers()[toolscache.NamespaceIndex] != nil {
@@ -110,8 +110,12 @@ func podsOf(store toolscache.Store, ns string, want map[string]string) ([]corev1
 	sel := labels.SelectorFromSet(want)
 	var out []corev1.Pod
 	for _, o := range objs() {
-		p, ok := asPod(o)
-		if ok && p.Namespace == ns && sel.Matches(labels.Set(p.Labels)) {
+		// Matched before it is expanded: the namespace may hold thousands of pods.
+		m, ok := o.(metav1.Object)
+		if !ok || m.GetNamespace() != ns || !sel.Matches(labels.Set(m.GetLabels())) {
+			continue
+		}
+		if p, ok := asPod(o); ok {
 			out = append(out, *p)
 		}
 	}
