@@ -3,6 +3,7 @@ package process_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -96,11 +97,17 @@ func BenchmarkOperatorPolling1000Gateways(b *testing.B) {
 			fmt.Printf("bench (polling %s): %s\n", interval, pollRun(b, ctx, bin, interval))
 			continue
 		}
-		floorTook, _ := floor(b, ctx, gateways)
+		// The floor makes the writes of these Gateways (3 replicas: a PodDisruptionBudget
+		// each), before and after the operator's runs, and the ratios are against their
+		// mean (as in benchProcess: the machine's speed drifts within a run).
+		floorBefore, _ := floor(b, ctx, gateways, pollShape(0))
 		off := pollRun(b, ctx, bin, 0)
 		on := pollRun(b, ctx, bin, interval)
+		floorAfter, _ := floor(b, ctx, gateways, pollShape(0))
+		floorTook := (floorBefore + floorAfter) / 2
 		want := float64(gateways*pollReplicas) / interval.Seconds()
-		fmt.Printf("bench (polling): floor %s\n", floorTook.Round(time.Millisecond))
+		fmt.Printf("bench (polling): floor %s before, %s after, %s their mean (%.0f %% apart)\n", floorBefore.Round(time.Millisecond),
+			floorAfter.Round(time.Millisecond), floorTook.Round(time.Millisecond), 100*math.Abs(floorAfter.Seconds()-floorBefore.Seconds())/floorTook.Seconds())
 		for _, r := range []pollFigures{off, on} {
 			fmt.Printf("bench (polling %s): %s; %.2f× the floor\n", r.interval, r, r.reconciled.Seconds()/floorTook.Seconds())
 		}
@@ -212,7 +219,7 @@ func createPolledGateways(b *testing.B, ctx context.Context, c *cluster, port in
 	start := time.Now()
 	parallel(b, gateways, func(i int) error {
 		gw := benchGateway(pollNamespace, i)
-		gw.Spec.Replicas, gw.Spec.Port = ptr.To[int32](pollReplicas), int32(port)
+		pollShape(port)(gw)
 		return c.client.Create(ctx, gw)
 	})
 	for got := done(); got < gateways; got = done() {
@@ -222,6 +229,17 @@ func createPolledGateways(b *testing.B, ctx context.Context, c *cluster, port in
 		time.Sleep(20 * time.Millisecond)
 	}
 	return time.Since(start)
+}
+
+// pollShape makes a benchGateway one of the polled Gateways: pollReplicas replicas, on
+// port (the loopback server's; 0 leaves the default, which writes the same objects).
+func pollShape(port int) func(*ferrofedv1alpha1.Gateway) {
+	return func(gw *ferrofedv1alpha1.Gateway) {
+		gw.Spec.Replicas = ptr.To[int32](pollReplicas)
+		if port != 0 {
+			gw.Spec.Port = int32(port)
+		}
+	}
 }
 
 // readyPod makes the i-th pod (replica i%3 of Gateway i/3) as the kubelet would have it:

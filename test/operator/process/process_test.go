@@ -312,7 +312,7 @@ func parallel(b *testing.B, n int, f func(i int) error) {
 // and (with two replicas) PodDisruptionBudget applied server-side from the operator's
 // own builders, and its status patched once. The operator's Events are left out: they
 // are its choice, not the floor.
-func floor(b *testing.B, ctx context.Context, n int) (time.Duration, mix) {
+func floor(b *testing.B, ctx context.Context, n int, shape ...func(*ferrofedv1alpha1.Gateway)) (time.Duration, mix) {
 	c := startCluster(b, 0)
 	if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "floor"}}); err != nil {
 		b.Fatal(err)
@@ -322,6 +322,9 @@ func floor(b *testing.B, ctx context.Context, n int) (time.Duration, mix) {
 	start := time.Now()
 	parallel(b, n, func(i int) error {
 		gw := benchGateway("floor", i)
+		for _, f := range shape {
+			f(gw)
+		}
 		if err := c.client.Create(ctx, gw); err != nil {
 			return err
 		}
