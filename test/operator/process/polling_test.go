@@ -178,12 +178,14 @@ func pollRun(b *testing.B, ctx context.Context, bin string, interval time.Durati
 	f.settleWrites, f.settled = settle(b, ctx, c)
 	cpu, polls, writes := op.cpuSeconds(), ps.reports.Load(), writeCount(apiserverMetrics(b, ctx, c))
 	// The window's own peak: the polls alone, after the first round's status writes.
+	profiled := cpuProfile(bin+"-polling-"+interval.String(), "window", pollWindow-5*time.Second)
 	for end := time.Now().Add(pollWindow); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if anon := float64(procStatus(op.cmd.Process.Pid, "RssAnon:")) / (1 << 20); anon > f.windowAnon {
 			f.windowAnon = anon
 		}
 	}
 	f.windowCPU = op.cpuSeconds() - cpu
+	profiled()
 	f.polls = ps.reports.Load()
 	f.pollsPerSecond = float64(f.polls-polls) / pollWindow.Seconds()
 	f.windowWrites = writeCount(apiserverMetrics(b, ctx, c)) - writes
