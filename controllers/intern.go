@@ -177,8 +177,13 @@ func sameOwner(a, b metav1.OwnerReference) bool {
 // internGatewayStatus makes the words of gw's status (conditions' types, statuses,
 // reasons and short messages, the polled keys, states and phases) share the strings of
 // the other Gateways': 1,000 Gateways mostly say the same things.
+//
+// Its lists are cut to their length: the JSON decoder grows a list by doubling, so a
+// status of 5 keys and 7 conditions holds room for 8 of each.
 func internGatewayStatus(gw *ferrofedv1alpha1.Gateway) {
 	gw.Spec.Image = cacheStrings.intern(gw.Spec.Image)
+	gw.Status.Conditions = exactly(gw.Status.Conditions)
+	gw.Status.Drains = exactly(gw.Status.Drains)
 	for i := range gw.Status.Conditions {
 		c := &gw.Status.Conditions[i]
 		c.Type, c.Reason, c.Message = cacheStrings.intern(c.Type), cacheStrings.intern(c.Reason), cacheStrings.intern(c.Message)
@@ -189,14 +194,24 @@ func internGatewayStatus(gw *ferrofedv1alpha1.Gateway) {
 		return
 	}
 	d.MembersReachable = cacheStrings.intern(d.MembersReachable)
+	d.Keys, d.Pods = exactly(d.Keys), exactly(d.Pods)
 	for i := range d.Keys {
 		d.Keys[i].Key, d.Keys[i].State = cacheStrings.intern(d.Keys[i].Key), cacheStrings.intern(d.Keys[i].State)
 	}
 	for i := range d.Pods {
 		p := &d.Pods[i]
 		p.Lifecycle, p.Message = cacheStrings.intern(p.Lifecycle), cacheStrings.intern(p.Message)
+		p.NotUp = exactly(p.NotUp)
 		for j := range p.NotUp {
 			p.NotUp[j] = cacheStrings.intern(p.NotUp[j])
 		}
 	}
+}
+
+// exactly is s in an array of its length: the decoder's spare room is let go.
+func exactly[T any](s []T) []T {
+	if cap(s) == len(s) {
+		return s
+	}
+	return append(make([]T, 0, len(s)), s...)
 }

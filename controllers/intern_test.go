@@ -130,4 +130,19 @@ func TestCachedGatewaysShareTheirStatusWords(t *testing.T) {
 	if la, lb := a.Status.Conditions[1].Message, b.Status.Conditions[1].Message; la != long || unsafe.StringData(la) == unsafe.StringData(lb) {
 		t.Errorf("a message over %d bytes was shared or changed", maxInternedText)
 	}
+
+	// The decoder's spare room in the lists is let go, their content kept.
+	roomy := gw()
+	roomy.Status.Conditions = append(make([]metav1.Condition, 0, 8), roomy.Status.Conditions...)
+	roomy.Status.Dependencies.Keys = append(make([]ferrofedv1alpha1.DependencyKeyStatus, 0, 8), roomy.Status.Dependencies.Keys...)
+	roomy.Status.Dependencies.Pods = append(make([]ferrofedv1alpha1.PolledPodStatus, 0, 4), roomy.Status.Dependencies.Pods...)
+	if _, err := trimForCache(roomy); err != nil {
+		t.Fatal(err)
+	}
+	st := roomy.Status
+	if cap(st.Conditions) != 2 || cap(st.Dependencies.Keys) != 1 || cap(st.Dependencies.Pods) != 1 ||
+		st.Conditions[1].Message != long || st.Dependencies.Keys[0].Key != "member/a" || st.Dependencies.Pods[0].Name != "gw-0" {
+		t.Errorf("the cached lists keep room or lost content: conditions %d/%d, keys %d/%d, pods %d/%d", len(st.Conditions), cap(st.Conditions),
+			len(st.Dependencies.Keys), cap(st.Dependencies.Keys), len(st.Dependencies.Pods), cap(st.Dependencies.Pods))
+	}
 }
