@@ -68,14 +68,16 @@ func TestCachedPodsShareEqualLabelsAndOwners(t *testing.T) {
 	pod := func(name, hash string, controller *bool) *cachedPod {
 		t.Helper()
 		out, err := trimForCache(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
-			Labels: map[string]string{LabelInstance: strings.Clone("gw"), "pod-template-hash": strings.Clone(hash)},
+			Labels:          map[string]string{LabelInstance: strings.Clone("gw"), "pod-template-hash": strings.Clone(hash)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "gw-" + hash, UID: types.UID("u-" + hash), Controller: controller}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out.(*cachedPod)
 	}
-	sameMap := func(a, b map[string]string) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	sameMap := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
 	a, b := pod("gw-a", "abc", ptr.To(true)), pod("gw-b", "abc", ptr.To(true))
 	if !sameMap(a.Labels, b.Labels) || &a.OwnerReferences[0] != &b.OwnerReferences[0] {
 		t.Error("two pods of one ReplicaSet keep their own labels or owners")

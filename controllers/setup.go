@@ -184,6 +184,16 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 	}
 	r := &GatewayReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder(FieldOwner), AllowedImages: o.AllowedImages, TracerProvider: o.TracerProvider}
+	// The pods, Deployments, Services and PodDisruptionBudgets are read from their
+	// informers' stores, which hold them compact (podcache.go, ownedcache.go).
+	stores, err := storesOf(context.Background(), mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
+	if r.Pods, err = storeOf(context.Background(), mgr.GetCache(), &corev1.Pod{}); err != nil {
+		return nil, err
+	}
+	r.Client = cachedReads{Client: r.Client, compactStores: stores}
 	if o.WrapClient != nil {
 		r.Client = o.WrapClient(r.Client)
 	}
@@ -191,11 +201,6 @@ func Setup(mgr ctrl.Manager, o Options) (*GatewayReconciler, error) {
 		r.Recorder = o.WrapRecorder(r.Recorder)
 	}
 	registerMetrics()
-	pods, err := storeOf(context.Background(), mgr.GetCache(), &corev1.Pod{})
-	if err != nil {
-		return nil, err
-	}
-	r.Pods = pods
 	if err := o.Poll.validate(); err != nil {
 		return nil, err
 	}
@@ -291,17 +296,17 @@ func newPoller(mgr ctrl.Manager, o PollOptions) (*DependencyPoller, error) {
 //     (trimForCache): an owned object keeps its name, owner, generation, its status
 //     counters and managedSum, the digest of its applied-config annotation and of
 //     the fields FieldOwner's apply holds (what the reconciler compares with the
-//     desired apply configuration, see managed.go), not its
-//     spec, labels, annotations or managedFields (a Deployment keeps spec.replicas,
-//     and whether a manager other than FieldOwner's apply holds it: replicasSeed);
-//     a Gateway loses its managedFields and kubectl's
-//     last-applied-configuration; a pod becomes a cachedPod (podcache.go), its metadata with its IP, readiness,
-//     grace period and ended containers; a spool
-//     claim keeps only its AnnotationReleaseQuarantine of its annotations; a
-//     ConfigMap's metadata (the only part watched) loses its annotations and
-//     managedFields. The trimmed copies must never be sent back whole (an Update would
-//     reset the other managers' fields): the reconciler only applies, patches status
-//     and deletes.
+//     desired apply configuration, see managed.go), not its spec, labels, annotations
+//     or managedFields (a Deployment keeps spec.replicas, and whether a manager other
+//     than FieldOwner's apply holds it: replicasSeed); an owned Deployment, Service
+//     or PodDisruptionBudget is kept as a cachedOwned (ownedcache.go) and a pod as a
+//     cachedPod (podcache.go: its metadata, IP, readiness, grace period and ended
+//     containers), which the reconciler reads from the informers' stores; a Gateway
+//     loses its managedFields and kubectl's last-applied-configuration; a spool claim
+//     keeps only its AnnotationReleaseQuarantine of its annotations; a ConfigMap's
+//     metadata (the only part watched) loses its annotations and managedFields. The
+//     trimmed copies must never be sent back whole (an Update would reset the other
+//     managers' fields): the reconciler only applies, patches status and deletes.
 //
 // ConfigMaps have no full informer at all (see ManagerOptions' client options).
 func CacheOptions() cache.Options {
@@ -356,11 +361,10 @@ func trimForCache(in any) (any, error) {
 		if trimOwned(o) {
 			// Read: the generations, the replica counts, and spec.replicas with who
 			// holds it (an autoscaled Gateway's, replicasSeed).
-			o.Spec = appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}
-			o.Status.Conditions = nil
 			if held {
 				o.GenerateName += replicasHeldMark
 			}
+			in = compactOwned(o) // spec.replicas and the status counters kept (cachedOwned)
 		}
 	case *appsv1.StatefulSet:
 		if trimOwned(o) {
@@ -383,12 +387,14 @@ func trimForCache(in any) (any, error) {
 		o.Spec, o.Status = corev1.PersistentVolumeClaimSpec{}, corev1.PersistentVolumeClaimStatus{}
 	case *corev1.Service:
 		if trimOwned(o) {
-			o.Spec, o.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
+			in = compactOwned(o)
 		}
 	case *policyv1.PodDisruptionBudget:
 		if trimOwned(o) {
-			o.Spec, o.Status = policyv1.PodDisruptionBudgetSpec{}, policyv1.PodDisruptionBudgetStatus{}
+			in = compactOwned(o)
 		}
+	case *cachedOwned:
+		return in, nil // compact already
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		if trimOwned(o) {
 			o.Spec, o.Status = autoscalingv2.HorizontalPodAutoscalerSpec{}, autoscalingv2.HorizontalPodAutoscalerStatus{}

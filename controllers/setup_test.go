@@ -77,7 +77,7 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached := cachedAny.(*appsv1.Deployment)
+	cached := asDeployment(t, cachedAny)
 	if len(cached.ManagedFields) != 0 || len(cached.Spec.Template.Spec.Containers) != 0 || ptr.Deref(cached.Spec.Replicas, 0) != 2 {
 		t.Errorf("the cached Deployment kept managedFields %v or its spec %+v (of which only replicas, 2)", managers(cached.ManagedFields), cached.Spec)
 	}
@@ -104,8 +104,8 @@ func TestCachedOwnedObjectKeepsOnlyTheDigestOfItsManagedFields(t *testing.T) {
 		}
 	}
 	// A second pass (a transform of a cached copy) changes nothing.
-	again, _ := trimForCache(cached.DeepCopy())
-	if again.(*appsv1.Deployment).GenerateName != cached.GenerateName {
+	again, _ := trimForCache(cachedAny.(*cachedOwned).DeepCopyObject())
+	if again.(*cachedOwned).GenerateName != cached.GenerateName {
 		t.Errorf("trimming twice changed the digest")
 	}
 
@@ -136,7 +136,22 @@ func trimmed(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out.(*appsv1.Deployment)
+	return asDeployment(t, out)
+}
+
+// asDeployment is the Deployment the reconciler reads of what the cache keeps of one
+// (cachedReads).
+func asDeployment(t *testing.T, cached any) *appsv1.Deployment {
+	t.Helper()
+	c, ok := cached.(*cachedOwned)
+	if !ok {
+		t.Fatalf("the cache keeps a Deployment as %T, want a *cachedOwned", cached)
+	}
+	d := &appsv1.Deployment{}
+	if !c.into(d) {
+		t.Fatal("a cachedOwned does not expand into a Deployment")
+	}
+	return d
 }
 
 func TestCacheKeepsOnlyWhatTheReconcilerReads(t *testing.T) {

@@ -45,9 +45,14 @@ func TestOperatorCacheDropsForeignManagedFields(t *testing.T) {
 	if !hasManager(live.ManagedFields, "someone-else") || !hasManager(live.ManagedFields, controllers.FieldOwner) {
 		t.Fatalf("the apiserver's Deployment has managers %v, want someone-else and %s", managers(live.ManagedFields), controllers.FieldOwner)
 	}
+	// Read as the reconciler reads it: the cache keeps it compact (controllers.CachedReader).
+	reader, err := controllers.CachedReader(ctx, managerCache)
+	if err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, settle, "the cached Deployment has the other manager's label and only the operator's managedFields", func() error {
 		cached := &appsv1.Deployment{}
-		if err := managerCache.Get(ctx, key, cached); err != nil {
+		if err := reader.Get(ctx, key, cached); err != nil {
 			return err
 		}
 		if cached.ResourceVersion != live.ResourceVersion {
