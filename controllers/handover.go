@@ -314,8 +314,9 @@ func (r *GatewayReconciler) setFinalizer(ctx context.Context, gw *ferrofedv1alph
 	if err != nil {
 		return err
 	}
-	if err := r.Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("set the finalizer %s to %t: %w", FinalizerAuditHandOver, on, client.IgnoreNotFound(err))
+	// A Gateway gone already (its last finalizer removed) needs nothing more.
+	if err := r.Patch(ctx, gw, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("set the finalizer %s to %t: %w", FinalizerAuditHandOver, on, err)
 	}
 	return nil
 }
