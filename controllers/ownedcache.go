@@ -33,7 +33,7 @@ func (c *cachedOwned) GetObjectKind() schema.ObjectKind { return schema.EmptyObj
 // DeepCopyObject copies c with its metadata and pointers.
 func (c *cachedOwned) DeepCopyObject() runtime.Object {
 	out := &cachedOwned{replicas: c.replicas}
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	c.DeepCopyInto(&out.ObjectMeta)
 	if c.replicas != nil {
 		r := *c.replicas
 		out.replicas = &r

@@ -70,7 +70,7 @@ func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjec
 // DeepCopyObject copies c, its metadata and its container statuses.
 func (c *cachedPod) DeepCopyObject() runtime.Object {
 	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	c.DeepCopyInto(&out.ObjectMeta)
 	if c.grace != nil {
 		g := *c.grace
 		out.grace = &g
