@@ -173,17 +173,35 @@ func (p *DependencyPoller) targets() []pollTarget {
 }
 
 // storeOf is the store of the cache's informer of obj's kind (made now if the cache has
-// none yet; it fills once the cache starts).
+// none yet; it fills once the cache starts), or one kept from its events.
 func storeOf(ctx context.Context, informers cache.Informers, obj client.Object) (toolscache.Store, error) {
 	inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, fmt.Errorf("the cache's informer of %T: %w", obj, err)
 	}
-	s, ok := inf.(interface{ GetStore() toolscache.Store })
-	if !ok {
-		return nil, fmt.Errorf("the cache's informer of %T (%T) has no store", obj, inf)
+	if s, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+		return s.GetStore(), nil
 	}
-	return s.GetStore(), nil
+	// A cache of some namespaces only (--watch-namespaces) has an informer per
+	// namespace behind one without a store: a store of the same objects (shared, not
+	// copied) is kept from its events. It may trail the informers by an event; what
+	// reads it copes with a missing object (an apply reads it again from the
+	// apiserver).
+	mirror := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { _ = mirror.Add(o) },
+		UpdateFunc: func(_, o any) { _ = mirror.Update(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			_ = mirror.Delete(o)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow the cache's informer of %T: %w", obj, err)
+	}
+	return mirror, nil
 }
 
 // offset is a pod's place in the interval: fixed by its UID (so that it is polled

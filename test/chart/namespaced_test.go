@@ -78,7 +78,9 @@ func TestChartNamespacedInstallWorksWithRolesOnly(t *testing.T) {
 	}
 
 	probe := freeAddr(t)
-	startOperator(t, buildFerrofed(t), writeKubeconfig(t, "operator", operatorConfig), probe, watch)
+	// As the chart runs it: with its own namespace, so that it polls the pods too (its
+	// informers are per namespace, and the polls read them).
+	startOperator(t, buildFerrofed(t), writeKubeconfig(t, "operator", operatorConfig), probe, watch, "--operator-namespace="+namespace)
 	waitFor(t, ctx, "the operator's /readyz", func() (bool, string) {
 		res, err := http.Get("http://" + probe + "/readyz")
 		if err != nil {
