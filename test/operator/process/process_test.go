@@ -61,7 +61,6 @@ const gateways = 1000
 
 func BenchmarkOperatorProcess1000Gateways(b *testing.B) {
 	controlplane.Require(b, false)
-	log.SetLogger(logr.Discard()) // envtest's own logs; the operator logs to its stderr
 	bin := buildOperator(b)
 	for i := 0; i < b.N; i++ {
 		benchProcess(b, bin)
@@ -98,6 +97,7 @@ func startCluster(b *testing.B, etcdQuotaBytes int64) *cluster {
 // startClusterWith starts the cluster, with the operator's webhook configuration
 // (config/webhook, pointed by envtest at a local port and certificate) when webhook.
 func startClusterWith(b *testing.B, etcdQuotaBytes int64, webhook bool) *cluster {
+	log.SetLogger(logr.Discard()) // envtest's own logs; the operator logs to its stderr
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	if webhook {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "..", "config", "webhook")}}
